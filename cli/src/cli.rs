@@ -1,0 +1,6 @@
+//! Argument parsing and dispatch.
+use std::process::ExitCode;
+
+pub fn main() -> ExitCode {
+    ExitCode::SUCCESS
+}

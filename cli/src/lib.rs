@@ -1,0 +1,5 @@
+//! The engine behind the `evi` command: the eVi home on disk, the transcript
+//! reader and session tree, and the commands built on them. `main.rs` only
+//! calls [`cli::main`].
+
+pub mod cli;

@@ -1,0 +1,4 @@
+fn main() {
+    eprintln!("evi-server: not implemented yet");
+    std::process::exit(1);
+}

@@ -1,0 +1,11 @@
+//! What the `evi` client and `evi-server` must agree on, in one place: the
+//! formats of ids that cross the wire or name files, the limits both sides
+//! enforce, and (in [`api`]) the request and response types of the HTTP API.
+//!
+//! Nothing here does I/O; both sides parse untrusted strings through these
+//! types before using them, so a malformed id is rejected at the edge.
+
+pub mod ids;
+pub mod limits;
+
+pub use ids::{Day, IdError, KeyedId, SessionId};
