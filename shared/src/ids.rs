@@ -186,6 +186,23 @@ impl FromStr for KeyedId {
     }
 }
 
+#[cfg(feature = "openapi")]
+mod openapi {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+
+    impl utoipa::PartialSchema for super::KeyedId {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[0-9a-f]{64}$"))
+                .description(Some("64 lowercase hex characters (an HMAC-SHA256)"))
+                .into()
+        }
+    }
+    impl utoipa::ToSchema for super::KeyedId {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! Nothing here does I/O; both sides parse untrusted strings through these
 //! types before using them, so a malformed id is rejected at the edge.
 
+pub mod api;
 pub mod ids;
 pub mod limits;
 

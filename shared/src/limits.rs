@@ -6,3 +6,35 @@ pub const SESSION_ID_MAX_LEN: usize = 128;
 
 /// Length in hex characters of a keyed id (HMAC-SHA256 output).
 pub const KEYED_ID_HEX_LEN: usize = 64;
+
+/// Default largest push request body, in bytes (the JSON as sent).
+pub const DEFAULT_MAX_BATCH_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Default largest blob, in bytes (the age ciphertext as uploaded).
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Default most records in one pull page.
+pub const DEFAULT_MAX_PAGE_RECORDS: u32 = 1000;
+
+/// Default most ciphertext bytes in one pull page (a single larger record is
+/// still sent alone, so a page always makes progress).
+pub const DEFAULT_MAX_PAGE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Longest user name; names use `[A-Za-z0-9._-]`.
+pub const USER_NAME_MAX_LEN: usize = 64;
+
+/// Longest device name (any printable text).
+pub const DEVICE_NAME_MAX_LEN: usize = 128;
+
+/// Shortest and longest accepted password, in bytes.
+pub const PASSWORD_MIN_LEN: usize = 8;
+pub const PASSWORD_MAX_LEN: usize = 1024;
+
+/// Longest record `kind` (`[a-z0-9_-]`).
+pub const KIND_MAX_LEN: usize = 32;
+
+/// Largest key check value, in bytes.
+pub const KEY_CHECK_MAX_BYTES: usize = 4096;
+
+/// Most names in one blobs `missing` or `purge` call.
+pub const MAX_NAMES_PER_CALL: usize = 10_000;

@@ -1,0 +1,454 @@
+//! The HTTP API of `evi-server`, as plain serde types both sides use.
+//!
+//! Every path is under `/api/v1` except `/healthz`. All bodies are JSON except
+//! blob uploads and downloads (`application/octet-stream`). Every call except
+//! register, login, capabilities and health needs `Authorization: Bearer TOKEN`.
+//!
+//! Compatibility rules: fields added later carry `#[serde(default)]`, so an
+//! older peer's message still parses; unknown fields are ignored; an unknown
+//! error code parses as [`ErrorCode::Unknown`]. Types holding a password or a
+//! token redact it in their `Debug` output so it never reaches a log.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ids::KeyedId;
+
+#[cfg(feature = "openapi")]
+use utoipa::{IntoParams, ToSchema};
+
+/// Path prefix of every versioned endpoint.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// Opaque bytes carried as standard (padded) base64 in JSON.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Base64Bytes(pub Vec<u8>);
+
+impl fmt::Debug for Base64Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Base64Bytes({} bytes)", self.0.len())
+    }
+}
+
+impl From<Vec<u8>> for Base64Bytes {
+    fn from(v: Vec<u8>) -> Self {
+        Self(v)
+    }
+}
+
+impl Serialize for Base64Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&B64.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Base64Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        B64.decode(s.as_bytes())
+            .map(Self)
+            .map_err(|e| serde::de::Error::custom(format!("invalid base64: {e}")))
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Base64Bytes {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Byte,
+            )))
+            .description(Some("standard base64"))
+            .into()
+    }
+}
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Base64Bytes {}
+
+/// Stable error codes of the `{code, message}` error body. The code is the
+/// contract; the message is for people and may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: the body or query does not parse or breaks a format rule.
+    BadRequest,
+    /// 400: a stream id, entry id or blob name is not 64 lowercase hex.
+    InvalidId,
+    /// 401: no token, an unknown token, or a revoked device's token.
+    Unauthorized,
+    /// 401: login with a wrong user name or password (never says which).
+    InvalidCredentials,
+    /// 403: this server does not accept new accounts.
+    RegistrationClosed,
+    /// 403: registration needs an invite code and this one is missing, unknown or used.
+    InvalidInvite,
+    /// 404: no such device or blob (for this user).
+    NotFound,
+    /// 409: the user name is taken.
+    UserExists,
+    /// 409: the account already holds a different key check value.
+    KeyCheckMismatch,
+    /// 413: the request is larger than the advertised limit.
+    PayloadTooLarge,
+    /// 429: too many attempts; retry after the `Retry-After` seconds.
+    RateLimited,
+    /// 500: the server failed; the request may be retried.
+    Internal,
+    /// 503: the server is shutting down or overloaded; retry.
+    Unavailable,
+    /// 507: storing this would pass the account's quota; nothing was stored.
+    QuotaExceeded,
+    /// A code this version does not know (sent by a newer server).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    /// Whether the same request may succeed if sent again later.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Self::RateLimited | Self::Internal | Self::Unavailable)
+    }
+}
+
+/// Body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// How a server admits new accounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Registration {
+    Open,
+    Invite,
+    Closed,
+}
+
+impl fmt::Display for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Open => "open",
+            Self::Invite => "invite",
+            Self::Closed => "closed",
+        })
+    }
+}
+
+/// `GET /api/v1/capabilities` (no auth): the limits this server enforces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Capabilities {
+    /// Largest `POST /records` body in bytes (413 past it).
+    pub max_batch_bytes: u64,
+    /// Largest blob upload in bytes (413 past it).
+    pub max_blob_bytes: u64,
+    /// Most records in one pull page.
+    pub max_page_records: u32,
+    /// Most ciphertext bytes in one pull page (a single larger record still comes alone).
+    pub max_page_bytes: u64,
+    pub registration: Registration,
+}
+
+/// `POST /api/v1/register` (no auth): creates the account and its first device.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RegisterRequest {
+    /// `[A-Za-z0-9._-]`, 1 to 64 characters.
+    pub user: String,
+    /// 8 to 1024 bytes.
+    pub password: String,
+    /// Device name shown in the device list.
+    pub device: String,
+    /// One-time code from `evi-server invite` when registration is `invite`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite: Option<String>,
+}
+
+impl fmt::Debug for RegisterRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisterRequest")
+            .field("user", &self.user)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `POST /api/v1/login` (no auth): adds a device to an existing account.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LoginRequest {
+    pub user: String,
+    pub password: String,
+    pub device: String,
+}
+
+impl fmt::Debug for LoginRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoginRequest")
+            .field("user", &self.user)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answer to `POST /api/v1/register` and `POST /api/v1/login`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct AuthResponse {
+    /// Bearer token of the new device; shown once, stored by the server only hashed.
+    pub token: String,
+    pub device_id: String,
+    pub user: String,
+}
+
+impl fmt::Debug for AuthResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthResponse")
+            .field("device_id", &self.device_id)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One device in `GET /api/v1/devices`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Device {
+    pub id: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    /// Last authenticated request, to within a minute.
+    pub last_seen_at: DateTime<Utc>,
+    /// Whether this is the device whose token made the call.
+    pub current: bool,
+}
+
+/// `GET /api/v1/devices`: the account's devices that hold a valid token.
+/// `DELETE /api/v1/devices/{id}` revokes one (204); its token then gets 401.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct DevicesResponse {
+    pub devices: Vec<Device>,
+}
+
+/// `POST /api/v1/password`: changes the password and revokes every other device.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PasswordChangeRequest {
+    pub old_password: String,
+    pub new_password: String,
+}
+
+impl fmt::Debug for PasswordChangeRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PasswordChangeRequest { .. }")
+    }
+}
+
+/// Answer to `POST /api/v1/password`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PasswordChangeResponse {
+    /// How many other devices lost their token.
+    pub revoked_devices: u64,
+}
+
+/// `GET /api/v1/key-check`: the account's key check value, if a device set one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct KeyCheckResponse {
+    pub key_check: Option<Base64Bytes>,
+}
+
+/// `PUT /api/v1/key-check`: sets the value if unset (200); the same value again
+/// is 200; a different value is 409 `key_check_mismatch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct KeyCheckRequest {
+    pub key_check: Base64Bytes,
+}
+
+/// One encrypted segment in a push.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Segment {
+    /// Keyed stream (session) id.
+    pub stream: KeyedId,
+    /// What the segment holds, e.g. `entries` or `journal`: `[a-z0-9_-]{1,32}`.
+    pub kind: String,
+    /// Keyed ids of the entries inside; at least one. The segment is dropped
+    /// when every one of them is already stored for this user.
+    pub entry_ids: Vec<KeyedId>,
+    pub ciphertext: Base64Bytes,
+}
+
+/// `POST /api/v1/records`: stores a batch; answered once it is durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PushRequest {
+    pub segments: Vec<Segment>,
+}
+
+/// Answer to `POST /api/v1/records`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PushResponse {
+    /// Segments stored as new records.
+    pub stored: u64,
+    /// Segments dropped because all their entry ids were already stored.
+    pub dropped: u64,
+    /// The user's newest seq after this batch (0 if the account has no record).
+    pub newest_seq: u64,
+}
+
+/// Query of `GET /api/v1/records`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema, IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct PullQuery {
+    /// Return records with a seq greater than this (0 for all).
+    #[serde(default)]
+    pub after: u64,
+    /// Most records wanted; capped by the server's `max_page_records`.
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// One stored record in a pull page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Record {
+    pub seq: u64,
+    pub stream: KeyedId,
+    pub kind: String,
+    pub entry_ids: Vec<KeyedId>,
+    pub ciphertext: Base64Bytes,
+}
+
+/// `GET /api/v1/records?after=SEQ&limit=N`: a page of records in seq order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PullResponse {
+    pub records: Vec<Record>,
+    /// Cursor for the next call: the last seq in this page (or `after` if empty).
+    pub next_after: u64,
+    /// Whether records after `next_after` existed when this page was read.
+    pub more: bool,
+}
+
+/// `GET /api/v1/status`: what the account holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct StatusResponse {
+    pub newest_seq: u64,
+    pub records: u64,
+    pub entries: u64,
+    pub blobs: u64,
+    /// Record ciphertext plus blob bytes.
+    pub bytes_used: u64,
+    /// The per-user quota, if the server sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_bytes: Option<u64>,
+}
+
+/// Body of `POST /api/v1/blobs/missing` and `POST /api/v1/blobs/purge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct BlobNames {
+    pub names: Vec<KeyedId>,
+}
+
+/// Answer to `POST /api/v1/blobs/missing`: the asked names this user has not
+/// uploaded, in the order asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct MissingResponse {
+    pub missing: Vec<KeyedId>,
+}
+
+/// Answer to `PUT /api/v1/blobs/{name}` (raw body, streamed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct BlobStored {
+    pub name: KeyedId,
+    pub size: u64,
+    /// False when the blob was already stored (the upload was ignored).
+    pub created: bool,
+}
+
+/// Answer to `POST /api/v1/blobs/purge`, the only call that deletes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PurgeResponse {
+    /// How many of the named blobs existed and were deleted.
+    pub purged: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trip_and_errors() {
+        let b = Base64Bytes(vec![0, 1, 2, 255]);
+        let j = serde_json::to_string(&b).unwrap();
+        assert_eq!(j, "\"AAEC/w==\"");
+        assert_eq!(serde_json::from_str::<Base64Bytes>(&j).unwrap(), b);
+        assert!(serde_json::from_str::<Base64Bytes>("\"***\"").is_err());
+    }
+
+    #[test]
+    fn error_codes_are_snake_case_and_forward_compatible() {
+        let e = ErrorBody {
+            code: ErrorCode::KeyCheckMismatch,
+            message: "x".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"code":"key_check_mismatch","message":"x"}"#
+        );
+        let future: ErrorBody =
+            serde_json::from_str(r#"{"code":"something_new","message":""}"#).unwrap();
+        assert_eq!(future.code, ErrorCode::Unknown);
+    }
+
+    #[test]
+    fn secrets_are_not_in_debug() {
+        let r = LoginRequest {
+            user: "u".into(),
+            password: "hunter22".into(),
+            device: "d".into(),
+        };
+        assert!(!format!("{r:?}").contains("hunter22"));
+        let a = AuthResponse {
+            token: "tok123".into(),
+            device_id: "d".into(),
+            user: "u".into(),
+        };
+        assert!(!format!("{a:?}").contains("tok123"));
+    }
+
+    #[test]
+    fn optional_fields_default() {
+        let r: RegisterRequest =
+            serde_json::from_str(r#"{"user":"u","password":"p","device":"d"}"#).unwrap();
+        assert_eq!(r.invite, None);
+        let q: PullQuery = serde_json::from_str("{}").unwrap();
+        assert_eq!(q.after, 0);
+        let bad = format!(
+            r#"{{"stream":"{}","kind":"entries","entry_ids":["../x"],"ciphertext":""}}"#,
+            "a".repeat(64)
+        );
+        assert!(serde_json::from_str::<Segment>(&bad).is_err());
+    }
+}
