@@ -3,3 +3,4 @@
 //! calls [`cli::main`].
 
 pub mod cli;
+pub mod sync;

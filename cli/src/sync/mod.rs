@@ -1,0 +1,36 @@
+//! The cryptography of sync: the user's age identity, the keys derived from
+//! it, and the sealed formats that leave the device.
+//!
+//! - [`identity`]: the age X25519 identity file, its fingerprint, and its
+//!   passphrase-protected export/import.
+//! - [`keys`]: HKDF-derived keys, the keyed ids the server sees, and the key
+//!   check value.
+//! - [`segment`]: many entries (or journal lines) of one stream in one age
+//!   file, compressed, MAC'd and bound to their outer ids.
+//! - [`blob`]: checkpoint blobs as streamed age files, verified by SHA-256.
+//!
+//! Everything here is synchronous; callers run it on blocking threads.
+//! `testdata/vectors.json` freezes every deterministic byte (keyed ids, KCV,
+//! segment plaintext and MAC) for a fixed test identity.
+
+pub mod blob;
+pub(crate) mod fsutil;
+pub mod identity;
+pub mod keys;
+pub mod segment;
+
+pub use blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};
+pub use identity::{Identity, IdentityError};
+pub use keys::SyncKeys;
+pub use segment::{
+    Entry, JournalLine, OpenedSegment, SealedSegment, SegmentError, SegmentKind, open, seal,
+    seal_journal,
+};
+
+/// The fixed identity of the frozen vectors (test data only, never a real key).
+#[cfg(test)]
+pub(crate) const TEST_IDENTITY: &str =
+    "AGE-SECRET-KEY-19SS7KFETF239GNV7LY5EDZRN9R2FDUS58K9ML8WTY33MDSAEW5RSJCA34J";
+
+#[cfg(test)]
+mod vectors;

@@ -1,0 +1,420 @@
+use super::*;
+use crate::sync::TEST_IDENTITY;
+
+fn fixture() -> (SyncKeys, Identity) {
+    let id = Identity::from_secret_str(TEST_IDENTITY).unwrap();
+    (SyncKeys::derive(&id), id)
+}
+
+fn sid(s: &str) -> SessionId {
+    s.parse().unwrap()
+}
+
+fn day(s: &str) -> Day {
+    s.parse().unwrap()
+}
+
+pub(crate) fn sample_entries() -> Vec<Entry> {
+    vec![
+        Entry {
+            id: "a1".into(),
+            parent: None,
+            day: day("2026-06-08"),
+            line: br#"{"role":"user","content":"hello"}"#.to_vec(),
+        },
+        Entry {
+            id: "b2".into(),
+            parent: Some("a1".into()),
+            day: day("2026-06-08"),
+            line: vec![0xff, 0xfe, b'x', b'\r'],
+        },
+        Entry {
+            id: "c3".into(),
+            parent: Some("b2".into()),
+            day: day("2026-06-09"),
+            line: b"not json".to_vec(),
+        },
+    ]
+}
+
+fn sealed() -> (SyncKeys, Identity, SealedSegment) {
+    let (k, id) = fixture();
+    let s = seal(&k, &id, &sid("sess-1"), &sample_entries()).unwrap();
+    (k, id, s)
+}
+
+fn reopen(k: &SyncKeys, id: &Identity, s: &SealedSegment) -> Result<OpenedSegment, SegmentError> {
+    open(k, id, &s.stream, s.kind, &s.entry_ids, &s.ciphertext)
+}
+
+#[test]
+fn round_trip_entries() {
+    let (k, id, s) = sealed();
+    assert_eq!(s.kind, SegmentKind::Entries);
+    assert_eq!(s.stream, k.session_key(&sid("sess-1")));
+    let expect: Vec<_> = sample_entries()
+        .iter()
+        .map(|e| k.entry_key(&sid("sess-1"), &e.id))
+        .collect();
+    assert_eq!(s.entry_ids, expect);
+    assert_eq!(
+        reopen(&k, &id, &s).unwrap(),
+        OpenedSegment::Entries {
+            session: sid("sess-1"),
+            entries: sample_entries()
+        }
+    );
+}
+
+#[test]
+fn round_trip_journal() {
+    let (k, id) = fixture();
+    let lines = vec![
+        JournalLine {
+            seq: 1,
+            line: br#"{"seq":1,"path":"a.rs","op":"write"}"#.to_vec(),
+        },
+        JournalLine {
+            seq: 7,
+            line: b"{}".to_vec(),
+        },
+    ];
+    let s = seal_journal(&k, &id, "laptop", &lines).unwrap();
+    assert_eq!(s.kind, SegmentKind::Journal);
+    assert_eq!(s.stream, k.journal_stream_key("laptop"));
+    assert_eq!(
+        s.entry_ids,
+        vec![
+            k.journal_entry_key("laptop", 1),
+            k.journal_entry_key("laptop", 7)
+        ]
+    );
+    assert_eq!(
+        reopen(&k, &id, &s).unwrap(),
+        OpenedSegment::Journal {
+            device: "laptop".into(),
+            lines
+        }
+    );
+    assert!(matches!(
+        seal_journal(&k, &id, "../evil", &[]),
+        Err(SegmentError::BadDevice(_))
+    ));
+}
+
+#[test]
+fn ciphertext_is_a_standard_age_file_of_zstd_plaintext() {
+    let (k, id, s) = sealed();
+    let dec = age::Decryptor::new(&s.ciphertext[..]).unwrap();
+    let mut compressed = Vec::new();
+    dec.decrypt(iter::once(id.age_identity() as &dyn age::Identity))
+        .unwrap()
+        .read_to_end(&mut compressed)
+        .unwrap();
+    let plain = zstd::decode_all(&compressed[..]).unwrap();
+    let sample = sample_entries();
+    let body = BodyRef::Entries {
+        session: b"sess-1",
+        entries: sample
+            .iter()
+            .map(|e| RawEntry {
+                id: e.id.as_bytes(),
+                parent: e.parent.as_deref().map(str::as_bytes),
+                day: e.day.as_str().as_bytes(),
+                line: &e.line,
+            })
+            .collect::<Vec<_>>(),
+    };
+    let (expected, _) = write_plaintext(&k, &body, &s.stream, &s.entry_ids, Vec::new()).unwrap();
+    assert_eq!(plain, expected);
+    assert!(plain.starts_with(b"EVISEG\x01\x01"));
+}
+
+#[test]
+fn seal_refuses_bad_input() {
+    let (k, id) = fixture();
+    assert!(matches!(
+        seal(&k, &id, &sid("s"), &[]),
+        Err(SegmentError::Empty)
+    ));
+    let mut dup = sample_entries();
+    dup[2].id = "a1".into();
+    assert!(matches!(
+        seal(&k, &id, &sid("s"), &dup),
+        Err(SegmentError::Duplicate(_))
+    ));
+    let mut nl = sample_entries();
+    nl[0].line = b"two\nlines".to_vec();
+    assert!(matches!(
+        seal(&k, &id, &sid("s"), &nl),
+        Err(SegmentError::NewlineInLine(_))
+    ));
+}
+
+// --- tampering ---------------------------------------------------------------
+
+#[test]
+fn flipped_bits_anywhere_fail_to_decrypt() {
+    let (k, id, s) = sealed();
+    // Header, nonce, and payload positions.
+    for pos in [10, s.ciphertext.len() / 2, s.ciphertext.len() - 1] {
+        let mut t = s.clone();
+        t.ciphertext[pos] ^= 0x01;
+        let err = reopen(&k, &id, &t).unwrap_err();
+        assert!(matches!(err, SegmentError::Decrypt(_)), "at {pos}: {err}");
+    }
+    let mut t = s.clone();
+    t.ciphertext.truncate(t.ciphertext.len() - 5);
+    assert!(matches!(reopen(&k, &id, &t), Err(SegmentError::Decrypt(_))));
+}
+
+#[test]
+fn other_identity_cannot_open() {
+    let (k, _, s) = sealed();
+    let other = Identity::generate();
+    assert!(matches!(
+        reopen(&k, &other, &s),
+        Err(SegmentError::Decrypt(_))
+    ));
+}
+
+#[test]
+fn served_under_another_stream_id() {
+    let (k, id, s) = sealed();
+    // Another real stream of the same user (a swap), and a random id.
+    for other in [k.session_key(&sid("sess-2")), KeyedId::from_bytes([9; 32])] {
+        let err = open(&k, &id, &other, s.kind, &s.entry_ids, &s.ciphertext).unwrap_err();
+        assert!(matches!(err, SegmentError::StreamMismatch { .. }), "{err}");
+    }
+}
+
+#[test]
+fn served_with_reordered_other_or_fewer_entry_ids() {
+    let (k, id, s) = sealed();
+    let mut reordered = s.entry_ids.clone();
+    reordered.swap(0, 1);
+    let mut replaced = s.entry_ids.clone();
+    replaced[2] = k.entry_key(&sid("sess-1"), "zz");
+    let fewer = s.entry_ids[..2].to_vec();
+    let mut more = s.entry_ids.clone();
+    more.push(k.entry_key(&sid("sess-1"), "d4"));
+    for (ids, index) in [(reordered, 0), (replaced, 2), (fewer, 2), (more, 3)] {
+        let err = open(&k, &id, &s.stream, s.kind, &ids, &s.ciphertext).unwrap_err();
+        match err {
+            SegmentError::EntryIdsMismatch { index: i } => assert_eq!(i, index),
+            other => panic!("expected EntryIdsMismatch, got {other}"),
+        }
+    }
+}
+
+#[test]
+fn served_as_another_kind() {
+    let (k, id, s) = sealed();
+    let err = open(
+        &k,
+        &id,
+        &s.stream,
+        SegmentKind::Journal,
+        &s.entry_ids,
+        &s.ciphertext,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SegmentError::KindMismatch { .. }), "{err}");
+}
+
+#[test]
+fn replayed_segment_from_another_session_is_refused() {
+    let (k, id) = fixture();
+    let a = seal(&k, &id, &sid("sess-a"), &sample_entries()).unwrap();
+    let b = seal(&k, &id, &sid("sess-b"), &sample_entries()).unwrap();
+    // The server answers b's record with a's ciphertext.
+    let err = open(&k, &id, &b.stream, b.kind, &b.entry_ids, &a.ciphertext).unwrap_err();
+    assert!(matches!(err, SegmentError::StreamMismatch { .. }), "{err}");
+}
+
+#[test]
+fn encrypted_to_the_recipient_without_the_mac_key() {
+    let (k, id) = fixture();
+    // The forger knows the recipient and even the right outer ids, but not
+    // the segment MAC key.
+    let forger = k.with_other_mac_key();
+    let s = seal(&forger, &id, &sid("sess-1"), &sample_entries()).unwrap();
+    let err = reopen(&k, &id, &s).unwrap_err();
+    assert!(matches!(err, SegmentError::Mac), "{err}");
+}
+
+#[test]
+fn not_a_segment_inside_valid_age() {
+    let (k, id, s) = sealed();
+    let seal_plain = |plain: &[u8]| {
+        let enc =
+            age::Encryptor::with_recipients(iter::once(id.recipient() as &dyn age::Recipient))
+                .unwrap();
+        let mut w = enc.wrap_output(Vec::new()).unwrap();
+        w.write_all(plain).unwrap();
+        w.finish().unwrap()
+    };
+    let open_ct = |ct: &[u8]| open(&k, &id, &s.stream, s.kind, &s.entry_ids, ct);
+    assert!(matches!(
+        open_ct(&seal_plain(b"plain text, not zstd")),
+        Err(SegmentError::Decompress(_))
+    ));
+    let z = |b: &[u8]| zstd::encode_all(b, 3).unwrap();
+    assert!(matches!(
+        open_ct(&seal_plain(&z(b"XXXXXX\x01\x01"))),
+        Err(SegmentError::Malformed(_))
+    ));
+    assert!(matches!(
+        open_ct(&seal_plain(&z(b"EVISEG\x09\x01"))),
+        Err(SegmentError::Version(9))
+    ));
+    assert!(matches!(
+        open_ct(&seal_plain(&z(b"EVISEG\x01\x01\x00\x00"))),
+        Err(SegmentError::Malformed(_))
+    ));
+    // A huge declared length with no data does not allocate, just fails.
+    assert!(matches!(
+        open_ct(&seal_plain(&z(b"EVISEG\x01\x01\xff\xff\xff\xff"))),
+        Err(SegmentError::Malformed(_))
+    ));
+}
+
+#[test]
+fn zip_bomb_is_bounded() {
+    let (k, id, s) = sealed();
+    // 300 MiB of zeros compresses to a few KiB; stream it so the test does
+    // not hold it either.
+    let enc =
+        age::Encryptor::with_recipients(iter::once(id.recipient() as &dyn age::Recipient)).unwrap();
+    let w = enc.wrap_output(Vec::new()).unwrap();
+    let mut z = zstd::stream::write::Encoder::new(w, 3).unwrap();
+    z.write_all(b"EVISEG\x01\x01\x00\x00\x00\x01s\x00\x00\x00\x01")
+        .unwrap();
+    z.write_all(b"\x00\x00\x00\x01a\x002026-06-08\x12\xc0\x00\x00")
+        .unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..300 {
+        z.write_all(&zeros).unwrap();
+    }
+    let ct = z.finish().unwrap().finish().unwrap();
+    assert!(ct.len() < 1 << 20, "bomb is small: {}", ct.len());
+    let err = open(&k, &id, &s.stream, s.kind, &s.entry_ids, &ct).unwrap_err();
+    assert!(matches!(err, SegmentError::TooLarge { .. }), "{err}");
+}
+
+#[test]
+fn bad_session_id_inside_a_valid_segment() {
+    let (k, id) = fixture();
+    let entries = [RawEntry {
+        id: b"a1",
+        parent: None,
+        day: b"2026-06-08",
+        line: b"{}",
+    }];
+    for bad in [&b"../../x"[..], b".hidden", b"a/b", b"\xff"] {
+        let body = BodyRef::Entries {
+            session: bad,
+            entries: entries.iter().map(|e| RawEntry { ..*e }).collect(),
+        };
+        let s = seal_raw_for_test(&k, &id, &body).unwrap();
+        let err = reopen(&k, &id, &s).unwrap_err();
+        assert!(matches!(err, SegmentError::BadSessionId(_)), "{err}");
+    }
+}
+
+#[test]
+fn bad_day_inside_a_valid_segment() {
+    let (k, id) = fixture();
+    for bad in [&b"2026-13-99"[..], b"2025-02-29", b"../../x/.."] {
+        let body = BodyRef::Entries {
+            session: b"sess-1",
+            entries: vec![RawEntry {
+                id: b"a1",
+                parent: None,
+                day: bad,
+                line: b"{}",
+            }],
+        };
+        let s = seal_raw_for_test(&k, &id, &body).unwrap();
+        let err = reopen(&k, &id, &s).unwrap_err();
+        assert!(matches!(err, SegmentError::BadDay(_)), "{err}");
+    }
+}
+
+#[test]
+fn bad_device_inside_a_valid_segment() {
+    let (k, id) = fixture();
+    let lines = [JournalLine {
+        seq: 1,
+        line: b"{}".to_vec(),
+    }];
+    let body = BodyRef::Journal {
+        device: b"../../x",
+        lines: &lines,
+    };
+    let s = seal_raw_for_test(&k, &id, &body).unwrap();
+    let err = reopen(&k, &id, &s).unwrap_err();
+    assert!(matches!(err, SegmentError::BadDevice(_)), "{err}");
+}
+
+#[test]
+fn kind_names_round_trip() {
+    for k in [SegmentKind::Entries, SegmentKind::Journal] {
+        assert_eq!(k.as_str().parse::<SegmentKind>().unwrap(), k);
+    }
+    assert!("blob".parse::<SegmentKind>().is_err());
+}
+
+#[test]
+fn large_segment_round_trips() {
+    let (k, id) = fixture();
+    let entries: Vec<Entry> = (0..5000)
+        .map(|i| Entry {
+            id: format!("e{i}"),
+            parent: (i > 0).then(|| format!("e{}", i - 1)),
+            day: day("2026-06-08"),
+            line: format!(
+                r#"{{"role":"assistant","content":"line {i} {}"}}"#,
+                "x".repeat(i % 700)
+            )
+            .into_bytes(),
+        })
+        .collect();
+    let s = seal(&k, &id, &sid("big"), &entries).unwrap();
+    match reopen(&k, &id, &s).unwrap() {
+        OpenedSegment::Entries { entries: got, .. } => assert_eq!(got, entries),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Throughput check: `cargo test -p evi --release sync::segment::tests::throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn throughput() {
+    let (k, id) = fixture();
+    let entries: Vec<Entry> = (0..100_000)
+        .map(|i| Entry {
+            id: format!("{i:032x}"),
+            parent: (i > 0).then(|| format!("{:032x}", i - 1)),
+            day: day("2026-06-08"),
+            line: format!(
+                r#"{{"role":"assistant","content":"{} {i}","ts":"2026-06-08T10:00:00Z"}}"#,
+                "lorem ipsum dolor sit amet ".repeat(36)
+            )
+            .into_bytes(),
+        })
+        .collect();
+    let bytes: usize = entries.iter().map(|e| e.line.len()).sum();
+    let t = std::time::Instant::now();
+    let s = seal(&k, &id, &sid("big"), &entries).unwrap();
+    let seal_t = t.elapsed();
+    let t = std::time::Instant::now();
+    let opened = reopen(&k, &id, &s).unwrap();
+    let open_t = t.elapsed();
+    assert!(matches!(opened, OpenedSegment::Entries { .. }));
+    eprintln!(
+        "{} MB of lines -> {} KB ciphertext; seal {seal_t:?}, open {open_t:?}",
+        bytes / 1_000_000,
+        s.ciphertext.len() / 1000
+    );
+}
