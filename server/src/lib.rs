@@ -1,2 +1,176 @@
 //! evi-server: stores opaque, end-to-end encrypted records and blobs per user.
-//! (Skeleton: the server issue fills it in.)
+//!
+//! [`router`] builds the HTTP API over an [`AppState`]; [`serve`] opens the
+//! data folder and runs the API (and, if configured, the metrics listener)
+//! until the shutdown future resolves, then finishes requests in flight.
+
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+pub mod auth;
+pub mod blobs;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod ratelimit;
+pub mod routes;
+pub mod store;
+
+pub use config::Config;
+
+use crate::blobs::BlobDir;
+use crate::metrics::Metrics;
+use crate::ratelimit::RateLimiter;
+use crate::store::Store;
+use crate::store::sqlite::SqliteStore;
+
+/// Body limit for the small JSON calls (everything but push and blob upload).
+const SMALL_BODY_BYTES: usize = 1024 * 1024;
+
+pub struct Shared {
+    pub config: Config,
+    pub store: Arc<dyn Store>,
+    pub blobs: BlobDir,
+    pub passwords: auth::Passwords,
+    pub limiter: RateLimiter,
+    pub metrics: Arc<Metrics>,
+}
+
+/// What every handler can reach; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+impl Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Opens (creating if needed) the SQLite store and blob folder under
+    /// `config.data_dir`.
+    pub fn open(config: Config) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let store = SqliteStore::open(&config.db_path())?;
+        let blobs = BlobDir::open(config.blobs_dir())?;
+        Ok(Self::new(config, Arc::new(store), blobs))
+    }
+
+    pub fn new(config: Config, store: Arc<dyn Store>, blobs: BlobDir) -> Self {
+        Self(Arc::new(Shared {
+            limiter: RateLimiter::new(config.rate_limits.clone()),
+            config,
+            store,
+            blobs,
+            passwords: auth::Passwords::new(),
+            metrics: Arc::new(Metrics::new()),
+        }))
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    use routes::{accounts, blobs, devices, meta, records};
+    let batch_limit = usize::try_from(state.config.limits.max_batch_bytes).unwrap_or(usize::MAX);
+    let api = Router::new()
+        .route("/capabilities", get(meta::capabilities))
+        .route("/status", get(meta::status))
+        .route("/openapi.json", get(openapi::serve_doc))
+        .route("/register", post(accounts::register))
+        .route("/login", post(accounts::login))
+        .route("/password", post(accounts::change_password))
+        .route(
+            "/key-check",
+            get(accounts::get_key_check).put(accounts::put_key_check),
+        )
+        .route("/devices", get(devices::list))
+        .route("/devices/{id}", axum::routing::delete(devices::revoke))
+        .route(
+            "/records",
+            get(records::pull)
+                .post(records::push)
+                .layer(DefaultBodyLimit::max(batch_limit)),
+        )
+        .route("/blobs/missing", post(blobs::missing))
+        .route("/blobs/purge", post(blobs::purge))
+        // Upload bodies are streamed with their own limit.
+        .route(
+            "/blobs/{name}",
+            get(blobs::get)
+                .put(blobs::put)
+                .layer(DefaultBodyLimit::disable()),
+        );
+    Router::new()
+        .route("/healthz", get(meta::healthz))
+        .nest(evi_shared::api::API_PREFIX, api)
+        .fallback(blobs::fallback)
+        .layer(DefaultBodyLimit::max(SMALL_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
+        .with_state(state)
+}
+
+/// Runs the server on `listener` until `shutdown` resolves, then stops
+/// accepting and waits for requests in flight.
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let metrics_listen = config.metrics_listen;
+    let state = AppState::open(config)?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_task = match metrics_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr).await?;
+            tracing::info!(addr = %l.local_addr()?, "metrics listening");
+            let app = Router::new()
+                .route("/metrics", get(metrics::serve_metrics))
+                .with_state(state.metrics.clone());
+            let mut rx = stop_rx.clone();
+            Some(tokio::spawn(async move {
+                axum::serve(l, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx.wait_for(|s| *s).await;
+                    })
+                    .await
+            }))
+        }
+        None => None,
+    };
+    tracing::info!(addr = %listener.local_addr()?, "listening");
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: finishing requests in flight");
+            let _ = stop_tx.send(true);
+        })
+        .await?;
+    if let Some(t) = metrics_task {
+        t.await??;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Creates a one-time invite code in the data folder's database and returns
+/// it (only its hash is stored).
+pub async fn create_invite(config: &Config) -> anyhow::Result<String> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    let store = SqliteStore::open(&config.db_path())?;
+    let (code, hash) = auth::new_invite()?;
+    store
+        .create_invite(hash, chrono::Utc::now().timestamp())
+        .await?;
+    Ok(code)
+}

@@ -1,0 +1,117 @@
+//! Blob files under `<data>/blobs/<user id>/<keyed name>`. Paths are built
+//! only from a numeric user id and a validated [`KeyedId`].
+//!
+//! An upload streams into a temp file in the same folder (`.tmp*`, deleted
+//! when dropped, so a cut upload leaves nothing), is size-limited while it
+//! streams, fsynced, renamed into place, and the folder fsynced.
+
+use std::path::{Path, PathBuf};
+
+use axum::body::{Body, Bytes};
+use evi_shared::KeyedId;
+use http_body_util::BodyExt;
+use tokio::io::AsyncWriteExt;
+
+use crate::store::UserId;
+
+#[derive(Debug, Clone)]
+pub struct BlobDir {
+    root: PathBuf,
+}
+
+/// Why an upload did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("blob is larger than {0} bytes")]
+    TooLarge(u64),
+    #[error("upload body failed: {0}")]
+    Body(String),
+    #[error("blob storage: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A fully received blob in its final place.
+pub struct Placed {
+    pub size: u64,
+    pub path: PathBuf,
+}
+
+impl BlobDir {
+    /// Creates the root and removes temp files a killed process left behind.
+    pub fn open(root: PathBuf) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&root)?;
+        for user in std::fs::read_dir(&root)?.flatten() {
+            if let Ok(files) = std::fs::read_dir(user.path()) {
+                for f in files.flatten() {
+                    if f.file_name().to_string_lossy().starts_with(".tmp") {
+                        let _ = std::fs::remove_file(f.path());
+                    }
+                }
+            }
+        }
+        Ok(Self { root })
+    }
+
+    fn user_dir(&self, user: UserId) -> PathBuf {
+        self.root.join(user.to_string())
+    }
+
+    pub fn path(&self, user: UserId, name: &KeyedId) -> PathBuf {
+        self.user_dir(user).join(name.as_str())
+    }
+
+    /// Streams `body` to the blob's final path, refusing more than `max` bytes.
+    pub async fn receive(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+        body: Body,
+        max: u64,
+    ) -> Result<Placed, UploadError> {
+        let dir = self.user_dir(user);
+        tokio::fs::create_dir_all(&dir).await?;
+        let d = dir.clone();
+        let tmp = tokio::task::spawn_blocking(move || {
+            tempfile::Builder::new().prefix(".tmp").tempfile_in(d)
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        let mut file = tokio::fs::File::from_std(tmp.reopen()?);
+        let mut size = 0u64;
+        let mut body = body;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| UploadError::Body(e.to_string()))?;
+            let Ok(data): Result<Bytes, _> = frame.into_data() else {
+                continue;
+            };
+            size += data.len() as u64;
+            if size > max {
+                return Err(UploadError::TooLarge(max));
+            }
+            file.write_all(&data).await?;
+        }
+        file.flush().await?;
+        file.sync_all().await?;
+        drop(file);
+        let path = self.path(user, name);
+        let dest = path.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            tmp.persist(&dest).map_err(|e| e.error)?;
+            sync_dir(&dir)
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        Ok(Placed { size, path })
+    }
+
+    pub async fn remove(&self, user: UserId, name: &KeyedId) -> std::io::Result<()> {
+        match tokio::fs::remove_file(self.path(user, name)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}

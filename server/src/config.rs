@@ -1,0 +1,92 @@
+//! Run-time settings of one server process. `main.rs` fills them from flags and
+//! `EVI_SERVER_*` variables; tests and the benchmark build them directly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use evi_shared::api::{Capabilities, Registration};
+use evi_shared::limits;
+
+/// Limits the server enforces and advertises in `GET /api/v1/capabilities`.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_batch_bytes: u64,
+    pub max_blob_bytes: u64,
+    pub max_page_records: u32,
+    pub max_page_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_batch_bytes: limits::DEFAULT_MAX_BATCH_BYTES,
+            max_blob_bytes: limits::DEFAULT_MAX_BLOB_BYTES,
+            max_page_records: limits::DEFAULT_MAX_PAGE_RECORDS,
+            max_page_bytes: limits::DEFAULT_MAX_PAGE_BYTES,
+        }
+    }
+}
+
+/// Register and login attempts allowed per minute (token buckets that refill
+/// continuously and start full).
+#[derive(Debug, Clone)]
+pub struct RateLimits {
+    pub per_ip_per_minute: u32,
+    pub per_user_per_minute: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            per_ip_per_minute: 60,
+            per_user_per_minute: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Holds `evi-server.sqlite3` and `blobs/`; nothing is written elsewhere.
+    pub data_dir: PathBuf,
+    pub registration: Registration,
+    pub metrics_listen: Option<SocketAddr>,
+    /// Per-user cap on record ciphertext plus blob bytes; `None` is unlimited.
+    pub quota_bytes: Option<u64>,
+    pub limits: Limits,
+    pub rate_limits: RateLimits,
+    /// Take the client address from the last `X-Forwarded-For` entry (only
+    /// behind a reverse proxy that sets it), for rate limiting.
+    pub trust_forwarded_for: bool,
+}
+
+impl Config {
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self {
+            data_dir,
+            registration: Registration::Invite,
+            metrics_listen: None,
+            quota_bytes: None,
+            limits: Limits::default(),
+            rate_limits: RateLimits::default(),
+            trust_forwarded_for: false,
+        }
+    }
+
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_batch_bytes: self.limits.max_batch_bytes,
+            max_blob_bytes: self.limits.max_blob_bytes,
+            max_page_records: self.limits.max_page_records,
+            max_page_bytes: self.limits.max_page_bytes,
+            registration: self.registration,
+        }
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("evi-server.sqlite3")
+    }
+
+    pub fn blobs_dir(&self) -> PathBuf {
+        self.data_dir.join("blobs")
+    }
+}

@@ -1,0 +1,137 @@
+//! One error type for every handler: it answers `{code, message}` with a
+//! stable [`ErrorCode`] and logs the cause (never a secret) with `tracing`.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use evi_shared::api::{ErrorBody, ErrorCode};
+
+use crate::store::StoreError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after: Option<u64>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, msg)
+    }
+    pub fn invalid_id(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidId, msg)
+    }
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            "missing, unknown or revoked token",
+        )
+    }
+    pub fn invalid_credentials() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::InvalidCredentials,
+            "wrong user name or password",
+        )
+    }
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("no such {what}"),
+        )
+    }
+    pub fn too_large(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
+            msg,
+        )
+    }
+    pub fn quota() -> Self {
+        Self::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::QuotaExceeded,
+            "this would exceed the account's storage quota; nothing was stored",
+        )
+    }
+    pub fn rate_limited(retry_after: u64) -> Self {
+        Self {
+            retry_after: Some(retry_after.max(1)),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                "too many attempts; retry later",
+            )
+        }
+    }
+    /// A server-side failure: the cause is logged here, the client sees a
+    /// generic message.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            "internal server error",
+        )
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::UserExists => Self::new(
+                StatusCode::CONFLICT,
+                ErrorCode::UserExists,
+                "user name is taken",
+            ),
+            StoreError::InvalidInvite => Self::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::InvalidInvite,
+                "a valid, unused invite code is required",
+            ),
+            StoreError::KeyCheckMismatch => Self::new(
+                StatusCode::CONFLICT,
+                ErrorCode::KeyCheckMismatch,
+                "the account holds a different key check value: this device has another key",
+            ),
+            StoreError::QuotaExceeded => Self::quota(),
+            StoreError::NotFound => Self::not_found("item"),
+            StoreError::Backend(_) => Self::internal(e),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_client_error() {
+            tracing::debug!(code = ?self.code, message = %self.message, "request refused");
+        }
+        let mut resp = (
+            self.status,
+            Json(ErrorBody {
+                code: self.code,
+                message: self.message,
+            }),
+        )
+            .into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}

@@ -1,0 +1,209 @@
+//! Register, log in, change the password, and the account's key check value.
+
+use axum::Json;
+use axum::extract::State;
+use evi_shared::api::{
+    AuthResponse, ErrorBody, KeyCheckRequest, KeyCheckResponse, LoginRequest,
+    PasswordChangeRequest, PasswordChangeResponse, RegisterRequest, Registration,
+};
+use evi_shared::limits::{
+    DEVICE_NAME_MAX_LEN, KEY_CHECK_MAX_BYTES, PASSWORD_MAX_LEN, PASSWORD_MIN_LEN, USER_NAME_MAX_LEN,
+};
+
+use super::ApiJson;
+use crate::AppState;
+use crate::auth::{self, Authed};
+use crate::error::{ApiError, ApiResult};
+use crate::ratelimit::ClientIp;
+use crate::store::NewDevice;
+use axum::http::StatusCode;
+use evi_shared::api::ErrorCode;
+
+fn check_user(name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= USER_NAME_MAX_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "user name must be 1 to {USER_NAME_MAX_LEN} of A-Z a-z 0-9 . _ -"
+        )))
+    }
+}
+
+fn check_device(name: &str) -> ApiResult<()> {
+    if name.trim().is_empty()
+        || name.len() > DEVICE_NAME_MAX_LEN
+        || name.chars().any(char::is_control)
+    {
+        return Err(ApiError::bad_request(format!(
+            "device name must be 1 to {DEVICE_NAME_MAX_LEN} printable characters"
+        )));
+    }
+    Ok(())
+}
+
+fn check_password(p: &str) -> ApiResult<()> {
+    if p.len() < PASSWORD_MIN_LEN || p.len() > PASSWORD_MAX_LEN {
+        return Err(ApiError::bad_request(format!(
+            "password must be {PASSWORD_MIN_LEN} to {PASSWORD_MAX_LEN} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn new_device(name: String) -> ApiResult<(NewDevice, String)> {
+    let (token, token_hash) = auth::new_token()?;
+    Ok((
+        NewDevice {
+            id: ulid::Ulid::new().to_string().to_lowercase(),
+            name,
+            token_hash,
+            now: chrono::Utc::now().timestamp(),
+        },
+        token,
+    ))
+}
+
+/// Creates an account (when registration is open, or with an invite code)
+/// and its first device.
+#[utoipa::path(post, path = "/api/v1/register", tag = "accounts", request_body = RegisterRequest,
+    responses((status = 200, body = AuthResponse), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn register(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    ApiJson(req): ApiJson<RegisterRequest>,
+) -> ApiResult<Json<AuthResponse>> {
+    state.limiter.check(ip, &req.user)?;
+    check_user(&req.user)?;
+    check_device(&req.device)?;
+    check_password(&req.password)?;
+    let invite_hash = match state.config.registration {
+        Registration::Closed => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::RegistrationClosed,
+                "this server does not accept new accounts",
+            ));
+        }
+        Registration::Open => None,
+        Registration::Invite => Some(
+            req.invite
+                .as_deref()
+                .map(auth::token_hash)
+                .ok_or_else(|| ApiError::from(crate::store::StoreError::InvalidInvite))?,
+        ),
+    };
+    let hash = state.passwords.hash(req.password).await?;
+    let (device, token) = new_device(req.device)?;
+    let device_id = device.id.clone();
+    state
+        .store
+        .create_user(&req.user, hash, invite_hash, device)
+        .await?;
+    tracing::info!(user = %req.user, device = %device_id, "account registered");
+    Ok(Json(AuthResponse {
+        token,
+        device_id,
+        user: req.user,
+    }))
+}
+
+/// Adds a device to an existing account. A wrong user and a wrong password
+/// get the same answer in about the same time.
+#[utoipa::path(post, path = "/api/v1/login", tag = "accounts", request_body = LoginRequest,
+    responses((status = 200, body = AuthResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn login(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    ApiJson(req): ApiJson<LoginRequest>,
+) -> ApiResult<Json<AuthResponse>> {
+    state.limiter.check(ip, &req.user)?;
+    check_device(&req.device)?;
+    let creds = state.store.credentials(&req.user).await?;
+    let (user_id, hash) = match creds {
+        Some((id, h)) => (Some(id), Some(h)),
+        None => (None, None),
+    };
+    let ok = state.passwords.verify(req.password, hash).await?;
+    let Some(user_id) = user_id.filter(|_| ok) else {
+        tracing::info!(%ip, "login failed");
+        return Err(ApiError::invalid_credentials());
+    };
+    let (device, token) = new_device(req.device)?;
+    let device_id = device.id.clone();
+    state.store.add_device(user_id, device).await?;
+    tracing::info!(user = %req.user, device = %device_id, "logged in");
+    Ok(Json(AuthResponse {
+        token,
+        device_id,
+        user: req.user,
+    }))
+}
+
+/// Changes the password and revokes every other device of the account.
+#[utoipa::path(post, path = "/api/v1/password", tag = "accounts", security(("bearer" = [])),
+    request_body = PasswordChangeRequest,
+    responses((status = 200, body = PasswordChangeResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn change_password(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    auth: Authed,
+    ApiJson(req): ApiJson<PasswordChangeRequest>,
+) -> ApiResult<Json<PasswordChangeResponse>> {
+    state.limiter.check(ip, &auth.user_name)?;
+    check_password(&req.new_password)?;
+    let hash = state
+        .store
+        .credentials(&auth.user_name)
+        .await?
+        .map(|(_, h)| h);
+    if !state.passwords.verify(req.old_password, hash).await? {
+        return Err(ApiError::invalid_credentials());
+    }
+    let new_hash = state.passwords.hash(req.new_password).await?;
+    let revoked_devices = state
+        .store
+        .change_password(auth.user_id, new_hash, &auth.device_id)
+        .await?;
+    tracing::info!(user = %auth.user_name, revoked_devices, "password changed");
+    Ok(Json(PasswordChangeResponse { revoked_devices }))
+}
+
+/// The account's key check value, if a device stored one.
+#[utoipa::path(get, path = "/api/v1/key-check", tag = "accounts", security(("bearer" = [])),
+    responses((status = 200, body = KeyCheckResponse), (status = 401, body = ErrorBody)))]
+pub async fn get_key_check(
+    State(state): State<AppState>,
+    auth: Authed,
+) -> ApiResult<Json<KeyCheckResponse>> {
+    let v = state.store.key_check(auth.user_id).await?;
+    Ok(Json(KeyCheckResponse {
+        key_check: v.map(Into::into),
+    }))
+}
+
+/// Stores the key check value if none is set; a different value is 409.
+#[utoipa::path(put, path = "/api/v1/key-check", tag = "accounts", security(("bearer" = [])),
+    request_body = KeyCheckRequest,
+    responses((status = 200, body = KeyCheckResponse), (status = 409, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn put_key_check(
+    State(state): State<AppState>,
+    auth: Authed,
+    ApiJson(req): ApiJson<KeyCheckRequest>,
+) -> ApiResult<Json<KeyCheckResponse>> {
+    let v = req.key_check.0;
+    if v.is_empty() || v.len() > KEY_CHECK_MAX_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "key check must be 1 to {KEY_CHECK_MAX_BYTES} bytes"
+        )));
+    }
+    state.store.set_key_check(auth.user_id, v.clone()).await?;
+    Ok(Json(KeyCheckResponse {
+        key_check: Some(v.into()),
+    }))
+}

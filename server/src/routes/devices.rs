@@ -1,0 +1,56 @@
+//! Listing and revoking the caller's devices.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use evi_shared::api::{Device, DevicesResponse, ErrorBody};
+
+use crate::AppState;
+use crate::auth::Authed;
+use crate::error::ApiResult;
+
+fn time(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(secs, 0).unwrap_or_default()
+}
+
+/// The account's devices that hold a valid token.
+#[utoipa::path(get, path = "/api/v1/devices", tag = "devices", security(("bearer" = [])),
+    responses((status = 200, body = DevicesResponse), (status = 401, body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<DevicesResponse>> {
+    let devices = state
+        .store
+        .devices(auth.user_id)
+        .await?
+        .into_iter()
+        .map(|d| Device {
+            current: d.id == auth.device_id,
+            id: d.id,
+            name: d.name,
+            created_at: time(d.created_at),
+            last_seen_at: time(d.last_seen_at),
+        })
+        .collect();
+    Ok(Json(DevicesResponse { devices }))
+}
+
+/// Revokes one of the account's devices (its token gets 401 from now on).
+#[utoipa::path(delete, path = "/api/v1/devices/{id}", tag = "devices", security(("bearer" = [])),
+    params(("id" = String, Path, description = "device id")),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn revoke(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    state
+        .store
+        .revoke_device(auth.user_id, &id)
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::NotFound => crate::error::ApiError::not_found("device"),
+            e => e.into(),
+        })?;
+    tracing::info!(user = %auth.user_name, device = %id, "device revoked");
+    Ok(StatusCode::NO_CONTENT)
+}

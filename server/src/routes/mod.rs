@@ -1,0 +1,47 @@
+//! HTTP handlers, one file per area, and the JSON body extractor they share.
+
+pub mod accounts;
+pub mod blobs;
+pub mod devices;
+pub mod meta;
+pub mod records;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON body whose failures answer `{code, message}`: 413 past the route's
+/// body limit, 400 `invalid_id` for a malformed keyed id, 400 otherwise.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::too_large("request body is larger than this server accepts")
+            } else {
+                ApiError::bad_request(e.body_text())
+            }
+        })?;
+        serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
+            let msg = e.to_string();
+            // IdError's message for keyed ids: see evi_shared::ids.
+            if msg.contains("keyed id") {
+                ApiError::invalid_id(msg)
+            } else {
+                ApiError::bad_request(format!("invalid JSON body: {msg}"))
+            }
+        })
+    }
+}
+
+/// Parses a keyed id from a path segment.
+pub fn keyed(s: &str) -> Result<evi_shared::KeyedId, ApiError> {
+    s.parse()
+        .map_err(|e: evi_shared::IdError| ApiError::invalid_id(e.to_string()))
+}

@@ -1,0 +1,584 @@
+//! The embedded default: one SQLite file in WAL mode with `synchronous=FULL`,
+//! so a commit is on disk before a push is answered.
+//!
+//! One writer connection behind a mutex (SQLite has a single writer anyway,
+//! which is what makes commit order equal seq order) and a few reader
+//! connections; every call runs on the blocking pool.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use evi_shared::KeyedId;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::*;
+
+const MIGRATIONS: &[&str] = &[include_str!("../../migrations/sqlite/0001_init.sql")];
+const READERS: usize = 4;
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+struct Inner {
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+}
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open(path)?;
+    c.busy_timeout(std::time::Duration::from_secs(10))?;
+    c.pragma_update(None, "journal_mode", "WAL")?;
+    c.pragma_update(None, "synchronous", "FULL")?;
+    c.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(c)
+}
+
+fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
+    let version: usize = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn entry_key(id: &KeyedId) -> Vec<u8> {
+    hex::decode(id.as_str()).expect("keyed ids are hex")
+}
+
+fn join_ids(ids: &[KeyedId]) -> String {
+    ids.iter()
+        .map(KeyedId::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn split_ids(s: &str) -> StoreResult<Vec<KeyedId>> {
+    s.split(',')
+        .map(|p| {
+            p.parse()
+                .map_err(|e| StoreError::Backend(format!("corrupt entry ids: {e}")))
+        })
+        .collect()
+}
+
+fn parse_keyed(s: String) -> StoreResult<KeyedId> {
+    s.parse()
+        .map_err(|e| StoreError::Backend(format!("corrupt id: {e}")))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database and applies migrations.
+    pub fn open(path: &Path) -> StoreResult<Self> {
+        let mut writer = open_conn(path)?;
+        migrate(&mut writer)?;
+        let readers = (0..READERS)
+            .map(|_| open_conn(path).map(Mutex::new))
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers,
+                next_reader: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut c = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut c)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("blocking task failed: {e}")))?
+    }
+
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let start = inner.next_reader.fetch_add(1, Ordering::Relaxed);
+            // Take the first idle reader, else wait on the round-robin one.
+            for i in 0..READERS {
+                if let Ok(c) = inner.readers[(start + i) % READERS].try_lock() {
+                    return f(&c);
+                }
+            }
+            let c = inner.readers[start % READERS]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            f(&c)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("blocking task failed: {e}")))?
+    }
+}
+
+fn insert_device(c: &Connection, user: UserId, d: &NewDevice) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![d.id, user, d.name, &d.token_hash[..], d.now],
+    )?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_user(
+        &self,
+        name: &str,
+        password_hash: String,
+        invite_hash: Option<[u8; 32]>,
+        device: NewDevice,
+    ) -> StoreResult<UserId> {
+        let name = name.to_owned();
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let exists: Option<i64> = tx
+                .query_row("SELECT id FROM users WHERE name = ?1", [&name], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if exists.is_some() {
+                return Err(StoreError::UserExists);
+            }
+            tx.execute(
+                "INSERT INTO users (name, password_hash, created_at) VALUES (?1, ?2, ?3)",
+                params![name, password_hash, device.now],
+            )?;
+            let user = tx.last_insert_rowid();
+            if let Some(h) = invite_hash {
+                let n = tx.execute(
+                    "UPDATE invites SET used_by = ?1 WHERE code_hash = ?2 AND used_by IS NULL",
+                    params![user, &h[..]],
+                )?;
+                if n != 1 {
+                    return Err(StoreError::InvalidInvite);
+                }
+            }
+            insert_device(&tx, user, &device)?;
+            tx.commit()?;
+            Ok(user)
+        })
+        .await
+    }
+
+    async fn credentials(&self, name: &str) -> StoreResult<Option<(UserId, String)>> {
+        let name = name.to_owned();
+        self.read(move |c| {
+            Ok(c.query_row(
+                "SELECT id, password_hash FROM users WHERE name = ?1",
+                [&name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<()> {
+        self.write(move |c| Ok(insert_device(c, user, &device)?))
+            .await
+    }
+
+    async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        self.read(move |c| {
+            Ok(c.query_row(
+                "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at
+                 FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = ?1",
+                [&token_hash[..]],
+                |r| {
+                    let h: Vec<u8> = r.get(3)?;
+                    let mut token_hash = [0u8; 32];
+                    if h.len() == 32 {
+                        token_hash.copy_from_slice(&h);
+                    }
+                    Ok(TokenOwner {
+                        user_id: r.get(0)?,
+                        user_name: r.get(1)?,
+                        device_id: r.get(2)?,
+                        token_hash,
+                        last_seen_at: r.get(4)?,
+                    })
+                },
+            )
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn touch_device(&self, device_id: &str, now: i64) -> StoreResult<()> {
+        let id = device_id.to_owned();
+        self.write(move |c| {
+            c.execute(
+                "UPDATE devices SET last_seen_at = ?1 WHERE id = ?2",
+                params![now, id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>> {
+        self.read(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, name, created_at, last_seen_at FROM devices
+                 WHERE user_id = ?1 ORDER BY created_at, id",
+            )?;
+            let rows = st.query_map([user], |r| {
+                Ok(DeviceRow {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    created_at: r.get(2)?,
+                    last_seen_at: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<()> {
+        let id = device_id.to_owned();
+        self.write(move |c| {
+            let n = c.execute(
+                "DELETE FROM devices WHERE id = ?1 AND user_id = ?2",
+                params![id, user],
+            )?;
+            if n == 0 {
+                Err(StoreError::NotFound)
+            } else {
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    async fn change_password(&self, user: UserId, hash: String, keep: &str) -> StoreResult<u64> {
+        let keep = keep.to_owned();
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "UPDATE users SET password_hash = ?1 WHERE id = ?2",
+                params![hash, user],
+            )?;
+            let n = tx.execute(
+                "DELETE FROM devices WHERE user_id = ?1 AND id != ?2",
+                params![user, keep],
+            )?;
+            tx.commit()?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn key_check(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
+        self.read(move |c| {
+            Ok(
+                c.query_row("SELECT key_check FROM users WHERE id = ?1", [user], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
+        .await
+    }
+
+    async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()> {
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let cur: Option<Vec<u8>> =
+                tx.query_row("SELECT key_check FROM users WHERE id = ?1", [user], |r| {
+                    r.get(0)
+                })?;
+            match cur {
+                Some(v) if v == value => Ok(()),
+                Some(_) => Err(StoreError::KeyCheckMismatch),
+                None => {
+                    tx.execute(
+                        "UPDATE users SET key_check = ?1 WHERE id = ?2",
+                        params![value, user],
+                    )?;
+                    tx.commit()?;
+                    Ok(())
+                }
+            }
+        })
+        .await
+    }
+
+    async fn push(
+        &self,
+        user: UserId,
+        records: Vec<NewRecord>,
+        quota: Option<u64>,
+    ) -> StoreResult<PushOutcome> {
+        self.write(move |c| {
+            let now = chrono::Utc::now().timestamp();
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let (mut seq, used): (i64, i64) = tx.query_row(
+                "SELECT newest_seq, bytes_used FROM users WHERE id = ?1",
+                [user],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let (mut stored, mut dropped, mut new_entries, mut added) = (0u64, 0u64, 0i64, 0i64);
+            {
+                let mut known = tx.prepare_cached(
+                    "SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2",
+                )?;
+                let mut ins_rec = tx.prepare_cached(
+                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?;
+                let mut ins_entry = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
+                )?;
+                for r in &records {
+                    let keys: Vec<Vec<u8>> = r.entry_ids.iter().map(entry_key).collect();
+                    let mut all_known = true;
+                    for k in &keys {
+                        if !known.exists(params![user, k])? {
+                            all_known = false;
+                            break;
+                        }
+                    }
+                    if all_known {
+                        dropped += 1;
+                        continue;
+                    }
+                    seq += 1;
+                    ins_rec.execute(params![
+                        user,
+                        seq,
+                        r.stream.as_str(),
+                        r.kind,
+                        join_ids(&r.entry_ids),
+                        r.ciphertext,
+                        now
+                    ])?;
+                    for k in &keys {
+                        new_entries += ins_entry.execute(params![user, k, seq])? as i64;
+                    }
+                    stored += 1;
+                    added += r.ciphertext.len() as i64;
+                }
+            }
+            if let Some(q) = quota
+                && added > 0
+                && (used + added) as u64 > q
+            {
+                // Dropping the transaction rolls everything back.
+                return Err(StoreError::QuotaExceeded);
+            }
+            if stored > 0 {
+                tx.execute(
+                    "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
+                     entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
+                    params![seq, stored as i64, new_entries, added, user],
+                )?;
+                tx.commit()?;
+            }
+            Ok(PushOutcome {
+                stored,
+                dropped,
+                newest_seq: seq as u64,
+            })
+        })
+        .await
+    }
+
+    async fn pull(
+        &self,
+        user: UserId,
+        after: u64,
+        limit: u32,
+        max_bytes: u64,
+    ) -> StoreResult<Page> {
+        self.read(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT seq, stream, kind, entry_ids, ciphertext FROM records
+                 WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let mut rows = st.query(params![user, after as i64, limit as i64 + 1])?;
+            let mut records = Vec::new();
+            let mut bytes = 0u64;
+            let mut more = false;
+            while let Some(r) = rows.next()? {
+                let ct: Vec<u8> = r.get(4)?;
+                let full = records.len() as u32 >= limit
+                    || (!records.is_empty() && bytes + ct.len() as u64 > max_bytes);
+                if full {
+                    more = true;
+                    break;
+                }
+                bytes += ct.len() as u64;
+                let seq: i64 = r.get(0)?;
+                records.push(StoredRecord {
+                    seq: seq as u64,
+                    stream: parse_keyed(r.get(1)?)?,
+                    kind: r.get(2)?,
+                    entry_ids: split_ids(&r.get::<_, String>(3)?)?,
+                    ciphertext: ct,
+                });
+            }
+            Ok(Page { records, more })
+        })
+        .await
+    }
+
+    async fn usage(&self, user: UserId) -> StoreResult<Usage> {
+        self.read(move |c| {
+            Ok(c.query_row(
+                "SELECT newest_seq, record_count, entry_count, blob_count, bytes_used
+                 FROM users WHERE id = ?1",
+                [user],
+                |r| {
+                    Ok(Usage {
+                        newest_seq: r.get::<_, i64>(0)? as u64,
+                        records: r.get::<_, i64>(1)? as u64,
+                        entries: r.get::<_, i64>(2)? as u64,
+                        blobs: r.get::<_, i64>(3)? as u64,
+                        bytes_used: r.get::<_, i64>(4)? as u64,
+                    })
+                },
+            )?)
+        })
+        .await
+    }
+
+    async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
+        self.read(move |c| {
+            let mut st =
+                c.prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?;
+            let mut missing = Vec::new();
+            for n in names {
+                if !st.exists(params![user, n.as_str()])? {
+                    missing.push(n);
+                }
+            }
+            Ok(missing)
+        })
+        .await
+    }
+
+    async fn blob_size(&self, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>> {
+        let name = name.clone();
+        self.read(move |c| {
+            Ok(c.query_row(
+                "SELECT size FROM blobs WHERE user_id = ?1 AND name = ?2",
+                params![user, name.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+            .map(|s| s as u64))
+        })
+        .await
+    }
+
+    async fn add_blob(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+        size: u64,
+        quota: Option<u64>,
+    ) -> StoreResult<bool> {
+        let name = name.clone();
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?
+                .exists(params![user, name.as_str()])?;
+            if exists {
+                return Ok(false);
+            }
+            let used: i64 =
+                tx.query_row("SELECT bytes_used FROM users WHERE id = ?1", [user], |r| {
+                    r.get(0)
+                })?;
+            if quota.is_some_and(|q| used as u64 + size > q) {
+                return Err(StoreError::QuotaExceeded);
+            }
+            tx.execute(
+                "INSERT INTO blobs (user_id, name, size, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    user,
+                    name.as_str(),
+                    size as i64,
+                    chrono::Utc::now().timestamp()
+                ],
+            )?;
+            tx.execute(
+                "UPDATE users SET blob_count = blob_count + 1, bytes_used = bytes_used + ?1
+                 WHERE id = ?2",
+                params![size as i64, user],
+            )?;
+            tx.commit()?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut gone = Vec::new();
+            let mut freed = 0i64;
+            {
+                let mut del = tx.prepare_cached(
+                    "DELETE FROM blobs WHERE user_id = ?1 AND name = ?2 RETURNING size",
+                )?;
+                for n in names {
+                    let size: Option<i64> = del
+                        .query_row(params![user, n.as_str()], |r| r.get(0))
+                        .optional()?;
+                    if let Some(s) = size {
+                        freed += s;
+                        gone.push(n);
+                    }
+                }
+            }
+            if !gone.is_empty() {
+                tx.execute(
+                    "UPDATE users SET blob_count = blob_count - ?1, bytes_used = bytes_used - ?2
+                     WHERE id = ?3",
+                    params![gone.len() as i64, freed, user],
+                )?;
+                tx.commit()?;
+            }
+            Ok(gone)
+        })
+        .await
+    }
+
+    async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()> {
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO invites (code_hash, created_at) VALUES (?1, ?2)",
+                params![&code_hash[..], now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
