@@ -3,4 +3,11 @@
 //! calls [`cli::main`].
 
 pub mod cli;
+pub mod command_error;
+pub mod commands;
+pub mod config;
+pub mod fsutil;
+pub mod home;
+pub mod message;
 pub mod sync;
+pub mod transcript;

@@ -1,1 +1,6 @@
-//! One end-to-end test binary (one link step), a module per area.
+//! One end-to-end test binary (one link step), a module per area. Every test
+//! drives the real `evi` binary against its own throwaway eVi home.
+
+mod common;
+mod sessions;
+mod vectors;

@@ -1,0 +1,63 @@
+//! `evi sessions fork`: a new session holding the path root→entry of another.
+//!
+//! Lines are copied byte for byte: an entry's derived id depends only on its
+//! parent and its bytes, and the path keeps every parent right before its
+//! child, so the copied entries keep their ids in the new session.
+
+use std::io::Write;
+
+use chrono::Local;
+use clap::Args;
+use evi_shared::SessionId;
+
+use super::{Ctx, load_tree};
+use crate::command_error::{CommandResult, user_error};
+use crate::fsutil::write_new_file;
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// Session id or unambiguous prefix.
+    pub id: String,
+    /// Fork at this entry (id or prefix); default the newest leaf.
+    #[arg(long)]
+    pub at: Option<String>,
+}
+
+pub fn cmd_sessions_fork(ctx: &Ctx, args: ForkArgs) -> CommandResult {
+    let tree = load_tree(ctx, &args.id)?;
+    let end = match &args.at {
+        None => tree
+            .active_leaf()
+            .ok_or_else(|| user_error(format!("session {} has no entries to fork", tree.id)))?,
+        Some(at) => tree.find_entry(at).map_err(|found| match found.len() {
+            0 => user_error(format!("session {} has no entry `{at}`", tree.id))
+                .hinted("`evi sessions export ID -f json` lists every entry id"),
+            n => user_error(format!("entry prefix `{at}` matches {n} entries"))
+                .hinted("type more characters of the entry id"),
+        })?,
+    };
+    let path = tree.path_to(end);
+    let mut body = Vec::new();
+    let mut fetch = tree.fetcher();
+    for &i in &path {
+        body.extend_from_slice(&fetch.fetch(tree.entries[i].at)?);
+        body.push(b'\n');
+    }
+    let new_id: SessionId = ulid::Ulid::new()
+        .to_string()
+        .parse()
+        .expect("a ULID is a valid session id");
+    let day = Local::now().format("%Y-%m-%d").to_string();
+    let dir = ctx.home.transcripts_dir().join(&day);
+    let file = dir.join(format!("{new_id}.jsonl"));
+    write_new_file(&file, &body)
+        .map_err(|e| user_error(format!("cannot write {}: {e}", file.display())))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "forked {} → new session {new_id} ({} messages copied)",
+        tree.id,
+        path.len()
+    )?;
+    Ok(())
+}

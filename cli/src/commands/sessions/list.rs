@@ -1,0 +1,171 @@
+//! `evi sessions list`: newest sessions first, one line each.
+
+use std::io::Write;
+
+use chrono::{Days, Local};
+use clap::Args;
+use evi_shared::Day;
+use serde::Serialize;
+
+use super::{Ctx, fmt_minute, fmt_rfc3339, scan, short_id};
+use crate::command_error::{CommandResult, user_error};
+use crate::commands::{finish, stdout, width};
+use crate::message::{Message, one_line, strip_goal};
+use crate::transcript::SessionTree;
+use crate::transcript::line::Role;
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only sessions active in the last N days (today counts as one).
+    #[arg(long, default_value_t = 7)]
+    pub days: u32,
+    /// At most this many sessions.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Print JSON (stable, documented in README.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One session in `--json` output.
+#[derive(Debug, Serialize)]
+struct Row {
+    id: String,
+    short_id: String,
+    start: Option<String>,
+    end: Option<String>,
+    messages: usize,
+    branches: usize,
+    first_message: Option<String>,
+    days: Vec<Day>,
+    invalid_lines: usize,
+}
+
+pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
+    let catalog = scan(ctx)?;
+    let today = Local::now().date_naive();
+    let first_day = today
+        .checked_sub_days(Days::new(u64::from(args.days.max(1)) - 1))
+        .unwrap_or(today)
+        .format("%Y-%m-%d")
+        .to_string();
+    let recent: Vec<_> = catalog
+        .by_recency()
+        .into_iter()
+        .filter(|(_, files)| {
+            files
+                .last()
+                .is_some_and(|f| f.day.as_str() >= first_day.as_str())
+        })
+        .take(args.limit)
+        .collect();
+
+    let mut rows = Vec::with_capacity(recent.len());
+    for (id, files) in recent {
+        let tree = SessionTree::load(id.clone(), files.to_vec())
+            .map_err(|e| user_error(format!("cannot read session {id}: {e}")))?;
+        let active = tree.active_branch();
+        let mut fetch = tree.fetcher();
+        let first_user = active
+            .iter()
+            .find(|&&i| tree.entries[i].role == Role::User)
+            .map(|&i| fetch.fetch(tree.entries[i].at))
+            .transpose()?
+            .map(|raw| strip_goal(&Message::from_line(&raw).text).to_owned());
+        let ts = |i: Option<&usize>| i.and_then(|&i| tree.entries[i].ts);
+        let start = active.iter().find_map(|&i| tree.entries[i].ts);
+        let end = ts(active.iter().rev().find(|&&i| tree.entries[i].ts.is_some()));
+        let mut days: Vec<Day> = files.iter().map(|f| f.day).collect();
+        days.dedup();
+        rows.push(Row {
+            id: id.to_string(),
+            short_id: short_id(&catalog, id),
+            start: start.and_then(fmt_rfc3339),
+            end: end.and_then(fmt_rfc3339),
+            messages: active.len(),
+            branches: tree.leaves().len(),
+            first_message: first_user,
+            days,
+            invalid_lines: tree.entries.iter().filter(|e| e.fault.is_some()).count(),
+        });
+    }
+
+    let mut out = stdout();
+    if args.json {
+        #[derive(Serialize)]
+        struct Listing<'a> {
+            sessions: &'a [Row],
+        }
+        serde_json::to_writer_pretty(&mut out, &Listing { sessions: &rows })
+            .map_err(std::io::Error::from)?;
+        writeln!(out)?;
+    } else if !rows.is_empty() {
+        print_table(&mut out, &rows)?;
+    }
+    if rows.is_empty() {
+        explain_empty(ctx, catalog.sessions.len(), args.days);
+    }
+    finish(out)
+}
+
+fn print_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
+    let idw = rows
+        .iter()
+        .map(|r| r.short_id.len())
+        .max()
+        .unwrap_or(8)
+        .max(2);
+    let when = |t: &Option<String>| {
+        t.as_deref()
+            .and_then(crate::transcript::line::parse_ts)
+            .map(fmt_minute)
+            .unwrap_or_else(|| "-".into())
+    };
+    writeln!(
+        out,
+        "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  FIRST MESSAGE",
+        "ID", "START", "END", "MSGS", "BR"
+    )?;
+    let fixed = idw + 2 + 16 + 2 + 16 + 2 + 5 + 2 + 3 + 2;
+    let room = width().saturating_sub(fixed).max(10);
+    for r in rows {
+        let first = r.first_message.as_deref().unwrap_or("(no user message)");
+        writeln!(
+            out,
+            "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {}",
+            r.short_id,
+            when(&r.start),
+            when(&r.end),
+            r.messages,
+            r.branches,
+            one_line(first, room)
+        )?;
+    }
+    Ok(())
+}
+
+/// Says on stderr why there is nothing to list.
+fn explain_empty(ctx: &Ctx, total: usize, days: u32) {
+    let dir = ctx.home.transcripts_dir();
+    let msg = if !dir.is_dir() && !ctx.config.tools.transcripts {
+        format!(
+            "no sessions: transcripts are turned off (`[tools] transcripts = false` in {})",
+            ctx.home.config_file().display()
+        )
+    } else if !dir.is_dir() {
+        format!(
+            "no sessions: {} does not exist (eVi has written no transcript in this home yet)",
+            dir.display()
+        )
+    } else if total == 0 && !ctx.config.tools.transcripts {
+        format!(
+            "no sessions: transcripts are turned off (`[tools] transcripts = false` in {})",
+            ctx.home.config_file().display()
+        )
+    } else if total == 0 {
+        format!("no sessions in {}", dir.display())
+    } else {
+        format!("no sessions active in the last {days} days ({total} older; try --days 3650)")
+    };
+    eprintln!("{msg}");
+}

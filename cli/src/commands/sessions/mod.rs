@@ -1,0 +1,114 @@
+//! `evi sessions …`: tree-aware reading of the transcripts.
+
+mod export;
+mod fork;
+mod list;
+mod show;
+
+use chrono::{Local, TimeZone};
+use clap::Subcommand;
+use evi_shared::SessionId;
+
+use super::Ctx;
+use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::transcript::{Catalog, SessionFile, SessionTree};
+
+pub use export::ExportArgs;
+pub use fork::ForkArgs;
+pub use list::ListArgs;
+pub use show::ShowArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, newest first.
+    List(ListArgs),
+    /// Show a session's active branch.
+    Show(ShowArgs),
+    /// Export a session as Markdown, HTML or JSON.
+    Export(ExportArgs),
+    /// Copy a session's path root→entry into a new session.
+    Fork(ForkArgs),
+}
+
+pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
+    match cmd {
+        SessionsCommand::List(a) => list::cmd_sessions_list(ctx, a),
+        SessionsCommand::Show(a) => show::cmd_sessions_show(ctx, a),
+        SessionsCommand::Export(a) => export::cmd_sessions_export(ctx, a),
+        SessionsCommand::Fork(a) => fork::cmd_sessions_fork(ctx, a),
+    }
+}
+
+/// Scans the transcripts folder, printing a warning per skipped path.
+pub fn scan(ctx: &Ctx) -> Result<Catalog, CommandError> {
+    let dir = ctx.home.transcripts_dir();
+    let catalog = Catalog::scan(&dir)
+        .map_err(|e| user_error(format!("cannot read {}: {e}", dir.display())))?;
+    for w in &catalog.warnings {
+        super::warn(w);
+    }
+    Ok(catalog)
+}
+
+/// The session an id or unambiguous prefix names.
+pub fn resolve(
+    catalog: &Catalog,
+    prefix: &str,
+) -> Result<(SessionId, Vec<SessionFile>), CommandError> {
+    match catalog.matching(prefix).as_slice() {
+        [id] => Ok(((*id).clone(), catalog.sessions[*id].clone())),
+        [] => Err(user_error(format!("no session matches `{prefix}`"))
+            .hinted("`evi sessions list --days 3650` shows the ids of every session")),
+        many => {
+            let mut msg = format!("`{prefix}` matches {} sessions:", many.len());
+            for id in many.iter().take(20) {
+                msg.push_str(&format!("\n  {id}"));
+            }
+            Err(user_error(msg).hinted("type more characters of the id"))
+        }
+    }
+}
+
+/// Loads the tree of the session `prefix` names.
+pub fn load_tree(ctx: &Ctx, prefix: &str) -> Result<SessionTree, CommandError> {
+    let catalog = scan(ctx)?;
+    let (id, files) = resolve(&catalog, prefix)?;
+    SessionTree::load(id.clone(), files)
+        .map_err(|e| user_error(format!("cannot read session {id}: {e}")))
+}
+
+/// Local date and minute of an epoch-millisecond time.
+pub fn fmt_minute(ms: i64) -> String {
+    Local
+        .timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Local date and second.
+pub fn fmt_second(ms: i64) -> String {
+    Local
+        .timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
+/// RFC 3339 in UTC, for JSON output.
+pub fn fmt_rfc3339(ms: i64) -> Option<String> {
+    chrono::Utc
+        .timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// The shortest prefix of `id` (at least 8 characters) no other session shares.
+pub fn short_id(catalog: &Catalog, id: &SessionId) -> String {
+    let s = id.as_str();
+    let mut n = 8.min(s.len());
+    while n < s.len() && catalog.matching(&s[..n]).len() > 1 {
+        n += 1;
+    }
+    s[..n].to_owned()
+}

@@ -1,0 +1,130 @@
+//! `evi sessions show`: the active branch, readable, and where the other
+//! branches fork.
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::{Ctx, fmt_minute, fmt_second, load_tree};
+use crate::command_error::CommandResult;
+use crate::commands::{finish, stdout};
+use crate::message::{Message, one_line};
+use crate::transcript::SessionTree;
+use crate::transcript::line::LineFault;
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Session id or unambiguous prefix.
+    pub id: String,
+}
+
+/// Lines of tool output shown before the rest is summarised.
+const TOOL_LINES: usize = 6;
+
+pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
+    let tree = load_tree(ctx, &args.id)?;
+    let active = tree.active_branch();
+    let others = tree.other_branches(&active);
+    let mut out = stdout();
+    let span = match (
+        active.iter().find_map(|&i| tree.entries[i].ts),
+        active.iter().rev().find_map(|&i| tree.entries[i].ts),
+    ) {
+        (Some(a), Some(b)) => format!(", {} → {}", fmt_minute(a), fmt_minute(b)),
+        _ => String::new(),
+    };
+    writeln!(
+        out,
+        "session {} ({} messages, {} branch{}{span})",
+        tree.id,
+        active.len(),
+        others.len() + 1,
+        if others.is_empty() { "" } else { "es" },
+    )?;
+    let mut fetch = tree.fetcher();
+    for (n, &i) in active.iter().enumerate() {
+        let raw = fetch.fetch(tree.entries[i].at)?;
+        let msg = Message::from_line(&raw);
+        writeln!(out)?;
+        write_message(&mut out, &tree, n + 1, i, &msg)?;
+    }
+    if tree.pending_bytes > 0 {
+        writeln!(
+            out,
+            "\n(a line is still being written: {} bytes)",
+            tree.pending_bytes
+        )?;
+    }
+    if !others.is_empty() {
+        writeln!(out, "\nother branches ({}):", others.len())?;
+        for b in &others {
+            let leaf = &tree.entries[b.leaf];
+            let preview = Message::from_line(&fetch.fetch(leaf.at)?).text;
+            let at = match b.fork {
+                Some(f) => {
+                    let pos = active.iter().position(|&a| a == f).map_or(0, |p| p + 1);
+                    format!("forks after #{pos} ({})", short(&tree.entries[f].id))
+                }
+                None => "separate root".to_owned(),
+            };
+            writeln!(
+                out,
+                "  {at}: {} message{}, leaf {}: {}",
+                b.len,
+                if b.len == 1 { "" } else { "s" },
+                short(&leaf.id),
+                one_line(&preview, 60)
+            )?;
+        }
+    }
+    finish(out)
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+fn write_message(
+    out: &mut impl Write,
+    tree: &SessionTree,
+    n: usize,
+    i: usize,
+    msg: &Message,
+) -> std::io::Result<()> {
+    let e = &tree.entries[i];
+    let when = e.ts.map(fmt_second).unwrap_or_default();
+    if let Some(fault) = msg.fault {
+        let what = match fault {
+            LineFault::NotJson => "not valid JSON",
+            LineFault::NotUtf8 => "not valid UTF-8",
+        };
+        let file = &tree.files[e.at.file];
+        writeln!(
+            out,
+            "#{n} ! invalid line ({what}) in {}/{}, kept as is:",
+            file.day,
+            file.path.file_name().unwrap_or_default().to_string_lossy()
+        )?;
+        return writeln!(out, "{}", msg.text);
+    }
+    let who = match &msg.tool_name {
+        Some(t) if msg.role == "tool" => format!("tool {t}"),
+        _ => msg.role.clone(),
+    };
+    writeln!(out, "#{n} {who}  {when}")?;
+    if msg.role == "tool" {
+        let lines: Vec<&str> = msg.text.lines().collect();
+        for l in lines.iter().take(TOOL_LINES) {
+            writeln!(out, "  {l}")?;
+        }
+        if lines.len() > TOOL_LINES {
+            writeln!(out, "  … ({} more lines)", lines.len() - TOOL_LINES)?;
+        }
+    } else if !msg.text.is_empty() {
+        writeln!(out, "{}", msg.text)?;
+    }
+    for c in &msg.tool_calls {
+        writeln!(out, "  → {}({})", c.name, one_line(&c.arguments, 100))?;
+    }
+    Ok(())
+}

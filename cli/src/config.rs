@@ -1,0 +1,202 @@
+//! `config.toml` in the eVi home. A missing file means defaults; an unknown
+//! key is warned about (eVi and this tool share the file, and either may be
+//! newer); a malformed file is an error naming the file, line and key.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The address `evi web` serves on by default, and so the handoff URL.
+pub const DEFAULT_WEB_URL: &str = "http://127.0.0.1:7878";
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub tools: Tools,
+    pub sync: SyncConfig,
+    pub web: Web,
+    pub agent: Agent,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Tools {
+    /// Whether eVi writes transcripts at all.
+    pub transcripts: bool,
+}
+
+impl Default for Tools {
+    fn default() -> Self {
+        Self { transcripts: true }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SyncConfig {
+    pub server: Option<String>,
+    pub user: Option<String>,
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Web {
+    /// Base URL of the web UI other devices open (handoff links).
+    pub url: Option<String>,
+    /// Address `evi web` listens on.
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Agent {
+    /// Command that resumes a session; `{session}` and `{home}` substituted.
+    pub command: Option<String>,
+}
+
+/// A config file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// A loaded config and the warnings its loading produced.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Reads `path`; a missing file gives the defaults.
+    pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(path, &text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Loaded::default()),
+            Err(source) => Err(ConfigError::Io {
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses config text; `path` only names the file in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Loaded, ConfigError> {
+        let invalid = |line: usize, message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            line,
+            message,
+        };
+        let de = toml::Deserializer::parse(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| line_of(text, s.start));
+            invalid(line, e.message().to_owned())
+        })?;
+        let mut unknown = Vec::new();
+        let mut note = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
+        let de = serde_ignored::Deserializer::new(de, &mut note);
+        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let line = e
+                .inner()
+                .span()
+                .map_or_else(|| line_of_key(text, &key), |s| line_of(text, s.start));
+            invalid(line, format!("key `{key}`: {}", e.inner().message()))
+        })?;
+        let warnings = unknown
+            .into_iter()
+            .map(|k| {
+                format!(
+                    "{}:{}: unknown key `{k}` ignored",
+                    path.display(),
+                    line_of_key(text, &k)
+                )
+            })
+            .collect();
+        Ok(Loaded { config, warnings })
+    }
+}
+
+/// 1-based line number of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Best-effort line of a dotted key such as `tools.transcripts`: the line of
+/// its last segment after the line of its table header.
+fn line_of_key(text: &str, key: &str) -> usize {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or(key);
+    let table = parts.join(".");
+    let mut in_table = table.is_empty();
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(h) = t.strip_prefix('[') {
+            in_table = h.trim_end_matches(']').trim() == table;
+            if t == format!("[{last}]") && in_table {
+                return n + 1;
+            }
+            continue;
+        }
+        if in_table && t.split(['=', ' ']).next() == Some(last) {
+            return n + 1;
+        }
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Loaded, ConfigError> {
+        Config::parse(Path::new("config.toml"), text)
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let l = parse("[tools]\ntranscripts = false\n[web]\nurl = \"http://h:1\"\n").unwrap();
+        assert!(!l.config.tools.transcripts);
+        assert_eq!(l.config.web.url.as_deref(), Some("http://h:1"));
+        assert!(l.warnings.is_empty());
+        assert!(parse("").unwrap().config.tools.transcripts);
+    }
+
+    #[test]
+    fn unknown_key_warns() {
+        let l = parse("[tools]\ntranscripts = true\ncolour = 3\n[other]\nx = 1\n").unwrap();
+        assert_eq!(
+            l.warnings,
+            vec![
+                "config.toml:3: unknown key `tools.colour` ignored",
+                "config.toml:4: unknown key `other` ignored"
+            ]
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_key() {
+        let e = parse("[sync]\nserver = \"x\"\n\n[tools]\ntranscripts = \"yes\"\n").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("config.toml:5: key `tools.transcripts`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let e = parse("[tools]\ntranscripts = \n").unwrap_err();
+        assert!(e.to_string().starts_with("config.toml:2:"), "{e}");
+    }
+}

@@ -1,0 +1,173 @@
+//! What a reader needs from one raw line, without parsing the whole message:
+//! its explicit ids, timestamp and role. A line that is not a JSON object (or
+//! not UTF-8) is still an entry; it is only flagged.
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use super::entry_id::ExplicitIds;
+
+/// The speaker of a transcript line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    Tool,
+    System,
+    /// A JSON object with no (or an unknown) role.
+    Other,
+    /// Not a JSON object at all.
+    Invalid,
+}
+
+/// How a line failed to be a JSON object, for readers to report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineFault {
+    NotUtf8,
+    NotJson,
+}
+
+/// The parts of a line the tree needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineHead {
+    pub ids: ExplicitIds,
+    /// Milliseconds since the epoch, from an RFC 3339 `ts`.
+    pub ts: Option<i64>,
+    pub role: Role,
+    pub fault: Option<LineFault>,
+    /// The line is pull's wrapper for a non-object branch line.
+    pub wrapped: bool,
+}
+
+/// A field that is present (possibly `null`), as opposed to absent.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "parentId", deserialize_with = "present")]
+    parent_id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    role: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "eviRawLine", deserialize_with = "present")]
+    raw_line: Option<&'a RawValue>,
+}
+
+fn as_string(raw: &RawValue) -> Option<String> {
+    serde_json::from_str::<String>(raw.get()).ok()
+}
+
+/// Parses an RFC 3339 timestamp into epoch milliseconds.
+pub fn parse_ts(s: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+fn is_object(raw: &[u8]) -> bool {
+    raw.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{')
+}
+
+/// Reads the head of a line (`raw` without its `\n`).
+pub fn parse_head(raw: &[u8]) -> LineHead {
+    let invalid = |fault| LineHead {
+        ids: ExplicitIds::default(),
+        ts: None,
+        role: Role::Invalid,
+        fault: Some(fault),
+        wrapped: false,
+    };
+    let head: Head<'_> = match is_object(raw).then(|| serde_json::from_slice(raw)) {
+        Some(Ok(h)) => h,
+        _ if std::str::from_utf8(raw).is_err() => return invalid(LineFault::NotUtf8),
+        _ => return invalid(LineFault::NotJson),
+    };
+    let id = head.id.and_then(as_string);
+    let parent = head.parent_id.map(|p| {
+        serde_json::from_str::<Option<String>>(p.get())
+            .ok()
+            .flatten()
+    });
+    let wrapped = id.is_some() && head.raw_line.and_then(as_string).is_some();
+    let role = match head.role.and_then(as_string).as_deref() {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some("tool") => Role::Tool,
+        Some("system") => Role::System,
+        _ if wrapped => Role::Invalid,
+        _ => Role::Other,
+    };
+    LineHead {
+        ids: ExplicitIds { id, parent },
+        ts: head.ts.and_then(as_string).as_deref().and_then(parse_ts),
+        role,
+        fault: wrapped.then_some(LineFault::NotJson),
+        wrapped,
+    }
+}
+
+/// The bytes a reader should treat as the line's content: for pull's
+/// `eviRawLine` wrapper, the original line it carries.
+pub fn original_bytes(raw: &[u8]) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct Wrapper {
+        #[serde(rename = "eviRawLine")]
+        raw_line: String,
+    }
+    let w: Wrapper = serde_json::from_slice(raw).ok()?;
+    base64::engine::general_purpose::STANDARD
+        .decode(w.raw_line)
+        .ok()
+}
+
+/// A blank line (only ASCII white space) is not an entry.
+pub fn is_blank(raw: &[u8]) -> bool {
+    raw.iter().all(|b| b.is_ascii_whitespace())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_null_is_present() {
+        let h = parse_head(br#"{"id":"a","parentId":null,"role":"user"}"#);
+        assert_eq!(h.ids.id.as_deref(), Some("a"));
+        assert_eq!(h.ids.parent, Some(None));
+        assert_eq!(h.role, Role::User);
+    }
+
+    #[test]
+    fn absent_parent_is_none() {
+        let h = parse_head(br#"{"role":"assistant","ts":"2026-06-08T21:14:01Z"}"#);
+        assert_eq!(h.ids.parent, None);
+        assert_eq!(h.ts, parse_ts("2026-06-08T21:14:01Z"));
+    }
+
+    #[test]
+    fn non_objects_are_flagged() {
+        assert_eq!(parse_head(b"[1,2]").fault, Some(LineFault::NotJson));
+        assert_eq!(parse_head(b"\xff\xfe raw").fault, Some(LineFault::NotUtf8));
+        assert_eq!(
+            parse_head(br#"{"role":"user","content":"cut"#).fault,
+            Some(LineFault::NotJson)
+        );
+    }
+
+    #[test]
+    fn wrapper_round_trips() {
+        let raw = br#"{"id":"d00d","parentId":"p","eviRawLine":"bm90IGpzb24="}"#;
+        assert!(parse_head(raw).wrapped);
+        assert_eq!(original_bytes(raw).unwrap(), b"not json");
+    }
+}

@@ -1,0 +1,12 @@
+//! Reading eVi transcripts: which files exist ([`catalog`]), their lines
+//! streamed with bounded memory ([`lines`]), each line's head ([`line`]), entry
+//! ids ([`entry_id`]) and the session tree they form ([`tree`]).
+
+pub mod catalog;
+pub mod entry_id;
+pub mod line;
+pub mod lines;
+pub mod tree;
+
+pub use catalog::{Catalog, SessionFile};
+pub use tree::SessionTree;

@@ -1,0 +1,234 @@
+//! A session as a tree of entries, built in one streaming pass that keeps only
+//! each entry's metadata (ids, time, role, where its line is), never content.
+//!
+//! The active branch runs from the root to the newest leaf: newest by the
+//! latest `ts` on its path, ties broken by id. Every other leaf is another
+//! branch, named by where it forks from the active one.
+
+use std::collections::HashMap;
+use std::io;
+use std::ops::ControlFlow;
+
+use evi_shared::{Day, SessionId};
+
+use super::catalog::SessionFile;
+use super::entry_id::IdChain;
+use super::line::{LineFault, Role, parse_head};
+use super::lines::{LineAt, LineFetcher, walk};
+
+/// One entry's place in the tree, without its content.
+#[derive(Debug, Clone)]
+pub struct EntryMeta {
+    pub id: String,
+    pub parent: Option<String>,
+    pub day: Day,
+    pub at: LineAt,
+    pub ts: Option<i64>,
+    pub role: Role,
+    pub fault: Option<LineFault>,
+}
+
+/// Another branch than the active one.
+#[derive(Debug, Clone)]
+pub struct Branch {
+    /// Index of its leaf.
+    pub leaf: usize,
+    /// Index of the last entry it shares with the active branch (`None`: it
+    /// shares nothing, a separate root).
+    pub fork: Option<usize>,
+    /// Entries after the fork point.
+    pub len: usize,
+}
+
+/// A whole session tree.
+#[derive(Debug)]
+pub struct SessionTree {
+    pub id: SessionId,
+    pub files: Vec<SessionFile>,
+    /// In reading order, duplicates of an id dropped (first one kept).
+    pub entries: Vec<EntryMeta>,
+    /// Parent index of each entry (`None` for roots and orphans).
+    parents: Vec<Option<usize>>,
+    pub pending_bytes: u64,
+}
+
+impl SessionTree {
+    /// Reads a session's files once.
+    pub fn load(id: SessionId, files: Vec<SessionFile>) -> io::Result<Self> {
+        let mut chain = IdChain::default();
+        let mut entries = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let end = walk(&files, |at, raw| {
+            let head = parse_head(raw);
+            let placed = chain.place(raw, head.ids);
+            if !index.contains_key(&placed.id) {
+                index.insert(placed.id.clone(), entries.len());
+                entries.push(EntryMeta {
+                    id: placed.id,
+                    parent: placed.parent,
+                    day: files[at.file].day,
+                    at,
+                    ts: head.ts,
+                    role: head.role,
+                    fault: head.fault,
+                });
+            }
+            ControlFlow::Continue(())
+        })?;
+        let parents = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let p = e.parent.as_ref().and_then(|p| index.get(p).copied());
+                p.filter(|&p| p != i)
+            })
+            .collect();
+        let mut tree = Self {
+            id,
+            files,
+            entries,
+            parents,
+            pending_bytes: end.pending_bytes,
+        };
+        tree.break_cycles();
+        Ok(tree)
+    }
+
+    /// Explicit ids come from files anyone could edit: a parent loop would
+    /// hang every walk up the tree, so the first entry of a loop becomes a root.
+    fn break_cycles(&mut self) {
+        let n = self.entries.len();
+        let mut state = vec![0u8; n]; // 0 new, 1 on current path, 2 done
+        for start in 0..n {
+            let mut path = Vec::new();
+            let mut cur = Some(start);
+            while let Some(i) = cur {
+                match state[i] {
+                    2 => break,
+                    1 => {
+                        self.parents[i] = None;
+                        break;
+                    }
+                    _ => {
+                        state[i] = 1;
+                        path.push(i);
+                        cur = self.parents[i];
+                    }
+                }
+            }
+            for i in path {
+                state[i] = 2;
+            }
+        }
+    }
+
+    pub fn parent_of(&self, i: usize) -> Option<usize> {
+        self.parents[i]
+    }
+
+    /// Indices of entries that no entry names as parent.
+    pub fn leaves(&self) -> Vec<usize> {
+        let mut has_child = vec![false; self.entries.len()];
+        for p in self.parents.iter().flatten() {
+            has_child[*p] = true;
+        }
+        (0..self.entries.len()).filter(|&i| !has_child[i]).collect()
+    }
+
+    /// Latest `ts` on the path root→i, for every i (parents may come later in
+    /// the file than children, so this resolves recursively with a memo).
+    fn path_ts(&self) -> Vec<Option<i64>> {
+        let n = self.entries.len();
+        let mut memo: Vec<Option<Option<i64>>> = vec![None; n];
+        for start in 0..n {
+            let mut stack = vec![start];
+            while let Some(&i) = stack.last() {
+                if memo[i].is_some() {
+                    stack.pop();
+                    continue;
+                }
+                match self.parents[i] {
+                    Some(p) if memo[p].is_none() => stack.push(p),
+                    p => {
+                        let up = p.and_then(|p| memo[p].flatten());
+                        memo[i] = Some(up.max(self.entries[i].ts));
+                        stack.pop();
+                    }
+                }
+            }
+        }
+        memo.into_iter().map(Option::flatten).collect()
+    }
+
+    /// The newest leaf, if the session has any entry.
+    pub fn active_leaf(&self) -> Option<usize> {
+        let ts = self.path_ts();
+        self.leaves()
+            .into_iter()
+            .max_by(|&a, &b| (ts[a], &self.entries[a].id).cmp(&(ts[b], &self.entries[b].id)))
+    }
+
+    /// Root→`i`, as indices.
+    pub fn path_to(&self, i: usize) -> Vec<usize> {
+        let mut path = vec![i];
+        let mut cur = i;
+        while let Some(p) = self.parents[cur] {
+            path.push(p);
+            cur = p;
+        }
+        path.reverse();
+        path
+    }
+
+    /// The active branch, root to newest leaf.
+    pub fn active_branch(&self) -> Vec<usize> {
+        self.active_leaf()
+            .map(|l| self.path_to(l))
+            .unwrap_or_default()
+    }
+
+    /// Every branch other than the active one, with its fork point.
+    pub fn other_branches(&self, active: &[usize]) -> Vec<Branch> {
+        let mut on_active = vec![false; self.entries.len()];
+        for &i in active {
+            on_active[i] = true;
+        }
+        let active_leaf = active.last().copied();
+        self.leaves()
+            .into_iter()
+            .filter(|&l| Some(l) != active_leaf)
+            .map(|leaf| {
+                let mut len = 0;
+                let mut cur = Some(leaf);
+                while let Some(i) = cur.filter(|&i| !on_active[i]) {
+                    len += 1;
+                    cur = self.parents[i];
+                }
+                Branch {
+                    leaf,
+                    fork: cur,
+                    len,
+                }
+            })
+            .collect()
+    }
+
+    /// A reader that fetches entry lines by position.
+    pub fn fetcher(&self) -> LineFetcher<'_> {
+        LineFetcher::new(&self.files)
+    }
+
+    /// Finds an entry by id or unambiguous id prefix.
+    pub fn find_entry(&self, prefix: &str) -> Result<usize, Vec<usize>> {
+        if let Some(i) = self.entries.iter().position(|e| e.id == prefix) {
+            return Ok(i);
+        }
+        let found: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| self.entries[i].id.starts_with(prefix))
+            .collect();
+        match found.as_slice() {
+            [one] => Ok(*one),
+            _ => Err(found),
+        }
+    }
+}
