@@ -128,10 +128,10 @@ impl Message {
 /// Strips eVi's `[ongoing goal: …]` prefix from a first user message.
 pub fn strip_goal(text: &str) -> &str {
     let t = text.trim_start();
-    if let Some(rest) = t.strip_prefix("[ongoing goal:") {
-        if let Some(end) = rest.find(']') {
-            return rest[end + 1..].trim_start();
-        }
+    if let Some(rest) = t.strip_prefix("[ongoing goal:")
+        && let Some(end) = rest.find(']')
+    {
+        return rest[end + 1..].trim_start();
     }
     t
 }

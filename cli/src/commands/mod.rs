@@ -39,10 +39,10 @@ pub fn warn(msg: &str) {
 /// Columns available for one line of output: the terminal's, else `$COLUMNS`,
 /// else 100.
 pub fn width() -> usize {
-    if io::stdout().is_terminal() {
-        if let Some((w, _)) = terminal_size::terminal_size() {
-            return w.0 as usize;
-        }
+    if io::stdout().is_terminal()
+        && let Some((w, _)) = terminal_size::terminal_size()
+    {
+        return w.0 as usize;
     }
     std::env::var("COLUMNS")
         .ok()

@@ -128,3 +128,268 @@ fn explicit_tree_shows_newest_branch_and_names_the_other() {
          S1  2026-06-08 10:00  2026-06-08 10:05      2    2  q\n"
     );
 }
+
+#[test]
+fn stray_folders_and_files_are_skipped_with_one_warning_each() {
+    let dev = Device::new();
+    dev.write("2026-06-08", "S1", &lines(&[U1]));
+    let t = dev.home().join("transcripts");
+    std::fs::create_dir_all(t.join("notes")).unwrap();
+    std::fs::write(t.join("notes/x.jsonl"), "junk\n").unwrap();
+    std::fs::write(t.join("2026-06-08/bad name.jsonl"), "junk\n").unwrap();
+    std::fs::write(t.join("2026-06-08/.hidden.jsonl"), "junk\n").unwrap();
+    let run = dev.evi(&["sessions", "list", ALL[0], ALL[1]]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout.lines().count(), 2, "{}", run.stdout);
+    let mut warnings: Vec<&str> = run.stderr.lines().collect();
+    warnings.sort();
+    let t = t.display();
+    assert_eq!(
+        warnings,
+        [
+            format!(
+                "warning: skipping {t}/2026-06-08/.hidden.jsonl: not a session file (<session id>.jsonl)"
+            ),
+            format!(
+                "warning: skipping {t}/2026-06-08/bad name.jsonl: not a session file (<session id>.jsonl)"
+            ),
+            format!("warning: skipping {t}/notes: not a day folder (YYYY-MM-DD)"),
+        ]
+    );
+    // Never touched.
+    assert_eq!(
+        std::fs::read_to_string(format!("{t}/notes/x.jsonl")).unwrap(),
+        "junk\n"
+    );
+}
+
+#[test]
+fn unknown_and_ambiguous_ids_are_clear_errors() {
+    let dev = Device::new();
+    dev.write("2026-06-08", "abc1", &lines(&[U1]));
+    dev.write("2026-06-08", "abc2", &lines(&[A1]));
+    let run = dev.evi(&["sessions", "show", "zzz"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr,
+        "error: no session matches `zzz`\n\
+         hint: `evi sessions list --days 3650` shows the ids of every session\n"
+    );
+    let run = dev.evi(&["sessions", "export", "abc"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        "error: `abc` matches 2 sessions:\n  abc1\n  abc2\nhint: type more characters of the id\n"
+    );
+    // An unambiguous prefix is accepted.
+    let run = dev.evi(&["sessions", "show", "abc2"]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout.starts_with("session abc2 (1 messages"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn empty_listings_say_why() {
+    let dev = Device::new();
+    let run = dev.evi(&["sessions", "list"]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""));
+    let home = dev.home();
+    assert_eq!(
+        run.stderr,
+        format!(
+            "no sessions: {}/transcripts does not exist (eVi has written no transcript in this home yet)\n",
+            home.display()
+        )
+    );
+
+    dev.write_config("[tools]\ntranscripts = false\n");
+    let run = dev.evi(&["sessions", "list"]);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "no sessions: transcripts are turned off (`[tools] transcripts = false` in {}/config.toml)\n",
+            home.display()
+        )
+    );
+
+    dev.write_config("[tools]\ntranscripts = true\n");
+    dev.write("2020-01-01", "old", &lines(&[U1]));
+    let run = dev.evi(&["sessions", "list", "--json"]);
+    assert_eq!(run.stdout, "{\n  \"sessions\": []\n}\n");
+    assert_eq!(
+        run.stderr,
+        "no sessions active in the last 7 days (1 older; try --days 3650)\n"
+    );
+}
+
+#[test]
+fn config_problems_are_named() {
+    let dev = Device::new();
+    dev.write("2026-06-08", "S1", &lines(&[U1]));
+    dev.write_config("[tools]\ntranscripts = true\nsparkles = 1\n");
+    let run = dev.evi(&["sessions", "list", ALL[0], ALL[1]]);
+    assert_eq!(run.code, 0);
+    let cfg = dev.home().join("config.toml");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "warning: {}:3: unknown key `tools.sparkles` ignored\n",
+            cfg.display()
+        )
+    );
+    dev.write_config("[web]\nurl = \"http://x\"\n[tools]\ntranscripts = \"yes\"\n");
+    let run = dev.evi(&["sessions", "list"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: {}:4: key `tools.transcripts`: invalid type",
+            cfg.display()
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn list_is_newest_first_cut_to_width_and_limited() {
+    let dev = Device::new();
+    let long = format!(
+        r#"{{"role":"user","content":"[ongoing goal: refactor] {}","ts":"2026-06-10T09:00:00Z"}}"#,
+        "word ".repeat(40)
+    );
+    dev.write("2026-06-08", "older", &lines(&[U1]));
+    dev.write("2026-06-10", "newer", &lines(&[&long]));
+    let run = dev
+        .cmd()
+        .args(["sessions", "list", ALL[0], ALL[1]])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    let out = String::from_utf8(run.stdout).unwrap();
+    assert_eq!(
+        out,
+        "ID     START             END                MSGS   BR  FIRST MESSAGE\n\
+         newer  2026-06-10 09:00  2026-06-10 09:00      1    1  word word word word word…\n\
+         older  2026-06-08 21:14  2026-06-08 21:14      1    1  hello\n"
+    );
+    assert!(out.lines().all(|l| l.chars().count() <= 80));
+    let run = dev.evi(&["sessions", "list", ALL[0], ALL[1], "--limit", "1"]);
+    assert_eq!(run.stdout.lines().count(), 2);
+    assert!(run.stdout.contains("newer"));
+}
+
+#[test]
+fn export_formats_escape_and_never_clobber() {
+    let dev = Device::new();
+    let evil = r#"{"role":"user","content":"<script>alert(1)</script> & \"quotes\"","ts":"2026-06-08T21:14:00Z"}"#;
+    dev.write("2026-06-08", "S1", &lines(&[evil, A1]));
+    let md = dev.evi(&["sessions", "export", "S1"]);
+    assert_eq!(md.code, 0);
+    assert!(md.stdout.starts_with("# Session S1\n"), "{}", md.stdout);
+    assert!(
+        md.stdout
+            .contains("## assistant · 2026-06-08 21:14:01\n\nhi\n")
+    );
+
+    let out = dev.dir.path().join("s1.html");
+    let run = dev.evi(&[
+        "sessions",
+        "export",
+        "S1",
+        "-f",
+        "html",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; \"quotes\""));
+    assert!(!html.contains("<script>"));
+    assert!(
+        !html.contains("src=") && !html.contains("href="),
+        "self-contained"
+    );
+
+    let again = dev.evi(&[
+        "sessions",
+        "export",
+        "S1",
+        "-f",
+        "md",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        html,
+        "not rewritten"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dev.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".evi-"))
+        .collect();
+    assert!(leftovers.is_empty(), "no temp files left behind");
+
+    let json = dev.evi(&["sessions", "export", "S1", "-f", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["entries"].as_array().unwrap().len(), 2);
+    assert_eq!(v["entries"][1]["parentId"], v["entries"][0]["id"]);
+    assert_eq!(v["active_leaf"], v["entries"][1]["id"]);
+}
+
+#[test]
+fn fork_copies_the_path_into_a_new_session() {
+    let dev = Device::new();
+    let original = lines(&TREE);
+    let path = dev.write("2026-06-08", "S1", &original);
+    let run = dev.evi(&[
+        "sessions",
+        "fork",
+        "S1",
+        "--at",
+        "01J0000000000000000000000D",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let new_id = run
+        .stdout
+        .strip_prefix("forked S1 → new session ")
+        .and_then(|r| r.strip_suffix(" (3 messages copied)\n"))
+        .unwrap_or_else(|| panic!("unexpected output {:?}", run.stdout))
+        .to_owned();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        original,
+        "original untouched"
+    );
+    let forked = dev
+        .home()
+        .join("transcripts")
+        .join(today())
+        .join(format!("{new_id}.jsonl"));
+    assert_eq!(
+        std::fs::read(&forked).unwrap(),
+        lines(&[TREE[0], TREE[1], TREE[3]]),
+    );
+    let show = dev.evi(&["sessions", "show", &new_id]);
+    assert!(
+        show.stdout.contains("(3 messages, 1 branch"),
+        "{}",
+        show.stdout
+    );
+
+    let bad = dev.evi(&["sessions", "fork", "S1", "--at", "nope"]);
+    assert_eq!(bad.code, 1);
+    assert!(
+        bad.stderr
+            .starts_with("error: session S1 has no entry `nope`"),
+        "{}",
+        bad.stderr
+    );
+}
