@@ -64,6 +64,9 @@ pub async fn put(
         )));
     }
     if let Some(size) = state.store.blob_size(auth.user_id, &name).await? {
+        // Read and discard the body so the client gets this answer rather
+        // than a connection closed under its upload.
+        drain(body, max).await;
         let stored = BlobStored {
             name,
             size,
@@ -79,6 +82,7 @@ pub async fn put(
     if let (Some(room), Some(n)) = (room, declared)
         && n > room
     {
+        drain(body, max).await;
         return Err(ApiError::quota());
     }
     let limit = room.map_or(max, |r| r.min(max));
@@ -121,6 +125,17 @@ pub async fn put(
                 let _ = tokio::fs::remove_file(&placed.path).await;
             }
             Err(e.into())
+        }
+    }
+}
+
+async fn drain(mut body: Body, max: u64) {
+    use http_body_util::BodyExt;
+    let mut seen = 0u64;
+    while let Some(Ok(frame)) = body.frame().await {
+        seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+        if seen > max {
+            break;
         }
     }
 }

@@ -1,0 +1,302 @@
+//! The `TestServer` fixture and a small JSON client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use evi_shared::KeyedId;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+pub const PASSWORD: &str = "correct horse battery";
+
+pub struct TestServer {
+    child: Child,
+    pub addr: String,
+    pub root: tempfile::TempDir,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+}
+
+impl TestServer {
+    /// Starts with open registration plus `args`.
+    pub fn start(args: &[&str]) -> Self {
+        Self::start_env(args, &[])
+    }
+
+    pub fn start_env(args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let mut all = Vec::new();
+        if !args.contains(&"--registration") {
+            all.extend(["--registration".to_owned(), "open".to_owned()]);
+        }
+        all.extend(args.iter().map(|s| s.to_string()));
+        let envs: Vec<(String, String)> = envs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (child, addr) = spawn(root.path(), &all, &envs);
+        Self {
+            child,
+            addr,
+            root,
+            args: all,
+            envs,
+        }
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("server.log")).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, then start again on the same data folder.
+    pub fn kill9_and_restart(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
+        self.child = child;
+        self.addr = addr;
+    }
+
+    /// Waits for a process already sent SIGTERM.
+    pub fn terminate_wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+
+    pub fn anon(&self) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: self.url(""),
+            token: None,
+        }
+    }
+
+    pub async fn register(&self, user: &str) -> Api {
+        let mut api = self.anon();
+        let (st, v) = api
+            .post(
+                "/api/v1/register",
+                json!({"user": user, "password": PASSWORD, "device": "first"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        api.token = Some(v["token"].as_str().unwrap().to_owned());
+        api
+    }
+}
+
+fn spawn(root: &Path, args: &[String], envs: &[(String, String)]) -> (Child, String) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("server.log"))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evi-server"))
+        .args(["--listen", "127.0.0.1:0", "--data"])
+        .arg(root.join("data"))
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
+        .env_remove("EVI_SERVER_REGISTRATION")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = out.read_to_end(&mut sink);
+    });
+    (child, addr)
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone)]
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: Option<String>,
+}
+
+impl Api {
+    pub fn with_token(&self, token: &str) -> Api {
+        Api {
+            token: Some(token.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let st = resp.status();
+        let text = resp.text().await.unwrap();
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (st, v)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put_blob(&self, name: &str, data: Vec<u8>) -> (StatusCode, Value) {
+        let resp = self
+            .http
+            .put(format!("{}/api/v1/blobs/{name}", self.base))
+            .bearer_auth(self.token.as_deref().unwrap())
+            .body(data)
+            .send()
+            .await
+            .unwrap();
+        let st = resp.status();
+        (st, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get_blob(&self, name: &str) -> (StatusCode, Vec<u8>) {
+        let resp = self
+            .http
+            .get(format!("{}/api/v1/blobs/{name}", self.base))
+            .bearer_auth(self.token.as_deref().unwrap())
+            .send()
+            .await
+            .unwrap();
+        (resp.status(), resp.bytes().await.unwrap().to_vec())
+    }
+
+    /// Pushes segments built by [`segment`]; asserts 200.
+    pub async fn push(&self, segments: Vec<Value>) -> Value {
+        let (st, v) = self
+            .post("/api/v1/records", json!({ "segments": segments }))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        v
+    }
+
+    /// Every record after `after`, following cursors with page size `limit`.
+    pub async fn pull_all(&self, limit: Option<u32>) -> (Vec<Value>, usize) {
+        let mut after = 0u64;
+        let mut out = Vec::new();
+        let mut pages = 0;
+        loop {
+            let q = match limit {
+                Some(l) => format!("/api/v1/records?after={after}&limit={l}"),
+                None => format!("/api/v1/records?after={after}"),
+            };
+            let (st, v) = self.get(&q).await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            pages += 1;
+            let recs = v["records"].as_array().unwrap().clone();
+            after = v["next_after"].as_u64().unwrap();
+            let more = v["more"].as_bool().unwrap();
+            out.extend(recs);
+            if !more {
+                return (out, pages);
+            }
+            assert!(pages < 10_000, "pagination does not end");
+        }
+    }
+}
+
+/// A keyed id made from a tag and a number (always holding hex letters, so
+/// its uppercase form differs).
+pub fn kid(tag: u8, n: u64) -> String {
+    let mut b = [tag; 32];
+    b[..8].copy_from_slice(&n.to_be_bytes());
+    b[31] = 0xab;
+    KeyedId::from_bytes(b).to_string()
+}
+
+/// A segment JSON value with one entry id and `len` bytes of ciphertext.
+pub fn segment(stream: u64, entry: u64, len: usize) -> Value {
+    use base64::Engine as _;
+    let ct = vec![(entry % 251) as u8; len];
+    json!({
+        "stream": kid(1, stream),
+        "kind": "entries",
+        "entry_ids": [kid(2, entry)],
+        "ciphertext": base64::engine::general_purpose::STANDARD.encode(ct),
+    })
+}
+
+/// Sends raw bytes on a fresh connection and returns what came back before
+/// the server closed it (or `read_reply` is false: nothing, after sending).
+pub fn raw_http(addr: &str, request: &[u8], read_reply: bool) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(request).unwrap();
+    if !read_reply {
+        return String::new();
+    }
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Every file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Polls `f` for up to 10 s (used only to wait for the server to notice a
+/// dropped connection, never for readiness).
+pub async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..200 {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    f()
+}

@@ -1,0 +1,10 @@
+//! Integration tests: each starts the real `evi-server` binary on a free
+//! loopback port with a temp data folder and talks to it over HTTP.
+
+mod accounts;
+mod blobs;
+mod common;
+mod crash;
+mod meta;
+mod records;
+mod secrets;
