@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::command_error::{CommandError, is_broken_pipe};
-use crate::commands::{self, Ctx, sessions::SessionsCommand};
+use crate::commands::{self, Ctx, sessions::SessionsCommand, sync::SyncCommand};
 
 /// Sessions, sync and handoff for eVi transcripts.
 #[derive(Debug, Parser)]
@@ -20,6 +20,9 @@ pub enum Command {
     /// Read, export and fork sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Sync transcripts and checkpoints with an evi-server, end-to-end encrypted.
+    #[command(subcommand)]
+    Sync(SyncCommand),
 }
 
 /// Parses the process arguments, runs the command, reports errors.
@@ -43,6 +46,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     let ctx = Ctx::load()?;
     match cli.command {
         Command::Sessions(cmd) => commands::sessions::run(&ctx, cmd),
+        Command::Sync(cmd) => commands::sync::run(&ctx, cmd),
     }
 }
 

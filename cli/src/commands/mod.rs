@@ -1,6 +1,7 @@
 //! One module per command group, one file per subcommand.
 
 pub mod sessions;
+pub mod sync;
 
 use std::io::{self, IsTerminal, Write};
 

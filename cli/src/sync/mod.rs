@@ -13,11 +13,21 @@
 //! `testdata/vectors.json` freezes every deterministic byte (keyed ids, KCV,
 //! segment plaintext and MAC) for a fixed test identity.
 
+pub mod apply;
 pub mod blob;
+pub mod client;
+pub mod context;
+pub mod error;
 pub(crate) mod fsutil;
 pub mod identity;
+pub mod journal;
 pub mod keys;
+pub mod lock;
+pub mod progress;
+pub mod pull;
+pub mod push;
 pub mod segment;
+pub mod state;
 
 pub use blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};
 pub use identity::{Identity, IdentityError};

@@ -8,6 +8,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
+use std::path::Path;
 
 use super::catalog::SessionFile;
 use super::line::is_blank;
@@ -39,35 +40,66 @@ pub fn walk(
     mut f: impl FnMut(LineAt, &[u8]) -> ControlFlow<()>,
 ) -> io::Result<WalkEnd> {
     let mut end = WalkEnd::default();
-    let mut buf = Vec::with_capacity(4096);
     for (i, file) in files.iter().enumerate() {
-        let mut r = BufReader::with_capacity(BUF, File::open(&file.path)?);
-        let mut offset = 0u64;
-        loop {
-            buf.clear();
-            let n = r.read_until(b'\n', &mut buf)?;
-            if n == 0 {
-                break;
-            }
-            if buf.last() != Some(&b'\n') {
-                end.pending_bytes += n as u64;
-                break;
-            }
-            let line = &buf[..n - 1];
-            if !is_blank(line) {
-                let at = LineAt {
-                    file: i,
-                    offset,
-                    len: line.len() as u64,
-                };
-                if f(at, line).is_break() {
-                    return Ok(end);
-                }
-            }
-            offset += n as u64;
+        let fe = walk_file(&file.path, 0, |offset, line| {
+            let at = LineAt {
+                file: i,
+                offset,
+                len: line.len() as u64,
+            };
+            f(at, line)
+        })?;
+        end.pending_bytes += fe.pending_bytes;
+        if fe.stopped {
+            break;
         }
     }
     Ok(end)
+}
+
+/// Where a walk over one file stopped.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FileEnd {
+    /// Offset just past the last complete line read.
+    pub offset: u64,
+    pub pending_bytes: u64,
+    /// The callback broke the walk.
+    pub stopped: bool,
+}
+
+/// Calls `f(offset, line)` with every complete, non-blank line of one file
+/// from byte `start` on.
+pub fn walk_file(
+    path: &Path,
+    start: u64,
+    mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+) -> io::Result<FileEnd> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut r = BufReader::with_capacity(BUF, file);
+    let mut buf = Vec::with_capacity(4096);
+    let mut end = FileEnd {
+        offset: start,
+        ..FileEnd::default()
+    };
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            return Ok(end);
+        }
+        if buf.last() != Some(&b'\n') {
+            end.pending_bytes = n as u64;
+            return Ok(end);
+        }
+        let line = &buf[..n - 1];
+        let offset = end.offset;
+        end.offset += n as u64;
+        if !is_blank(line) && f(offset, line).is_break() {
+            end.stopped = true;
+            return Ok(end);
+        }
+    }
 }
 
 /// Reads lines back by position, keeping the last file open: readers index a

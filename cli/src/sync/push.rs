@@ -1,0 +1,343 @@
+//! `evi sync push`: find what is new, seal it, upload it.
+//!
+//! Finding what is new is cheap: a file whose size, mtime and inode match
+//! the state is not opened. A changed file is read from where the last push
+//! stopped, after checking that the last pushed line is still there byte for
+//! byte; a file that shrank or whose pushed prefix changed is read again
+//! whole, and the server drops what it already has (merge by entry id).
+//!
+//! Progress is saved after every acknowledged batch, so a push killed at any
+//! point and run again sends only what was not yet acknowledged.
+
+use std::io::Read;
+use std::ops::ControlFlow;
+
+use evi_shared::api::{PushRequest, Segment};
+use evi_shared::{Day, SessionId};
+use sha2::{Digest, Sha256};
+
+use super::context::SyncContext;
+use super::error::{IoContext, SyncError};
+use super::journal;
+use super::progress::Progress;
+use super::state::{FileState, Stat};
+use super::{Entry, SealedSegment, seal};
+use crate::transcript::entry_id::IdChain;
+use crate::transcript::line::parse_head;
+use crate::transcript::lines::walk_file;
+use crate::transcript::{Catalog, SessionFile};
+
+/// Plaintext bytes gathered before a segment is sealed.
+const SEGMENT_TARGET: usize = 4 << 20;
+
+/// What a push did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct PushReport {
+    pub entries: u64,
+    pub sessions: u64,
+    pub segments_stored: u64,
+    pub segments_dropped: u64,
+    pub journal_lines: u64,
+    pub blobs_uploaded: u64,
+    pub bytes_sent: u64,
+    pub files_read: u64,
+}
+
+pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport, SyncError> {
+    let caps = ctx.client.capabilities()?;
+    let catalog =
+        Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
+    let mut up = Uploader::new(caps.max_batch_bytes);
+    let mut report = PushReport::default();
+    progress.start("pushing", catalog.sessions.len() as u64);
+    for (session, files) in &catalog.sessions {
+        let before = report.entries;
+        push_session(ctx, &mut up, &mut report, session, files)?;
+        if report.entries > before {
+            report.sessions += 1;
+        }
+        progress.inc(1);
+    }
+    up.flush(ctx, &mut report)?;
+    progress.finish();
+    journal::push_journal(ctx, &mut up, &mut report)?;
+    up.flush(ctx, &mut report)?;
+    ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
+    ctx.save_state()?;
+    Ok(report)
+}
+
+/// Segments waiting to go up, and the file states that become true once
+/// they are acknowledged.
+pub(super) struct Uploader {
+    max_bytes: u64,
+    segments: Vec<Segment>,
+    bytes: u64,
+    marks: Vec<Mark>,
+}
+
+/// A state to record once everything before it is on the server.
+pub(super) enum Mark {
+    File(String, FileState),
+    Journal(super::state::JournalState),
+}
+
+impl Uploader {
+    fn new(max_bytes: u64) -> Self {
+        Self {
+            max_bytes,
+            segments: Vec::new(),
+            bytes: 0,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Budget for one segment's plaintext so that its JSON fits a batch.
+    pub(super) fn segment_budget(&self) -> usize {
+        (SEGMENT_TARGET as u64).min(self.max_bytes / 3) as usize
+    }
+
+    fn json_size(seg: &SealedSegment) -> u64 {
+        (seg.ciphertext.len() as u64).div_ceil(3) * 4 + seg.entry_ids.len() as u64 * 67 + 256
+    }
+
+    /// Queues a segment (uploading the batch first if it would overflow).
+    pub(super) fn add(
+        &mut self,
+        ctx: &mut SyncContext,
+        report: &mut PushReport,
+        seg: SealedSegment,
+        marks: Vec<Mark>,
+    ) -> Result<(), SyncError> {
+        let size = Self::json_size(&seg);
+        if self.bytes + size > self.max_bytes * 9 / 10 {
+            self.flush(ctx, report)?;
+        }
+        self.bytes += size;
+        self.segments.push(Segment {
+            stream: seg.stream,
+            kind: seg.kind.as_str().to_owned(),
+            entry_ids: seg.entry_ids,
+            ciphertext: seg.ciphertext.into(),
+        });
+        self.marks.extend(marks);
+        Ok(())
+    }
+
+    /// States that need no upload, recorded with the next batch.
+    pub(super) fn mark(&mut self, marks: Vec<Mark>) {
+        self.marks.extend(marks);
+    }
+
+    /// Uploads the queued batch, then records its marks durably.
+    pub(super) fn flush(
+        &mut self,
+        ctx: &mut SyncContext,
+        report: &mut PushReport,
+    ) -> Result<(), SyncError> {
+        if !self.segments.is_empty() {
+            let req = PushRequest {
+                segments: std::mem::take(&mut self.segments),
+            };
+            let resp = ctx.client.push(&req)?;
+            report.segments_stored += resp.stored;
+            report.segments_dropped += resp.dropped;
+            report.bytes_sent += self.bytes;
+        }
+        self.bytes = 0;
+        if self.marks.is_empty() {
+            return Ok(());
+        }
+        for m in self.marks.drain(..) {
+            match m {
+                Mark::File(rel, fs) => {
+                    ctx.state.files.insert(rel, fs);
+                }
+                Mark::Journal(j) => ctx.state.journal = j,
+            }
+        }
+        ctx.save_state()
+    }
+}
+
+/// The relative name of a transcript file in the state.
+pub fn rel_name(day: Day, session: &SessionId) -> String {
+    format!("{day}/{session}.jsonl")
+}
+
+pub(super) fn sha_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Whether the line the state names as last pushed is still in place.
+pub(super) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
+    let Some(hash) = &fs.last_hash else {
+        return fs.offset == 0;
+    };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    use std::io::{Seek, SeekFrom};
+    let len = (fs.offset - fs.last_start) as usize;
+    let mut buf = vec![0; len];
+    f.seek(SeekFrom::Start(fs.last_start)).is_ok()
+        && f.read_exact(&mut buf).is_ok()
+        && buf.last() == Some(&b'\n')
+        && sha_hex(&buf) == *hash
+}
+
+/// One session being gathered into segments.
+struct Gather<'a> {
+    session: &'a SessionId,
+    entries: Vec<Entry>,
+    bytes: usize,
+    /// Marks of files finished since the last seal.
+    pending: Vec<Mark>,
+}
+
+impl Gather<'_> {
+    fn seal_into(
+        &mut self,
+        ctx: &mut SyncContext,
+        up: &mut Uploader,
+        report: &mut PushReport,
+        current: Option<Mark>,
+    ) -> Result<(), SyncError> {
+        let mut marks = std::mem::take(&mut self.pending);
+        marks.extend(current);
+        if self.entries.is_empty() {
+            up.mark(marks);
+            return Ok(());
+        }
+        let sealed = seal(&ctx.keys, &ctx.identity, self.session, &self.entries).map_err(|e| {
+            SyncError::Io {
+                context: format!("cannot seal session {}", self.session),
+                source: std::io::Error::other(e),
+            }
+        })?;
+        report.entries += self.entries.len() as u64;
+        self.entries.clear();
+        self.bytes = 0;
+        up.add(ctx, report, sealed, marks)
+    }
+}
+
+fn push_session(
+    ctx: &mut SyncContext,
+    up: &mut Uploader,
+    report: &mut PushReport,
+    session: &SessionId,
+    files: &[SessionFile],
+) -> Result<(), SyncError> {
+    let budget = up.segment_budget();
+    let mut chain = IdChain::default();
+    let mut g = Gather {
+        session,
+        entries: Vec::new(),
+        bytes: 0,
+        pending: Vec::new(),
+    };
+    let mut skip = ctx.state.skip.remove(session.as_str()).unwrap_or_default();
+    for file in files {
+        let rel = rel_name(file.day, session);
+        let stat = Stat::of(&file.path).ctx(|| format!("cannot stat {}", file.path.display()))?;
+        let chain_before = chain.implicit_parent().map(str::to_owned);
+        let prev = ctx.state.files.get(&rel).cloned();
+        if let Some(p) = &prev
+            && stat.matches(p)
+            && p.chain_before == chain_before
+        {
+            chain = IdChain::starting_at(p.chain_after.clone());
+            continue;
+        }
+        report.files_read += 1;
+        let resume = prev.filter(|p| {
+            p.chain_before == chain_before && stat.size >= p.offset && prefix_intact(&file.path, p)
+        });
+        let mut fs = FileState {
+            size: stat.size,
+            mtime_ns: stat.mtime_ns,
+            ino: stat.ino,
+            chain_before: chain_before.clone(),
+            ..resume.clone().unwrap_or_default()
+        };
+        if let Some(r) = &resume {
+            chain = IdChain::starting_at(r.chain_after.clone());
+        }
+        let start = fs.offset;
+        let mut failure = None;
+        let end = walk_file(&file.path, start, |offset, raw| {
+            let head = parse_head(raw);
+            let placed = chain.place(raw, head.ids);
+            fs.last_start = offset;
+            fs.offset = offset + raw.len() as u64 + 1;
+            let mut with_nl = raw.to_vec();
+            with_nl.push(b'\n');
+            fs.last_hash = Some(sha_hex(&with_nl));
+            fs.chain_after = chain.implicit_parent().map(str::to_owned);
+            if skip.remove(&placed.id) {
+                return ControlFlow::Continue(());
+            }
+            if raw.len() > budget * 2 && raw.len() as u64 > up.max_bytes / 2 {
+                failure = Some(SyncError::LineTooLarge {
+                    session: session.clone(),
+                    size: raw.len(),
+                    max: up.max_bytes,
+                });
+                return ControlFlow::Break(());
+            }
+            g.bytes += raw.len() + placed.id.len() + 32;
+            g.entries.push(Entry {
+                id: placed.id,
+                parent: placed.parent,
+                day: file.day,
+                line: raw.to_vec(),
+            });
+            if g.bytes >= budget {
+                // Mid-file: no stat, so the next push resumes here rather
+                // than taking the file as done.
+                let mid = FileState {
+                    size: 0,
+                    mtime_ns: 0,
+                    ..fs.clone()
+                };
+                let mark = Mark::File(rel.clone(), mid);
+                if let Err(e) = g.seal_into(ctx, up, report, Some(mark)) {
+                    failure = Some(e);
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        })
+        .ctx(|| format!("cannot read {}", file.path.display()))?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        fs.offset = end.offset;
+        fs.chain_after = chain.implicit_parent().map(str::to_owned);
+        g.pending.push(Mark::File(rel, fs));
+    }
+    g.seal_into(ctx, up, report, None)?;
+    if !skip.is_empty() {
+        ctx.state.skip.insert(session.to_string(), skip);
+    }
+    Ok(())
+}
+
+/// Files whose size, mtime or inode changed since the last push: what
+/// `evi sync status` reports as pending, at the cost of a `stat` each.
+pub fn changed_files(ctx: &SyncContext) -> Result<u64, SyncError> {
+    let catalog =
+        Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
+    let mut n = 0;
+    for (session, files) in &catalog.sessions {
+        for f in files {
+            let stat = Stat::of(&f.path).ctx(|| format!("cannot stat {}", f.path.display()))?;
+            let known = ctx.state.files.get(&rel_name(f.day, session));
+            if !known.is_some_and(|k| stat.matches(k)) {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}

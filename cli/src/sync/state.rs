@@ -1,0 +1,167 @@
+//! What a device remembers between syncs, in `$EVI_HOME/sync/`:
+//!
+//! - `identity.txt`: the age identity (0600, never leaves the device except
+//!   through `evi sync key export`);
+//! - `token`: this device's bearer token (0600);
+//! - `state.json`: the account, the pull cursor, and per transcript file how
+//!   far it was pushed, so an unchanged home costs one `stat` per file;
+//! - `lock`: held while a sync command runs.
+//!
+//! `state.json` is replaced atomically (temp file, fsync, rename), so a killed
+//! sync leaves either the old or the new state, never a torn one. The state
+//! only ever lags the server: losing it costs a re-upload that the server
+//! drops by entry id, never data.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::home::EviHome;
+
+/// The account this device syncs with.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Account {
+    pub server: String,
+    pub user: String,
+    /// This device's name (path-safe: it names its journal folder elsewhere).
+    pub device: String,
+    pub device_id: String,
+}
+
+/// How far one transcript file was pushed, and how it looked then.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct FileState {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+    /// Bytes up to the end of the last complete line taken into account.
+    pub offset: u64,
+    /// Start of that last line, and the SHA-256 of its bytes: if they change,
+    /// the pushed prefix was rewritten and the file is read again whole.
+    pub last_start: u64,
+    pub last_hash: Option<String>,
+    /// The implicit parent when the file begins and after `offset`.
+    pub chain_before: Option<String>,
+    pub chain_after: Option<String>,
+}
+
+/// How far the checkpoint journal was pushed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct JournalState {
+    pub file: FileState,
+    /// Lines taken so far (the seq of a line without one).
+    pub lines: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct SyncState {
+    pub account: Option<Account>,
+    /// Seq of the last record pulled and applied.
+    #[serde(default)]
+    pub cursor: u64,
+    #[serde(default)]
+    pub last_push: Option<String>,
+    #[serde(default)]
+    pub last_pull: Option<String>,
+    /// Per transcript file, keyed `<day>/<session>.jsonl`.
+    #[serde(default)]
+    pub files: BTreeMap<String, FileState>,
+    /// Entry ids that pull appended after lines not yet pushed, per session:
+    /// push passes over them (the server has them) instead of sending them back.
+    #[serde(default)]
+    pub skip: BTreeMap<String, BTreeSet<String>>,
+    #[serde(default)]
+    pub journal: JournalState,
+    /// Highest journal seq applied per other device.
+    #[serde(default)]
+    pub pulled_journals: BTreeMap<String, u64>,
+}
+
+/// Paths of the sync folder.
+#[derive(Debug, Clone)]
+pub struct SyncPaths {
+    pub dir: PathBuf,
+}
+
+impl SyncPaths {
+    pub fn new(home: &EviHome) -> Self {
+        Self {
+            dir: home.sync_dir(),
+        }
+    }
+    pub fn identity(&self) -> PathBuf {
+        self.dir.join("identity.txt")
+    }
+    pub fn token(&self) -> PathBuf {
+        self.dir.join("token")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+}
+
+impl SyncState {
+    pub fn load(path: &Path) -> io::Result<Self> {
+        match fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{} is damaged ({e}); move it away to start over",
+                        path.display()
+                    ),
+                )
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn save(&self, path: &Path) -> io::Result<()> {
+        let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
+        replace_file(path, &bytes)
+    }
+}
+
+/// Atomically replaces `path` with `bytes` (mode 0600).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".evi-tmp-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    crate::fsutil::sync_dir(dir)
+}
+
+/// What `stat` says of a file, to compare with a [`FileState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+}
+
+impl Stat {
+    pub fn of(path: &Path) -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(path)?;
+        Ok(Self {
+            size: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ino: m.ino(),
+        })
+    }
+
+    pub fn matches(&self, f: &FileState) -> bool {
+        self.size == f.size && self.mtime_ns == f.mtime_ns && self.ino == f.ino
+    }
+}
