@@ -113,15 +113,14 @@ impl Config {
                 .map_or_else(|| line_of_key(text, &key), |s| line_of(text, s.start));
             invalid(line, format!("key `{key}`: {}", e.inner().message()))
         })?;
-        let warnings = unknown
+        let mut found: Vec<(usize, String)> = unknown
             .into_iter()
-            .map(|k| {
-                format!(
-                    "{}:{}: unknown key `{k}` ignored",
-                    path.display(),
-                    line_of_key(text, &k)
-                )
-            })
+            .map(|k| (line_of_key(text, &k), k))
+            .collect();
+        found.sort();
+        let warnings = found
+            .into_iter()
+            .map(|(line, k)| format!("{}:{line}: unknown key `{k}` ignored", path.display()))
             .collect();
         Ok(Loaded { config, warnings })
     }
@@ -135,20 +134,27 @@ fn line_of(text: &str, offset: usize) -> usize {
 /// Best-effort line of a dotted key such as `tools.transcripts`: the line of
 /// its last segment after the line of its table header.
 fn line_of_key(text: &str, key: &str) -> usize {
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().unwrap_or(key);
-    let table = parts.join(".");
+    let header = |t: &str| {
+        t.strip_prefix('[').map(|h| {
+            h.trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim()
+                .to_owned()
+        })
+    };
+    if let Some(n) = text
+        .lines()
+        .position(|l| header(l.trim()).as_deref() == Some(key))
+    {
+        return n + 1;
+    }
+    let (table, last) = key.rsplit_once('.').unwrap_or(("", key));
     let mut in_table = table.is_empty();
     for (n, line) in text.lines().enumerate() {
         let t = line.trim();
-        if let Some(h) = t.strip_prefix('[') {
-            in_table = h.trim_end_matches(']').trim() == table;
-            if t == format!("[{last}]") && in_table {
-                return n + 1;
-            }
-            continue;
-        }
-        if in_table && t.split(['=', ' ']).next() == Some(last) {
+        if let Some(h) = header(t) {
+            in_table = h == table;
+        } else if in_table && t.split(['=', ' ']).next() == Some(last) {
             return n + 1;
         }
     }
