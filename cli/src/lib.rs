@@ -9,5 +9,6 @@ pub mod config;
 pub mod fsutil;
 pub mod home;
 pub mod message;
+pub mod resume;
 pub mod sync;
 pub mod transcript;

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod entry_id;
 pub mod line;
 pub mod lines;
+pub mod recent;
 pub mod tree;
 
 pub use catalog::{Catalog, SessionFile};

@@ -2,7 +2,9 @@
 
 mod export;
 mod fork;
+mod handoff;
 mod list;
+mod resume;
 mod show;
 
 use chrono::{Local, TimeZone};
@@ -15,7 +17,9 @@ use crate::transcript::{Catalog, SessionFile, SessionTree};
 
 pub use export::ExportArgs;
 pub use fork::ForkArgs;
+pub use handoff::HandoffArgs;
 pub use list::ListArgs;
+pub use resume::{ContinueArgs, ResumeArgs};
 pub use show::ShowArgs;
 
 #[derive(Debug, Subcommand)]
@@ -28,6 +32,12 @@ pub enum SessionsCommand {
     Export(ExportArgs),
     /// Copy a session's path root→entry into a new session.
     Fork(ForkArgs),
+    /// Push a session and print how to reopen it on another device.
+    Handoff(HandoffArgs),
+    /// Rebuild a session and start the agent on it (pulls it if needed).
+    Resume(ResumeArgs),
+    /// Resume the most recently active session.
+    Continue(ContinueArgs),
 }
 
 pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
@@ -36,6 +46,9 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
         SessionsCommand::Show(a) => show::cmd_sessions_show(ctx, a),
         SessionsCommand::Export(a) => export::cmd_sessions_export(ctx, a),
         SessionsCommand::Fork(a) => fork::cmd_sessions_fork(ctx, a),
+        SessionsCommand::Handoff(a) => handoff::cmd_sessions_handoff(ctx, a),
+        SessionsCommand::Resume(a) => resume::cmd_sessions_resume(ctx, a),
+        SessionsCommand::Continue(a) => resume::cmd_sessions_continue(ctx, a),
     }
 }
 

@@ -1,0 +1,143 @@
+//! `evi sessions handoff`: make sure a session is on the server, then print
+//! the exact steps (and URL) that reopen it on another device.
+
+use std::io::Write;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::{Ctx, resolve, scan};
+use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::sync::{open as open_sync, sync_error};
+use crate::commands::{finish, stdout, warn};
+use crate::config::DEFAULT_WEB_URL;
+use crate::sync::progress::Quiet;
+use crate::sync::push::push;
+use crate::sync::state::{SyncPaths, SyncState};
+use crate::transcript::SessionTree;
+use crate::transcript::recent::most_recent;
+
+#[derive(Debug, Args)]
+pub struct HandoffArgs {
+    /// Session id or prefix (default: the most recently active session).
+    pub id: Option<String>,
+    /// Do not push first (print the steps only).
+    #[arg(long)]
+    pub no_push: bool,
+    /// Print JSON (stable, documented in README.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw the URL as a QR code.
+    #[arg(long)]
+    pub qr: bool,
+}
+
+/// `--json` output.
+#[derive(Debug, Serialize)]
+struct Handoff {
+    session: String,
+    messages: usize,
+    /// `done` or `skipped`.
+    push: &'static str,
+    pull_command: &'static str,
+    resume_command: String,
+    url: String,
+    deep_link: String,
+}
+
+/// The web UI's base URL: `[web] url` when it has a host, else the default.
+pub fn web_url(ctx: &Ctx) -> String {
+    match ctx.config.web.url.as_deref() {
+        Some(u) if has_host(u) => u.trim_end_matches('/').to_owned(),
+        Some(u) => {
+            warn(&format!(
+                "[web] url = {u:?} has no host; using {DEFAULT_WEB_URL}"
+            ));
+            DEFAULT_WEB_URL.to_owned()
+        }
+        None => DEFAULT_WEB_URL.to_owned(),
+    }
+}
+
+fn has_host(u: &str) -> bool {
+    reqwest::Url::parse(u).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+}
+
+/// Whether this home is set up for sync.
+pub fn sync_set_up(ctx: &Ctx) -> bool {
+    SyncState::load(&SyncPaths::new(&ctx.home).state()).is_ok_and(|s| s.account.is_some())
+}
+
+/// Errors unless this home is set up for sync.
+pub fn require_sync(ctx: &Ctx, what: &str) -> Result<(), CommandError> {
+    if !sync_set_up(ctx) {
+        return Err(user_error(format!(
+            "{what} needs sync, and this eVi home is not set up for it"
+        ))
+        .hinted(
+            "run `evi sync init --server URL --user NAME` (first device) or \
+             `evi sync login --server URL --user NAME` (another device), then try again",
+        ));
+    }
+    Ok(())
+}
+
+pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
+    require_sync(ctx, "handoff")?;
+    let catalog = scan(ctx)?;
+    let (id, files) = match &args.id {
+        Some(p) => resolve(&catalog, p)?,
+        None => {
+            let id = most_recent(&catalog)?
+                .ok_or_else(|| user_error("there is no session to hand off in this eVi home"))?;
+            let files = catalog.sessions[&id].clone();
+            (id, files)
+        }
+    };
+    let tree = SessionTree::load(id.clone(), files)?;
+    let messages = tree.active_branch().len();
+    let pushed = if args.no_push {
+        "skipped"
+    } else {
+        let mut sync = open_sync(ctx)?;
+        push(&mut sync, &Quiet)
+            .map_err(|e| sync_error(e).hinted("`--no-push` prints the steps without pushing"))?;
+        "done"
+    };
+    let h = Handoff {
+        session: id.to_string(),
+        messages,
+        push: pushed,
+        pull_command: "evi sync pull",
+        resume_command: format!("evi sessions resume {id}"),
+        url: format!("{}/?session={id}", web_url(ctx)),
+        deep_link: format!("evi://session/{id}"),
+    };
+    let mut out = stdout();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &h).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        let state = if args.no_push {
+            "(skipped: --no-push)"
+        } else {
+            "(done)"
+        };
+        writeln!(out, "handoff {} ({} messages)", h.session, h.messages)?;
+        writeln!(out, "  1. sync this device:   evi sync push   {state}")?;
+        writeln!(out, "  2. on the other device: evi sync pull, then either")?;
+        writeln!(out, "       {}", h.resume_command)?;
+        writeln!(out, "       or open {} in the web UI", h.url)?;
+        writeln!(out, "  deep link: {}", h.deep_link)?;
+    }
+    if args.qr {
+        let code = qrcode::QrCode::new(h.url.as_bytes())
+            .map_err(|e| user_error(format!("cannot draw a QR code: {e}")))?;
+        let art = code
+            .render::<qrcode::render::unicode::Dense1x2>()
+            .quiet_zone(true)
+            .build();
+        writeln!(out, "{art}")?;
+    }
+    finish(out)
+}

@@ -1,0 +1,112 @@
+//! `evi sessions resume ID` and `evi sessions continue`: rebuild a session's
+//! active branch and hand it to the configured agent (or print it).
+
+use std::io::Write;
+use std::process::Command;
+
+use clap::Args;
+use evi_shared::SessionId;
+
+use super::handoff::sync_set_up;
+use super::{Ctx, scan};
+use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::sync::{open as open_sync, sync_error};
+use crate::commands::{finish, stdout};
+use crate::resume::rebuild;
+use crate::sync::progress::Quiet;
+use crate::sync::pull::pull;
+use crate::transcript::recent::most_recent;
+use crate::transcript::{Catalog, SessionTree};
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Session id or unambiguous prefix.
+    pub id: String,
+    /// Print the rebuilt messages as JSON instead of starting the agent.
+    #[arg(long)]
+    pub print: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ContinueArgs {
+    /// Print the rebuilt messages as JSON instead of starting the agent.
+    #[arg(long)]
+    pub print: bool,
+}
+
+/// Pulls, for a session that is not here yet.
+fn pull_now(ctx: &Ctx) -> Result<Catalog, CommandError> {
+    let mut sync = open_sync(ctx)?;
+    let r = pull(&mut sync, &Quiet).map_err(sync_error)?;
+    eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
+    drop(sync);
+    scan(ctx)
+}
+
+pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
+    let mut catalog = scan(ctx)?;
+    if catalog.matching(&args.id).is_empty() && sync_set_up(ctx) {
+        eprintln!("session {} is not on this device; pulling first", args.id);
+        catalog = pull_now(ctx)?;
+    }
+    let (id, _) = super::resolve(&catalog, &args.id)?;
+    resume(ctx, &catalog, id, args.print)
+}
+
+pub fn cmd_sessions_continue(ctx: &Ctx, args: ContinueArgs) -> CommandResult {
+    let mut catalog = scan(ctx)?;
+    if catalog.sessions.is_empty() && sync_set_up(ctx) {
+        catalog = pull_now(ctx)?;
+    }
+    let id = most_recent(&catalog)?
+        .ok_or_else(|| user_error("there is no session to continue in this eVi home"))?;
+    resume(ctx, &catalog, id, args.print)
+}
+
+fn resume(ctx: &Ctx, catalog: &Catalog, id: SessionId, print: bool) -> CommandResult {
+    let files = catalog.sessions[&id].clone();
+    let tree = SessionTree::load(id.clone(), files)?;
+    let resumed = rebuild(&tree)?;
+    let n = resumed.messages.len();
+    if print {
+        let mut out = stdout();
+        serde_json::to_writer_pretty(&mut out, &resumed).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        finish(out)?;
+        eprintln!("resumed {id} ({n} messages restored)");
+        return Ok(());
+    }
+    let Some(template) = ctx.config.agent.command.as_deref() else {
+        return Err(user_error("no agent command is configured").hinted(
+            "set `[agent] command = \"your-agent --resume {session}\"` in config.toml, \
+             or pass --print for the messages as JSON",
+        ));
+    };
+    eprintln!("resumed {id} ({n} messages restored)");
+    let home = ctx.home.root().display().to_string();
+    let line = template
+        .replace("{session}", id.as_str())
+        .replace("{home}", &shell_quote(&home));
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(&line)
+        .env("EVI_HOME", &home)
+        .env("EVI_SESSION_ID", id.as_str())
+        .status()
+        .map_err(|e| user_error(format!("cannot start the agent ({line}): {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        let mut e = user_error(format!("the agent exited with {status}"));
+        e.exit_code = status
+            .code()
+            .and_then(|c| u8::try_from(c).ok())
+            .unwrap_or(1);
+        Err(e)
+    }
+}
+
+/// `s` as one word for `sh`.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
