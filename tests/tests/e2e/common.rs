@@ -113,3 +113,108 @@ impl Device {
 pub fn today() -> String {
     chrono::Utc::now().format("%Y-%m-%d").to_string()
 }
+
+/// The account password every test device uses.
+pub const PASSWORD: &str = "correct horse battery";
+/// The passphrase of exported keys in tests.
+pub const PASSPHRASE: &str = "test passphrase";
+
+/// A real `evi-server` on a loopback port with its own data folder, killed
+/// when dropped.
+pub struct TestServer {
+    pub child: std::process::Child,
+    pub data: tempfile::TempDir,
+    pub url: String,
+}
+
+impl TestServer {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts with extra flags; waits for the `listening on ADDR` line the
+    /// server prints once its socket is bound (no sleeps).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let data = tempfile::tempdir().expect("temp dir");
+        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra);
+        Self { child, data, url }
+    }
+}
+
+/// Spawns `evi-server` on `listen` and returns it with its URL.
+pub fn spawn_server(data: &Path, listen: &str, extra: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(bin("evi-server"))
+        .args(["--listen", listen, "--registration", "open", "--data"])
+        .arg(data)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start evi-server");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the server's first line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line from evi-server: {line:?}"));
+    (child, format!("http://{addr}"))
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Device {
+    /// `evi` with the test password and key passphrase in the environment.
+    pub fn sync_cmd(&self) -> Command {
+        let mut c = self.cmd();
+        c.env("EVI_SYNC_PASSWORD", PASSWORD)
+            .env("EVI_KEY_PASSPHRASE", PASSPHRASE);
+        c
+    }
+
+    pub fn sync(&self, args: &[&str]) -> Run {
+        self.sync_cmd().args(args).output().expect("run evi").into()
+    }
+
+    /// First device of `user`: key and account.
+    pub fn init(&self, server: &TestServer, user: &str, device: &str) {
+        let r = self.sync(&[
+            "sync",
+            "init",
+            "--server",
+            &server.url,
+            "--user",
+            user,
+            "--device",
+            device,
+        ]);
+        assert_eq!(r.code, 0, "sync init: {}", r.stderr);
+    }
+
+    /// Another device of `first`'s account: import its key, log in.
+    pub fn join(&self, first: &Device, server: &TestServer, user: &str, device: &str) {
+        let key = self.dir.path().join("key.age");
+        let r = first.sync(&["sync", "key", "export", "-o", key.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "key export: {}", r.stderr);
+        let r = self.sync(&["sync", "key", "import", key.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "key import: {}", r.stderr);
+        let r = self.sync(&[
+            "sync",
+            "login",
+            "--server",
+            &server.url,
+            "--user",
+            user,
+            "--device",
+            device,
+        ]);
+        assert_eq!(r.code, 0, "sync login: {}", r.stderr);
+    }
+}
