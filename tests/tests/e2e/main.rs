@@ -2,5 +2,6 @@
 //! drives the real `evi` binary against its own throwaway eVi home.
 
 mod common;
+mod handoff;
 mod sessions;
 mod vectors;
