@@ -102,12 +102,20 @@ pub fn walk_file(
     }
 }
 
-/// Reads lines back by position, keeping the last file open: readers index a
-/// session in one pass, then fetch only the lines they show.
+/// Reads lines back by position through one buffered reader per file,
+/// keeping the last file open: readers index a session in one pass, then fetch
+/// only the lines they show. They mostly ask for lines in file order, so a
+/// fetch is usually served from the buffer rather than a seek and a read
+/// system call per line.
 pub struct LineFetcher<'a> {
     files: &'a [SessionFile],
-    open: Option<(usize, File)>,
+    /// Index of the open file, its reader, and the reader's position.
+    open: Option<(usize, BufReader<File>, u64)>,
 }
+
+/// Read-ahead of [`LineFetcher`]: a few average lines, small next to the
+/// limit on a reader's memory.
+const FETCH_BUF: usize = 64 * 1024;
 
 impl<'a> LineFetcher<'a> {
     pub fn new(files: &'a [SessionFile]) -> Self {
@@ -115,13 +123,29 @@ impl<'a> LineFetcher<'a> {
     }
 
     pub fn fetch(&mut self, at: LineAt) -> io::Result<Vec<u8>> {
-        if self.open.as_ref().map(|(i, _)| *i) != Some(at.file) {
-            self.open = Some((at.file, File::open(&self.files[at.file].path)?));
+        if self.open.as_ref().map(|(i, _, _)| *i) != Some(at.file) {
+            let file = File::open(&self.files[at.file].path)?;
+            self.open = Some((at.file, BufReader::with_capacity(FETCH_BUF, file), 0));
         }
-        let (_, file) = self.open.as_mut().expect("opened above");
-        file.seek(SeekFrom::Start(at.offset))?;
-        let mut out = vec![0; at.len as usize];
-        file.read_exact(&mut out)?;
-        Ok(out)
+        let (_, r, pos) = self.open.as_mut().expect("opened above");
+        let read = read_at(r, pos, at);
+        if read.is_err() {
+            // The reader's position is unknown after a failed seek or read.
+            self.open = None;
+        }
+        read
     }
+}
+
+fn read_at(r: &mut BufReader<File>, pos: &mut u64, at: LineAt) -> io::Result<Vec<u8>> {
+    if at.offset != *pos {
+        // Within the buffer this only moves the cursor; offsets are far
+        // below 2^63, so the wrapping difference is the signed distance.
+        r.seek_relative(at.offset.wrapping_sub(*pos) as i64)?;
+        *pos = at.offset;
+    }
+    let mut out = vec![0; at.len as usize];
+    r.read_exact(&mut out)?;
+    *pos += at.len;
+    Ok(out)
 }

@@ -1,0 +1,644 @@
+//! `evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200]
+//! [--seed 42] [--big-days-ago 2]`: writes a synthetic eVi home for the
+//! benchmark in `bench/sessions.sh`.
+//!
+//! The home looks like a heavy user's week: `transcripts/<day>/<ulid>.jsonl`
+//! over the last 7 days (UTC, relative to today), one big session spanning
+//! two days (it ends `--big-days-ago` days before today), and the rest of the
+//! budget spread over the other sessions with log-normal sizes (about 50 KB on
+//! average). Lines are what eVi writes: user, assistant (some with OpenAI-style
+//! `tool_calls`) and tool turns (outputs of a few KB), with an RFC 3339 `ts`
+//! that increases through each session; about one session in twenty (and the
+//! big one) also holds branch lines with explicit `id`/`parentId`, as `evi
+//! sync pull` appends them. Each file's mtime is the time of its last line.
+//!
+//! Sizes, contents and ids depend only on the seed; times are placed relative
+//! to the moment it runs (no line is in the future). It ends with
+//! `big_session=<id>` on stdout, and the same in `DIR/gen-home.txt`.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use chrono::{DateTime, Days, NaiveTime, SecondsFormat, TimeDelta, Utc};
+use evi::transcript::entry_id::derive_id;
+
+/// xorshift64*: small, fast, and fixed forever (unlike a crate's default RNG).
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `lo..hi` (`hi > lo`).
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next() % (hi - lo) as u64) as usize
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let u = self.unit().max(1e-12);
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.range(0, items.len())]
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "test",
+    "fails",
+    "because",
+    "the",
+    "reader",
+    "returns",
+    "an",
+    "empty",
+    "list",
+    "when",
+    "session",
+    "file",
+    "is",
+    "missing",
+    "we",
+    "should",
+    "check",
+    "config",
+    "before",
+    "parsing",
+    "let",
+    "me",
+    "look",
+    "at",
+    "function",
+    "that",
+    "builds",
+    "tree",
+    "and",
+    "fix",
+    "error",
+    "handling",
+    "in",
+    "loop",
+    "over",
+    "lines",
+    "this",
+    "change",
+    "keeps",
+    "output",
+    "same",
+    "but",
+    "avoids",
+    "extra",
+    "allocation",
+    "per",
+    "entry",
+    "now",
+    "run",
+    "cargo",
+    "again",
+    "to",
+    "see",
+    "whether",
+    "it",
+    "passes",
+    "on",
+    "both",
+    "platforms",
+    "I",
+    "think",
+    "cause",
+    "is",
+    "a",
+    "race",
+    "between",
+    "writer",
+    "flush",
+    "timestamp",
+    "parent",
+    "id",
+    "branch",
+    "merge",
+    "push",
+    "pull",
+    "server",
+    "client",
+    "encrypted",
+    "segment",
+    "blob",
+    "checkpoint",
+    "journal",
+    "migration",
+    "index",
+    "query",
+    "latency",
+    "memory",
+    "buffer",
+    "stream",
+    "offset",
+    "bytes",
+];
+
+const TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "grep",
+    "edit",
+    "list_dir",
+];
+
+const PATHS: &[&str] = &[
+    "src/main.rs",
+    "src/lib.rs",
+    "cli/src/transcript/tree.rs",
+    "server/src/routes/push.rs",
+    "tests/e2e/sync.rs",
+    "README.md",
+    "Cargo.toml",
+    "web/app.ts",
+];
+
+/// Prose of about `n` bytes, in sentences.
+fn prose(rng: &mut Rng, n: usize) -> String {
+    let mut s = String::with_capacity(n + 16);
+    let mut start = true;
+    while s.len() < n {
+        let w = rng.pick(WORDS);
+        if start {
+            let mut c = w.chars();
+            if let Some(f) = c.next() {
+                s.extend(f.to_uppercase());
+                s.push_str(c.as_str());
+            }
+            start = false;
+        } else {
+            s.push_str(w);
+        }
+        match rng.range(0, 14) {
+            0 => {
+                s.push_str(". ");
+                start = true;
+            }
+            1 => s.push_str(", "),
+            2 if s.len() > 200 => {
+                s.push_str(".\n\n");
+                start = true;
+            }
+            3 => {
+                s.push_str(" `");
+                s.push_str(rng.pick(PATHS));
+                s.push_str("` ");
+            }
+            _ => s.push(' '),
+        }
+    }
+    s.push('.');
+    s
+}
+
+fn prose_between(rng: &mut Rng, lo: usize, hi: usize) -> String {
+    let n = rng.range(lo, hi);
+    prose(rng, n)
+}
+
+/// Tool output of about `n` bytes: compiler, grep or file lines.
+fn tool_output(rng: &mut Rng, n: usize) -> String {
+    let mut s = String::with_capacity(n + 128);
+    let mut line = 1;
+    while s.len() < n {
+        let path = rng.pick(PATHS);
+        match rng.range(0, 4) {
+            0 => s.push_str(&format!(
+                "warning: unused variable `{}`\n  --> {path}:{}:{}\n",
+                rng.pick(WORDS),
+                rng.range(1, 900),
+                rng.range(1, 80)
+            )),
+            1 => s.push_str(&format!(
+                "{path}:{}:    let {} = {}(&{});\n",
+                rng.range(1, 900),
+                rng.pick(WORDS),
+                rng.pick(WORDS),
+                rng.pick(WORDS)
+            )),
+            2 => s.push_str(&format!(
+                "{line:>4}\t    // {}\n",
+                prose_between(rng, 20, 90)
+            )),
+            _ => s.push_str(&format!(
+                "test {}::{}_{} ... ok\n",
+                rng.pick(WORDS),
+                rng.pick(WORDS),
+                rng.pick(WORDS)
+            )),
+        }
+        line += 1;
+    }
+    s
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
+}
+
+fn hex_id(rng: &mut Rng) -> String {
+    format!("{:016x}{:016x}", rng.next(), rng.next())
+}
+
+/// Writes one session: lines go to the file of their own day (UTC).
+struct SessionWriter<'a> {
+    transcripts: &'a Path,
+    id: String,
+    day: String,
+    file: Option<(BufWriter<File>, PathBuf)>,
+    last_ts: DateTime<Utc>,
+    bytes: u64,
+    lines: u64,
+    /// Implicit chain tip, kept only when the session gets branch lines.
+    chain: Option<Option<String>>,
+    /// Recent (id, ts) of the chain, for branch lines to fork from.
+    recent: Vec<(String, DateTime<Utc>)>,
+    files: u32,
+}
+
+impl<'a> SessionWriter<'a> {
+    fn new(transcripts: &'a Path, id: String, track_ids: bool) -> Self {
+        Self {
+            transcripts,
+            id,
+            day: String::new(),
+            file: None,
+            last_ts: DateTime::UNIX_EPOCH,
+            bytes: 0,
+            lines: 0,
+            chain: track_ids.then_some(None),
+            recent: Vec::new(),
+            files: 0,
+        }
+    }
+
+    fn write(&mut self, ts: DateTime<Utc>, line: &str, explicit: bool) -> std::io::Result<()> {
+        let day = ts.format("%Y-%m-%d").to_string();
+        if day != self.day {
+            self.close()?;
+            let dir = self.transcripts.join(&day);
+            fs::create_dir_all(&dir)?;
+            let path = dir.join(format!("{}.jsonl", self.id));
+            let f = File::options().create(true).append(true).open(&path)?;
+            self.file = Some((BufWriter::with_capacity(256 * 1024, f), path));
+            self.day = day;
+            self.files += 1;
+        }
+        let (w, _) = self.file.as_mut().expect("opened above");
+        w.write_all(line.as_bytes())?;
+        w.write_all(b"\n")?;
+        self.bytes += line.len() as u64 + 1;
+        self.lines += 1;
+        self.last_ts = self.last_ts.max(ts);
+        if !explicit && let Some(tip) = &mut self.chain {
+            let id = derive_id(tip.as_deref(), line.as_bytes());
+            self.recent.push((id.clone(), ts));
+            if self.recent.len() > 16 {
+                self.recent.remove(0);
+            }
+            *tip = Some(id);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> std::io::Result<()> {
+        if let Some((mut w, path)) = self.file.take() {
+            w.flush()?;
+            let f = w.into_inner().map_err(|e| e.into_error())?;
+            drop(f);
+            let f = File::options().write(true).open(&path)?;
+            f.set_modified(SystemTime::from(self.last_ts))?;
+        }
+        Ok(())
+    }
+}
+
+struct Plan {
+    target: u64,
+    start: DateTime<Utc>,
+    duration: TimeDelta,
+    branches: bool,
+}
+
+/// Writes a session of about `plan.target` bytes. The time of a line is its
+/// byte position mapped onto `start..start + duration`, so the lines of a
+/// session of any size spread evenly over its span.
+fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::io::Result<()> {
+    let span_ms = plan.duration.num_milliseconds().max(1) as f64;
+    let mut prev = plan.start;
+    let mut ts_next = |rng: &mut Rng, bytes: u64| {
+        let frac = (bytes as f64 / plan.target as f64).min(1.0);
+        let jitter = rng.range(0, 400) as i64;
+        let t = plan.start + TimeDelta::milliseconds((span_ms * frac) as i64 + jitter);
+        // Strictly increasing, to the millisecond.
+        prev = t.max(prev + TimeDelta::milliseconds(1));
+        prev
+    };
+    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    // Where branch lines go (as if pulled from another device): a few points.
+    let branch_at: Vec<u64> = if plan.branches {
+        (0..rng.range(1, 4))
+            .map(|_| plan.target / 10 + rng.next() % (plan.target * 8 / 10).max(1))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut branch_done = vec![false; branch_at.len()];
+    let mut call_n = 0u64;
+    let mut first = true;
+    while w.bytes < plan.target {
+        // A user turn.
+        let mut text = prose_between(rng, 40, 700);
+        if first && rng.chance(0.3) {
+            text = format!("[ongoing goal: {}] {text}", prose_between(rng, 20, 80));
+        }
+        first = false;
+        let t = ts_next(rng, w.bytes);
+        w.write(
+            t,
+            &format!(
+                r#"{{"role":"user","content":{},"ts":"{}"}}"#,
+                json_str(&text),
+                fmt(t)
+            ),
+            false,
+        )?;
+        // Tool rounds: an assistant turn with calls, then one tool turn each.
+        for _ in 0..rng.range(0, 5) {
+            if w.bytes >= plan.target {
+                break;
+            }
+            let calls: Vec<(String, &str)> = (0..if rng.chance(0.15) { 2 } else { 1 })
+                .map(|_| {
+                    call_n += 1;
+                    (format!("call_{call_n:06}"), rng.pick(TOOLS))
+                })
+                .collect();
+            let tc: Vec<String> = calls
+                .iter()
+                .map(|(id, name)| {
+                    let args = match *name {
+                        "bash" => format!(
+                            r#"{{"cmd":{}}}"#,
+                            json_str(&format!("cargo test -p {} 2>&1 | tail -50", rng.pick(WORDS)))
+                        ),
+                        _ => format!(r#"{{"path":{}}}"#, json_str(rng.pick(PATHS))),
+                    };
+                    format!(
+                        r#"{{"id":"{id}","type":"function","function":{{"name":"{name}","arguments":{}}}}}"#,
+                        json_str(&args)
+                    )
+                })
+                .collect();
+            let t = ts_next(rng, w.bytes);
+            let say = prose_between(rng, 0, 300);
+            w.write(
+                t,
+                &format!(
+                    r#"{{"role":"assistant","content":{},"tool_calls":[{}],"ts":"{}"}}"#,
+                    json_str(&say),
+                    tc.join(","),
+                    fmt(t)
+                ),
+                false,
+            )?;
+            for (id, name) in &calls {
+                let size = if rng.chance(0.05) {
+                    rng.range(10_000, 30_000)
+                } else {
+                    rng.range(300, 6_000)
+                };
+                let out = tool_output(rng, size);
+                let t = ts_next(rng, w.bytes);
+                w.write(
+                    t,
+                    &format!(
+                        r#"{{"role":"tool","tool_name":"{name}","tool_call_id":"{id}","content":{},"ts":"{}"}}"#,
+                        json_str(&out),
+                        fmt(t)
+                    ),
+                    false,
+                )?;
+            }
+        }
+        // The answer.
+        let t = ts_next(rng, w.bytes);
+        let answer = prose_between(rng, 80, 1800);
+        w.write(
+            t,
+            &format!(
+                r#"{{"role":"assistant","content":{},"ts":"{}"}}"#,
+                json_str(&answer),
+                fmt(t)
+            ),
+            false,
+        )?;
+        // Branch lines from another device, forking a few entries back.
+        for (k, &at) in branch_at.iter().enumerate() {
+            if branch_done[k] || w.bytes < at || w.recent.len() < 4 {
+                continue;
+            }
+            branch_done[k] = true;
+            let (mut parent, mut pts) = w.recent[w.recent.len() - rng.range(2, 5)].clone();
+            for _ in 0..rng.range(1, 4) {
+                let id = hex_id(rng);
+                let role = if rng.chance(0.5) { "user" } else { "assistant" };
+                pts += TimeDelta::milliseconds(rng.range(500, 5_000) as i64);
+                let text = prose_between(rng, 40, 600);
+                w.write(
+                    pts,
+                    &format!(
+                        r#"{{"id":"{id}","parentId":"{parent}","role":"{role}","content":{},"ts":"{}"}}"#,
+                        json_str(&text),
+                        fmt(pts)
+                    ),
+                    true,
+                )?;
+                parent = id;
+            }
+        }
+    }
+    w.close()
+}
+
+struct Args {
+    dir: PathBuf,
+    sessions: usize,
+    total_mb: u64,
+    big_mb: u64,
+    seed: u64,
+    big_days_ago: u64,
+}
+
+const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let mut args = Args {
+        dir: PathBuf::new(),
+        sessions: 2000,
+        total_mb: 300,
+        big_mb: 200,
+        seed: 42,
+        big_days_ago: 2,
+    };
+    let mut dir = None;
+    while let Some(a) = it.next() {
+        let mut num = |name: &str| -> Result<u64, String> {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} needs a number"))
+        };
+        match a.as_str() {
+            "--sessions" => args.sessions = num("--sessions")? as usize,
+            "--total-mb" => args.total_mb = num("--total-mb")?,
+            "--big-mb" => args.big_mb = num("--big-mb")?,
+            "--seed" => args.seed = num("--seed")?,
+            "--big-days-ago" => args.big_days_ago = num("--big-days-ago")?.min(5),
+            "-h" | "--help" => return Err(String::new()),
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s if dir.is_none() => dir = Some(PathBuf::from(s)),
+            s => return Err(format!("unexpected argument {s}")),
+        }
+    }
+    args.dir = dir.ok_or("DIR is required")?;
+    if args.sessions < 2 || args.big_mb >= args.total_mb {
+        return Err("need --sessions >= 2 and --big-mb < --total-mb".into());
+    }
+    Ok(args)
+}
+
+fn ulid(rng: &mut Rng, t: DateTime<Utc>) -> String {
+    let random = (u128::from(rng.next()) << 64 | u128::from(rng.next())) & ((1u128 << 80) - 1);
+    ulid::Ulid::from_parts(t.timestamp_millis() as u64, random).to_string()
+}
+
+fn run(args: &Args) -> std::io::Result<String> {
+    const MB: u64 = 1_000_000;
+    let mut rng = Rng::new(args.seed);
+    let transcripts = args.dir.join("transcripts");
+    fs::create_dir_all(&transcripts)?;
+    fs::write(
+        args.dir.join("config.toml"),
+        "[tools]\ntranscripts = true\n",
+    )?;
+
+    let now = Utc::now();
+    let midnight = |days_ago: u64| {
+        now.date_naive()
+            .checked_sub_days(Days::new(days_ago))
+            .expect("a recent day")
+            .and_time(NaiveTime::MIN)
+            .and_utc()
+    };
+    let window_start = midnight(6);
+
+    // The big session: from noon of one day to noon of the next (or now).
+    let big_start = midnight(args.big_days_ago + 1) + TimeDelta::hours(12);
+    let big_end = (big_start + TimeDelta::hours(24)).min(now - TimeDelta::minutes(1));
+    let big_id = ulid(&mut rng, big_start);
+    let mut w = SessionWriter::new(&transcripts, big_id.clone(), true);
+    write_session(
+        &mut rng,
+        &mut w,
+        &Plan {
+            target: args.big_mb * MB,
+            start: big_start,
+            duration: big_end - big_start,
+            branches: true,
+        },
+    )?;
+    let mut total = w.bytes;
+    let mut lines = w.lines;
+    let mut files = w.files;
+
+    // The others: log-normal sizes scaled to the rest of the budget.
+    let n = args.sessions - 1;
+    let rest = (args.total_mb - args.big_mb) * MB;
+    let weights: Vec<f64> = (0..n).map(|_| (rng.normal() * 0.9).exp()).collect();
+    let sum: f64 = weights.iter().sum();
+    for wgt in weights {
+        let target = ((rest as f64 * wgt / sum) as u64).max(2_000);
+        // Longer sessions last longer: 5 minutes to a few hours.
+        let minutes = (5.0 + target as f64 / 50_000.0 * 40.0 * (0.5 + rng.unit())).min(300.0);
+        let duration = TimeDelta::seconds((minutes * 60.0) as i64);
+        let latest = now - duration - TimeDelta::minutes(1);
+        let room = (latest - window_start).num_seconds().max(1) as u64;
+        let start = window_start + TimeDelta::seconds((rng.next() % room) as i64);
+        let id = ulid(&mut rng, start);
+        let branches = rng.chance(0.05);
+        let mut w = SessionWriter::new(&transcripts, id, branches);
+        write_session(
+            &mut rng,
+            &mut w,
+            &Plan {
+                target,
+                start,
+                duration,
+                branches,
+            },
+        )?;
+        total += w.bytes;
+        lines += w.lines;
+        files += w.files;
+    }
+    let summary = format!(
+        "sessions={} files={files} lines={lines} bytes={total} seed={} generated={}\nbig_session={big_id}\n",
+        args.sessions,
+        args.seed,
+        now.to_rfc3339_opts(SecondsFormat::Secs, true)
+    );
+    fs::write(args.dir.join("gen-home.txt"), &summary)?;
+    Ok(summary)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("evi-gen-home: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(summary) => {
+            print!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("evi-gen-home: {}: {e}", args.dir.display());
+            ExitCode::FAILURE
+        }
+    }
+}
