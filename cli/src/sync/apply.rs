@@ -19,7 +19,7 @@ use base64::Engine as _;
 use evi_shared::{Day, SessionId};
 
 use super::Entry;
-use super::state::Stat;
+use super::state::{FileState, Stat, line_hash};
 use crate::home::EviHome;
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::parse_head;
@@ -39,6 +39,18 @@ pub(super) struct Touched {
 #[error("{0} is being written (its last line is not complete yet)")]
 pub struct Busy(pub PathBuf);
 
+/// Where a file's chain and end stand, as push records them.
+#[derive(Debug, Clone, Default)]
+struct FileInfo {
+    chain_before: Option<String>,
+    chain_after: Option<String>,
+    /// Whether a line of the file moves the implicit chain.
+    has_implicit: bool,
+    offset: u64,
+    last_start: u64,
+    last_hash: Option<String>,
+}
+
 /// One local session, ready to take pulled entries.
 pub(super) struct SessionAppender {
     pub session: SessionId,
@@ -49,6 +61,9 @@ pub(super) struct SessionAppender {
     /// Days whose file ends in a partial line.
     busy: HashSet<Day>,
     open: HashMap<Day, File>,
+    /// What the session's files hold, kept up to date as pull appends.
+    files: BTreeMap<Day, FileInfo>,
+    /// Files appended to since [`Self::take_touched`] was last called.
     pub touched: BTreeMap<Day, Touched>,
     pub verbatim: u64,
     pub branched: u64,
@@ -66,30 +81,41 @@ impl SessionAppender {
             tip_day: None,
             busy: HashSet::new(),
             open: HashMap::new(),
+            files: BTreeMap::new(),
             touched: BTreeMap::new(),
             verbatim: 0,
             branched: 0,
         };
-        for (day, path) in me.files()? {
-            let end = walk_file(&path, 0, |_, raw| {
+        for (day, path) in me.list_files()? {
+            let mut info = FileInfo {
+                chain_before: me.chain.implicit_parent().map(str::to_owned),
+                ..FileInfo::default()
+            };
+            let end = walk_file(&path, 0, |offset, raw| {
                 let head = parse_head(raw);
                 let moves = head.ids.parent.is_none();
                 let placed = me.chain.place(raw, head.ids);
                 if moves {
                     me.tip_day = Some(day);
+                    info.has_implicit = true;
                 }
+                info.last_start = offset;
+                info.last_hash = Some(line_hash(raw));
                 me.known.insert(placed.id);
                 ControlFlow::Continue(())
             })?;
             if end.pending_bytes > 0 {
                 me.busy.insert(day);
             }
+            info.offset = end.offset;
+            info.chain_after = me.chain.implicit_parent().map(str::to_owned);
+            me.files.insert(day, info);
         }
         Ok(me)
     }
 
     /// The session's files in day order.
-    fn files(&self) -> io::Result<Vec<(Day, PathBuf)>> {
+    fn list_files(&self) -> io::Result<Vec<(Day, PathBuf)>> {
         let mut out = Vec::new();
         let rd = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd,
@@ -165,15 +191,68 @@ impl SessionAppender {
             }
         };
         f.write_all(&bytes)?;
-        if verbatim && !explicit_parent {
+        let moves = verbatim && !explicit_parent;
+        if moves {
             self.chain = IdChain::starting_at(Some(e.id.clone()));
             self.tip_day = Some(e.day);
         }
+        let info = self.files.entry(e.day).or_default();
+        info.last_start = info.offset;
+        info.offset += bytes.len() as u64;
+        info.last_hash = Some(line_hash(&bytes[..bytes.len() - 1]));
+        info.has_implicit |= moves;
+        self.rechain();
         self.known.insert(e.id.clone());
         if let Some(t) = self.touched.get_mut(&e.day) {
             t.ids.push(e.id.clone());
         }
         Ok(())
+    }
+
+    /// Recomputes each file's chain ends from its predecessor. Only the last
+    /// file with implicit lines can move the chain, so a file without any
+    /// passes it through.
+    fn rechain(&mut self) {
+        let tip = self.chain.implicit_parent().map(str::to_owned);
+        let last_implicit = self
+            .files
+            .iter()
+            .rev()
+            .find(|(_, i)| i.has_implicit)
+            .map(|(d, _)| *d);
+        let mut prev = None;
+        for (day, info) in self.files.iter_mut() {
+            info.chain_before = prev;
+            if Some(*day) == last_implicit {
+                info.chain_after = tip.clone();
+            } else if !info.has_implicit {
+                info.chain_after = info.chain_before.clone();
+            }
+            prev = info.chain_after.clone();
+        }
+    }
+
+    /// The state push should record for the file of `day`, as it is now.
+    pub fn file_state(&self, day: Day) -> io::Result<Option<FileState>> {
+        let Some(info) = self.files.get(&day) else {
+            return Ok(None);
+        };
+        let st = Stat::of(&self.path(day))?;
+        Ok(Some(FileState {
+            size: st.size,
+            mtime_ns: st.mtime_ns,
+            ino: st.ino,
+            offset: info.offset,
+            last_start: info.last_start,
+            last_hash: info.last_hash.clone(),
+            chain_before: info.chain_before.clone(),
+            chain_after: info.chain_after.clone(),
+        }))
+    }
+
+    /// The files appended to since the last call.
+    pub fn take_touched(&mut self) -> BTreeMap<Day, Touched> {
+        std::mem::take(&mut self.touched)
     }
 
     /// Makes every append durable.

@@ -3,8 +3,6 @@
 //! the user to act (the message says how) or means a server sent something
 //! that must not be trusted.
 
-use evi_shared::SessionId;
-
 use super::client::ClientError;
 use super::lock::LockError;
 use super::{BlobError, IdentityError, SegmentError};
@@ -32,13 +30,10 @@ pub enum SyncError {
         source: BlobError,
     },
     #[error(
-        "a line of session {session} is {size} bytes, more than this server accepts in one batch ({max})"
+        "a line is too large for this server: its segment (stream {stream}) is {size} bytes, \
+         over the server's {max}-byte batch limit"
     )]
-    LineTooLarge {
-        session: SessionId,
-        size: usize,
-        max: u64,
-    },
+    TooLarge { stream: String, size: u64, max: u64 },
     #[error(
         "this device's key does not match the account's: it was not made from the same identity"
     )]

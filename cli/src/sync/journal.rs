@@ -18,8 +18,8 @@ use serde::Deserialize;
 use super::client::ClientError;
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
-use super::push::{Mark, PushReport, Uploader, prefix_intact, sha_hex};
-use super::state::{JournalState, Stat};
+use super::push::{Mark, PushReport, Uploader, prefix_intact};
+use super::state::{JournalState, Stat, line_hash};
 use super::{BlobWrite, JournalLine, open_blob_to_path, seal_blob, seal_journal};
 use crate::transcript::lines::walk_file;
 
@@ -74,9 +74,7 @@ pub(super) fn push_journal(
         js.lines += 1;
         js.file.last_start = offset;
         js.file.offset = offset + raw.len() as u64 + 1;
-        let mut with_nl = raw.to_vec();
-        with_nl.push(b'\n');
-        js.file.last_hash = Some(sha_hex(&with_nl));
+        js.file.last_hash = Some(line_hash(raw));
         bytes += raw.len();
         lines.push(JournalLine {
             seq: js.lines,

@@ -14,12 +14,7 @@ use super::error::{IoContext, SyncError};
 use super::journal::{apply_journal, fetch_blobs};
 use super::progress::Progress;
 use super::push::rel_name;
-use super::state::{FileState, Stat};
-use super::{OpenedSegment, SegmentError, SegmentKind, open};
-use crate::transcript::entry_id::IdChain;
-use crate::transcript::line::parse_head;
-use crate::transcript::lines::walk_file;
-use std::ops::ControlFlow;
+use super::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -44,6 +39,8 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
         "pulling",
         status.newest_seq.saturating_sub(ctx.state.cursor),
     );
+    // Kept across pages: a long session arrives in many records.
+    let mut appenders: BTreeMap<SessionId, SessionAppender> = BTreeMap::new();
     loop {
         let page = ctx.client.pull(ctx.state.cursor)?;
         if page.records.is_empty() {
@@ -67,7 +64,6 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
             .map_err(|source| SyncError::Segment { seq: r.seq, source })?;
             opened.push((r.seq, seg));
         }
-        let mut appenders: BTreeMap<SessionId, SessionAppender> = BTreeMap::new();
         let mut blobs = Vec::new();
         let mut applied_to = ctx.state.cursor;
         'records: for (seq, seg) in opened {
@@ -122,7 +118,7 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
                 .ctx(|| format!("cannot write session {}", a.session))?;
         }
         report.blobs += fetch_blobs(ctx, &blobs)?;
-        for a in appenders.values() {
+        for a in appenders.values_mut() {
             record_appends(ctx, a)?;
         }
         ctx.state.cursor = applied_to;
@@ -139,81 +135,34 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
     Ok(report)
 }
 
-/// Keeps the next push from sending back what pull just wrote. If every file
-/// pull touched was fully pushed before (or is new), the file states move
-/// past the appended lines; otherwise the appended ids are remembered and
-/// push passes over them.
-fn record_appends(ctx: &mut SyncContext, a: &SessionAppender) -> Result<(), SyncError> {
-    if a.touched.is_empty() {
-        return Ok(());
-    }
-    let clean = a.touched.iter().all(|(day, t)| {
-        let rel = rel_name(*day, &a.session);
-        match (&t.before, ctx.state.files.get(&rel)) {
+/// Keeps the next push from sending back what pull just wrote. A file that
+/// was fully pushed before (or is new) has its state moved past the appended
+/// lines; otherwise the appended ids are remembered and push passes over them.
+fn record_appends(ctx: &mut SyncContext, a: &mut SessionAppender) -> Result<(), SyncError> {
+    for (day, t) in a.take_touched() {
+        let rel = rel_name(day, &a.session);
+        let clean = match (&t.before, ctx.state.files.get(&rel)) {
             (None, None) => true,
             (Some(st), Some(fs)) => st.matches(fs) && fs.offset == st.size,
             _ => false,
-        }
-    });
-    if !clean {
-        let skip = ctx.state.skip.entry(a.session.to_string()).or_default();
-        for t in a.touched.values() {
-            skip.extend(t.ids.iter().cloned());
-        }
-        return Ok(());
-    }
-    // Walk the session once to learn each touched file's new state.
-    let mut chain = IdChain::default();
-    let catalog_dir = ctx.home.transcripts_dir();
-    let mut days: Vec<_> = std::fs::read_dir(&catalog_dir)
-        .ctx(|| format!("cannot list {}", catalog_dir.display()))?
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .parse::<evi_shared::Day>()
-                .ok()
-        })
-        .collect();
-    days.sort();
-    for day in days {
-        let path = catalog_dir
-            .join(day.as_str())
-            .join(format!("{}.jsonl", a.session));
-        if !path.is_file() {
-            continue;
-        }
-        let chain_before = chain.implicit_parent().map(str::to_owned);
-        let mut fs = FileState {
-            chain_before,
-            ..FileState::default()
         };
-        let end = walk_file(&path, 0, |offset, raw| {
-            let head = parse_head(raw);
-            chain.place(raw, head.ids);
-            fs.last_start = offset;
-            let mut with_nl = raw.to_vec();
-            with_nl.push(b'\n');
-            fs.last_hash = Some(super::push::sha_hex(&with_nl));
-            ControlFlow::Continue(())
-        })
-        .ctx(|| format!("cannot read {}", path.display()))?;
-        if !a.touched.contains_key(&day) || end.pending_bytes > 0 {
-            continue;
+        let new_state = if clean {
+            a.file_state(day)
+                .ctx(|| format!("cannot stat session {} of {day}", a.session))?
+        } else {
+            None
+        };
+        match new_state {
+            Some(fs) => {
+                ctx.state.files.insert(rel, fs);
+            }
+            None => ctx
+                .state
+                .skip
+                .entry(a.session.to_string())
+                .or_default()
+                .extend(t.ids),
         }
-        let st = Stat::of(&path).ctx(|| format!("cannot stat {}", path.display()))?;
-        fs.size = st.size;
-        fs.mtime_ns = st.mtime_ns;
-        fs.ino = st.ino;
-        fs.offset = end.offset;
-        fs.chain_after = chain.implicit_parent().map(str::to_owned);
-        ctx.state.files.insert(rel_name(day, &a.session), fs);
     }
     Ok(())
-}
-
-impl From<SegmentError> for SyncError {
-    fn from(source: SegmentError) -> Self {
-        SyncError::Segment { seq: 0, source }
-    }
 }

@@ -14,13 +14,12 @@ use std::ops::ControlFlow;
 
 use evi_shared::api::{PushRequest, Segment};
 use evi_shared::{Day, SessionId};
-use sha2::{Digest, Sha256};
 
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
 use super::journal;
 use super::progress::Progress;
-use super::state::{FileState, Stat};
+use super::state::{FileState, Stat, line_hash};
 use super::{Entry, SealedSegment, seal};
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
@@ -110,7 +109,15 @@ impl Uploader {
         marks: Vec<Mark>,
     ) -> Result<(), SyncError> {
         let size = Self::json_size(&seg);
-        if self.bytes + size > self.max_bytes * 9 / 10 {
+        let room = self.max_bytes * 9 / 10;
+        if size > room {
+            return Err(SyncError::TooLarge {
+                stream: seg.stream.to_string(),
+                size,
+                max: self.max_bytes,
+            });
+        }
+        if self.bytes + size > room {
             self.flush(ctx, report)?;
         }
         self.bytes += size;
@@ -165,9 +172,6 @@ pub fn rel_name(day: Day, session: &SessionId) -> String {
     format!("{day}/{session}.jsonl")
 }
 
-pub(super) fn sha_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
 
 /// Whether the line the state names as last pushed is still in place.
 pub(super) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
@@ -182,8 +186,8 @@ pub(super) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
     let mut buf = vec![0; len];
     f.seek(SeekFrom::Start(fs.last_start)).is_ok()
         && f.read_exact(&mut buf).is_ok()
-        && buf.last() == Some(&b'\n')
-        && sha_hex(&buf) == *hash
+        && buf.pop() == Some(b'\n')
+        && line_hash(&buf) == *hash
 }
 
 /// One session being gathered into segments.
@@ -269,43 +273,33 @@ fn push_session(
         let end = walk_file(&file.path, start, |offset, raw| {
             let head = parse_head(raw);
             let placed = chain.place(raw, head.ids);
-            fs.last_start = offset;
-            fs.offset = offset + raw.len() as u64 + 1;
-            let mut with_nl = raw.to_vec();
-            with_nl.push(b'\n');
-            fs.last_hash = Some(sha_hex(&with_nl));
-            fs.chain_after = chain.implicit_parent().map(str::to_owned);
-            if skip.remove(&placed.id) {
-                return ControlFlow::Continue(());
-            }
-            if raw.len() > budget * 2 && raw.len() as u64 > up.max_bytes / 2 {
-                failure = Some(SyncError::LineTooLarge {
-                    session: session.clone(),
-                    size: raw.len(),
-                    max: up.max_bytes,
-                });
-                return ControlFlow::Break(());
-            }
-            g.bytes += raw.len() + placed.id.len() + 32;
-            g.entries.push(Entry {
-                id: placed.id,
-                parent: placed.parent,
-                day: file.day,
-                line: raw.to_vec(),
-            });
-            if g.bytes >= budget {
-                // Mid-file: no stat, so the next push resumes here rather
-                // than taking the file as done.
+            let skipped = skip.remove(&placed.id);
+            if !skipped && !g.entries.is_empty() && g.bytes + raw.len() > budget {
+                // Seal what came before this line. Mid-file marks carry no
+                // stat, so the next push resumes there instead of taking the
+                // file as done.
                 let mid = FileState {
                     size: 0,
                     mtime_ns: 0,
                     ..fs.clone()
                 };
-                let mark = Mark::File(rel.clone(), mid);
-                if let Err(e) = g.seal_into(ctx, up, report, Some(mark)) {
+                if let Err(e) = g.seal_into(ctx, up, report, Some(Mark::File(rel.clone(), mid))) {
                     failure = Some(e);
                     return ControlFlow::Break(());
                 }
+            }
+            fs.last_start = offset;
+            fs.offset = offset + raw.len() as u64 + 1;
+            fs.last_hash = Some(line_hash(raw));
+            fs.chain_after = chain.implicit_parent().map(str::to_owned);
+            if !skipped {
+                g.bytes += raw.len() + placed.id.len() + 32;
+                g.entries.push(Entry {
+                    id: placed.id,
+                    parent: placed.parent,
+                    day: file.day,
+                    line: raw.to_vec(),
+                });
             }
             ControlFlow::Continue(())
         })

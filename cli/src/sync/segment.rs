@@ -842,6 +842,32 @@ fn open_plaintext<R: BufRead>(
     }
 }
 
+/// Tests of other crates only (the end-to-end tampering tests play a server
+/// that holds a stolen identity): seals entries under any session id and
+/// days, unvalidated, with a valid MAC and outer ids. `evi` never calls it;
+/// `entries` are `(id, parent, day, line)`, each day exactly 10 bytes.
+#[doc(hidden)]
+pub fn seal_unchecked_for_tests(
+    keys: &SyncKeys,
+    identity: &Identity,
+    session: &str,
+    entries: &[(&str, Option<&str>, &str, &[u8])],
+) -> Result<SealedSegment, SegmentError> {
+    let body = BodyRef::Entries {
+        session: session.as_bytes(),
+        entries: entries
+            .iter()
+            .map(|&(id, parent, day, line)| RawEntry {
+                id: id.as_bytes(),
+                parent: parent.map(str::as_bytes),
+                day: day.as_bytes(),
+                line,
+            })
+            .collect(),
+    };
+    seal_body(keys, identity, &body)
+}
+
 /// Test-only: seal an arbitrary, possibly invalid body with valid MAC and ids.
 #[cfg(test)]
 pub(crate) fn seal_raw_for_test(

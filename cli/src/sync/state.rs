@@ -142,6 +142,16 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     crate::fsutil::sync_dir(dir)
 }
 
+/// How a [`FileState`] fingerprints its last line: SHA-256 of the line and
+/// its `\n`, in hex.
+pub fn line_hash(raw: &[u8]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(raw);
+    h.update(b"\n");
+    hex::encode(h.finalize())
+}
+
 /// What `stat` says of a file, to compare with a [`FileState`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
