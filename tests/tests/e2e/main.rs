@@ -4,4 +4,5 @@
 mod common;
 mod handoff;
 mod sessions;
+mod sync_state;
 mod vectors;

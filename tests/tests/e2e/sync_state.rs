@@ -1,0 +1,123 @@
+//! What a device remembers between syncs: the lock that keeps two syncs of one
+//! home apart, resuming after a file was rewritten, and what `status` reports.
+
+use crate::common::{Device, TestServer};
+
+fn records_to_pull(dev: &Device) -> u64 {
+    let r = dev.sync(&["sync", "status", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    v["remote_pending_records"].as_u64().unwrap()
+}
+
+#[test]
+fn a_second_sync_waits_then_names_the_holder() {
+    let server = TestServer::start();
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let lock_path = a.home().join("sync/lock");
+    let holder = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .unwrap();
+    holder.lock().unwrap();
+    std::fs::write(&lock_path, "4242").unwrap();
+    let run = a
+        .sync_cmd()
+        .args(["sync", "push"])
+        .env("EVI_SYNC_LOCK_WAIT", "0.3")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stderr),
+        "error: another evi sync is running in this home (pid 4242); wait for it to finish\n\
+         hint: set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer\n"
+    );
+    holder.unlock().unwrap();
+    assert_eq!(a.sync(&["sync", "push"]).code, 0);
+}
+
+#[test]
+fn a_rewritten_file_is_read_again_and_merged_by_id() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let b = Device::new();
+    a.init(&server, "pat", "laptop");
+    b.join(&a, &server, "pat", "desktop");
+    let one = "{\"role\":\"user\",\"content\":\"one\"}\n";
+    let two = "{\"role\":\"user\",\"content\":\"two\"}\n";
+    let path = a.write("2026-06-08", "S1", format!("{one}{two}").as_bytes());
+    let r = a.sync(&["sync", "push"]);
+    assert!(
+        r.stdout.starts_with("pushed 2 entries in 1 sessions"),
+        "{}",
+        r.stdout
+    );
+
+    // Same length, different bytes: the pushed prefix changed.
+    std::fs::write(&path, format!("{one}{}", two.replace("two", "TWO"))).unwrap();
+    let r = a.sync(&["sync", "push", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["entries"], 2, "the whole file again: {}", r.stdout);
+    assert_eq!(v["segments_stored"], 1, "a new entry, so a new record");
+
+    // Shrunk: nothing new to store, nothing lost.
+    std::fs::write(&path, one).unwrap();
+    let r = a.sync(&["sync", "push", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["entries"].as_u64(), v["segments_stored"].as_u64()),
+        (Some(1), Some(0))
+    );
+
+    // B gets the union: the root and both versions of the second line.
+    let r = b.sync(&["sync", "pull"]);
+    assert_eq!(
+        r.stdout,
+        "pulled 3 entries in 1 sessions, 0 blobs; 1 sessions diverged (both branches kept)\n"
+    );
+    let show = b.evi(&["sessions", "show", "S1"]);
+    assert!(
+        show.stdout
+            .starts_with("session S1 (2 messages, 2 branches"),
+        "{}",
+        show.stdout
+    );
+}
+
+#[test]
+fn status_reports_what_is_pending_each_way() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let b = Device::new();
+    a.init(&server, "pat", "laptop");
+    b.join(&a, &server, "pat", "desktop");
+    a.write(
+        "2026-06-08",
+        "S1",
+        b"{\"role\":\"user\",\"content\":\"x\"}\n",
+    );
+    a.write(
+        "2026-06-08",
+        "S2",
+        b"{\"role\":\"user\",\"content\":\"y\"}\n",
+    );
+    let r = a.sync(&["sync", "status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["local_changed_files"], 2);
+    assert_eq!(v["device"], "laptop");
+    assert_eq!(v["last_push"], serde_json::Value::Null);
+    assert_eq!(a.sync(&["sync", "push"]).code, 0);
+    let r = a.sync(&["sync", "status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["local_changed_files"], 0);
+    assert!(v["last_push"].is_string());
+    assert_eq!(records_to_pull(&b), 2, "two records wait for B");
+    assert_eq!(b.sync(&["sync", "pull"]).code, 0);
+    assert_eq!(records_to_pull(&b), 0);
+    let text = b.sync(&["sync", "status"]).stdout;
+    assert!(text.contains("device:    desktop\n"), "{text}");
+    assert!(text.contains("to pull:   0 records\n"), "{text}");
+}
