@@ -1,28 +1,86 @@
-//! File writes that never leave a partial file behind and never replace a
-//! file that exists: write a temp file in the same folder, fsync, then link
-//! it into place (mode 0600: transcripts and keys are the owner's only).
+//! File writes that never leave a partial file behind: data goes to a temp
+//! file in the destination's folder (mode 0600: transcripts and keys are the
+//! owner's only), is fsynced, then moved into place and the folder fsynced.
+//! "New" writes never replace an existing file; "replace" writes swap it
+//! atomically.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Creates `path` (and its folders) with `bytes`, mode 0600; fails if it exists.
-pub fn write_new_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("path has no parent folder"))?;
+use tempfile::NamedTempFile;
+
+/// A temp file beside `dest` (its folder created if missing), mode 0600.
+pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
+    let dir = folder_of(dest);
     fs::create_dir_all(dir)?;
     // tempfile creates files with mode 0600 on Unix.
-    let mut tmp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".evi-tmp-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
+        .tempfile_in(dir)
+}
+
+/// Fsyncs `tmp` and links it to `dest`; `AlreadyExists` (temp file removed)
+/// if `dest` exists.
+pub fn persist_new(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
     tmp.as_file().sync_all()?;
-    tmp.persist_noclobber(path).map_err(|e| e.error)?;
-    sync_dir(dir)
+    tmp.persist_noclobber(dest).map_err(|e| e.error)?;
+    sync_dir(folder_of(dest))
+}
+
+/// Creates `path` (and its folders) holding `bytes`; fails if it exists.
+pub fn write_new_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = temp_beside(path)?;
+    tmp.write_all(bytes)?;
+    persist_new(tmp, path)
+}
+
+/// Fsyncs `tmp` and moves it over `dest` (created or atomically replaced).
+pub fn persist_replace(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
+    tmp.as_file().sync_all()?;
+    tmp.persist(dest).map_err(|e| e.error)?;
+    sync_dir(folder_of(dest))
+}
+
+/// Atomically replaces `path` (or creates it) with `bytes`.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = temp_beside(path)?;
+    tmp.write_all(bytes)?;
+    persist_replace(tmp, path)
+}
+
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// Makes a rename or create in `dir` durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn new_files_are_private_and_never_clobbered() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b/key.txt");
+        write_new_file(&p, b"one").unwrap();
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let e = write_new_file(&p, b"two").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        replace_file(&p, b"three").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three");
+        let leftovers = fs::read_dir(p.parent().unwrap()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temp file left behind");
+    }
 }

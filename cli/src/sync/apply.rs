@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
@@ -60,7 +60,8 @@ pub(super) struct SessionAppender {
     tip_day: Option<Day>,
     /// Days whose file ends in a partial line.
     busy: HashSet<Day>,
-    open: HashMap<Day, File>,
+    /// Buffered: a page appends thousands of lines; [`Self::sync`] flushes.
+    open: HashMap<Day, BufWriter<File>>,
     /// What the session's files hold, kept up to date as pull appends.
     files: BTreeMap<Day, FileInfo>,
     /// Files appended to since [`Self::take_touched`] was last called.
@@ -187,7 +188,7 @@ impl SessionAppender {
                 let mut opts = OpenOptions::new();
                 opts.create(true).append(true);
                 std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-                v.insert(opts.open(&path)?)
+                v.insert(BufWriter::with_capacity(64 * 1024, opts.open(&path)?))
             }
         };
         f.write_all(&bytes)?;
@@ -258,6 +259,7 @@ impl SessionAppender {
     /// Makes every append durable.
     pub fn sync(&mut self) -> io::Result<()> {
         for (_, f) in self.open.drain() {
+            let f = f.into_inner().map_err(io::IntoInnerError::into_error)?;
             f.sync_all()?;
         }
         Ok(())
@@ -273,15 +275,28 @@ pub enum ApplyError {
 }
 
 /// The line with `id` and `parentId` put in front (or wrapped, when it is
-/// not a JSON object), ending in `\n`.
+/// not a JSON object or would not read back with them), ending in `\n`.
 fn with_ids(e: &Entry, has_id: bool, is_object: bool) -> Vec<u8> {
     let parent = serde_json::to_string(&e.parent).expect("string or null");
     let id = serde_json::to_string(&e.id).expect("string");
-    if !is_object {
-        let raw = base64::engine::general_purpose::STANDARD.encode(&e.line);
-        return format!("{{\"id\":{id},\"parentId\":{parent},\"eviRawLine\":\"{raw}\"}}\n")
-            .into_bytes();
+    if is_object {
+        let out = fields_in_front(e, &id, &parent, has_id);
+        // An object with an `id` that is not a string (`"id":null`) would
+        // now hold `id` twice, which readers refuse as not JSON: then the
+        // entry would read back under another id, and move the local chain.
+        let back = parse_head(&out[..out.len() - 1]);
+        if back.fault.is_none()
+            && back.ids.id.as_deref() == Some(e.id.as_str())
+            && back.ids.parent.as_ref() == Some(&e.parent)
+        {
+            return out;
+        }
     }
+    let raw = base64::engine::general_purpose::STANDARD.encode(&e.line);
+    format!("{{\"id\":{id},\"parentId\":{parent},\"eviRawLine\":\"{raw}\"}}\n").into_bytes()
+}
+
+fn fields_in_front(e: &Entry, id: &str, parent: &str, has_id: bool) -> Vec<u8> {
     let brace = e
         .line
         .iter()
@@ -333,6 +348,16 @@ mod tests {
             with_ids(&entry(br#"{"id":"abc","x":1}"#), true, true),
             b"{\"parentId\":\"p\",\"id\":\"abc\",\"x\":1}\n"
         );
+    }
+
+    #[test]
+    fn objects_that_would_not_read_back_are_wrapped() {
+        for line in [&br#"{"id":null,"x":1}"#[..], br#"{"id":7}"#] {
+            let out = with_ids(&entry(line), false, true);
+            let raw = &out[..out.len() - 1];
+            assert!(parse_head(raw).wrapped, "{}", String::from_utf8_lossy(raw));
+            assert_eq!(crate::transcript::line::original_bytes(raw).unwrap(), line);
+        }
     }
 
     #[test]

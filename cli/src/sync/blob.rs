@@ -25,8 +25,8 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::fsutil::TempFile;
 use super::identity::Identity;
+use crate::fsutil::{persist_new, temp_beside};
 
 const BUF: usize = 64 * 1024;
 
@@ -164,14 +164,14 @@ pub fn open_blob_to_path<R: Read>(
     dest: &Path,
 ) -> Result<BlobWrite, BlobError> {
     check_name(expected_sha256_hex)?;
-    let mut tmp = TempFile::new_beside(dest, 0o600)?;
+    let mut tmp = temp_beside(dest)?;
     let size = {
-        let mut w = io::BufWriter::with_capacity(BUF, tmp.file());
+        let mut w = io::BufWriter::with_capacity(BUF, tmp.as_file_mut());
         let size = open_blob(identity, expected_sha256_hex, ciphertext, &mut w)?;
         w.flush()?;
         size
     };
-    match tmp.persist_new(dest) {
+    match persist_new(tmp, dest) {
         Ok(()) => Ok(BlobWrite::Written(size)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(BlobWrite::AlreadyPresent),
         Err(e) => Err(BlobError::Io(e)),

@@ -38,8 +38,6 @@ use age::secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-use super::fsutil;
-
 const SECRET_PREFIX: &str = "AGE-SECRET-KEY-1";
 
 /// What can go wrong creating, loading, exporting or importing an identity.
@@ -148,7 +146,7 @@ impl Identity {
     pub fn save_new(&self, path: &Path) -> Result<(), IdentityError> {
         let created = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let text = self.file_text(&created);
-        fsutil::write_new_file(path, text.as_bytes(), 0o600).map_err(|e| {
+        crate::fsutil::write_new_file(path, text.as_bytes()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 IdentityError::AlreadyExists(path.to_owned())
             } else {

@@ -211,6 +211,20 @@ pub(super) fn apply_journal(
     Ok(blobs)
 }
 
+/// The blobs named by those of `device`'s lines that [`apply_journal`]
+/// would append.
+pub(super) fn journal_blobs(ctx: &SyncContext, device: &str, lines: &[JournalLine]) -> Vec<String> {
+    if device == ctx.account.device {
+        return Vec::new();
+    }
+    let last = ctx.state.pulled_journals.get(device).copied().unwrap_or(0);
+    lines
+        .iter()
+        .filter(|l| l.seq > last)
+        .filter_map(|l| blob_of(&l.line))
+        .collect()
+}
+
 /// Downloads, verifies and stores blobs that are not here yet.
 pub(super) fn fetch_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
     let mut fetched = 0;

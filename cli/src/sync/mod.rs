@@ -18,7 +18,6 @@ pub mod blob;
 pub mod client;
 pub mod context;
 pub mod error;
-pub(crate) mod fsutil;
 pub mod identity;
 pub mod journal;
 pub mod keys;

@@ -11,7 +11,7 @@ use evi_shared::SessionId;
 use super::apply::{ApplyError, SessionAppender};
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
-use super::journal::{apply_journal, fetch_blobs};
+use super::journal::{apply_journal, fetch_blobs, journal_blobs};
 use super::progress::Progress;
 use super::push::rel_name;
 use super::{OpenedSegment, SegmentKind, open};
@@ -64,7 +64,17 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
             .map_err(|source| SyncError::Segment { seq: r.seq, source })?;
             opened.push((r.seq, seg));
         }
-        let mut blobs = Vec::new();
+        // Blobs the page's journals name are fetched and verified before
+        // anything is written: a blob that fails its hash leaves the home as
+        // it was. (A blob landing before its journal line is the safe order.)
+        let named: Vec<String> = opened
+            .iter()
+            .flat_map(|(_, seg)| match seg {
+                OpenedSegment::Journal { device, lines } => journal_blobs(ctx, device, lines),
+                OpenedSegment::Entries { .. } => Vec::new(),
+            })
+            .collect();
+        report.blobs += fetch_blobs(ctx, &named)?;
         let mut applied_to = ctx.state.cursor;
         'records: for (seq, seg) in opened {
             match seg {
@@ -106,7 +116,6 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
                     if !named.is_empty() || device != ctx.account.device {
                         report.journal_lines += n;
                     }
-                    blobs.extend(named);
                 }
             }
             applied_to = seq;
@@ -117,7 +126,6 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
             a.sync()
                 .ctx(|| format!("cannot write session {}", a.session))?;
         }
-        report.blobs += fetch_blobs(ctx, &blobs)?;
         for a in appenders.values_mut() {
             record_appends(ctx, a)?;
         }

@@ -172,7 +172,6 @@ pub fn rel_name(day: Day, session: &SessionId) -> String {
     format!("{day}/{session}.jsonl")
 }
 
-
 /// Whether the line the state names as last pushed is still in place.
 pub(super) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
     let Some(hash) = &fs.last_hash else {

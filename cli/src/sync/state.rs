@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -125,21 +125,8 @@ impl SyncState {
 
     pub fn save(&self, path: &Path) -> io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
-        replace_file(path, &bytes)
+        crate::fsutil::replace_file(path, &bytes)
     }
-}
-
-/// Atomically replaces `path` with `bytes` (mode 0600).
-pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".evi-tmp-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    crate::fsutil::sync_dir(dir)
 }
 
 /// How a [`FileState`] fingerprints its last line: SHA-256 of the line and

@@ -27,30 +27,26 @@ fn every_frozen_case_gets_its_ids() {
         let run = dev.evi(&["sessions", "export", "S1", "-f", "json"]);
         assert_eq!(run.code, 0, "{name}: {}", run.stderr);
         let got: Value = serde_json::from_str(&run.stdout).unwrap();
-        let got: Vec<(String, String, Value)> = got["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                (
-                    e["day"].as_str().unwrap().to_owned(),
-                    e["id"].as_str().unwrap().to_owned(),
-                    e["parentId"].clone(),
-                )
-            })
-            .collect();
-        let want: Vec<(String, String, Value)> = case["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                (
-                    e["day"].as_str().unwrap().to_owned(),
-                    e["id"].as_str().unwrap().to_owned(),
-                    e["parentId"].clone(),
-                )
-            })
-            .collect();
-        assert_eq!(got, want, "case {name:?}");
+        assert_eq!(
+            placements(&got["entries"]),
+            placements(&case["entries"]),
+            "case {name:?}"
+        );
     }
+}
+
+/// (day, id, parentId) of each entry, in order.
+fn placements(entries: &Value) -> Vec<(String, String, Value)> {
+    entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["day"].as_str().unwrap().to_owned(),
+                e["id"].as_str().unwrap().to_owned(),
+                e["parentId"].clone(),
+            )
+        })
+        .collect()
 }

@@ -11,8 +11,9 @@ use clap::{Args, ValueEnum};
 use html_escape::encode_text as esc;
 
 use super::{Ctx, fmt_rfc3339, fmt_second, load_tree};
-use crate::command_error::{CommandResult, user_error};
+use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::stdout;
+use crate::fsutil::{persist_new, persist_replace, temp_beside};
 use crate::message::Message;
 use crate::transcript::SessionTree;
 
@@ -45,27 +46,31 @@ pub fn cmd_sessions_export(ctx: &Ctx, args: ExportArgs) -> CommandResult {
         return crate::commands::finish(out);
     };
     if path.exists() && !args.force {
-        return Err(user_error(format!("{} already exists", path.display()))
-            .hinted("pass --force to replace it, or choose another path with -o"));
+        return Err(already_exists(&path));
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".evi-export-")
-        .tempfile_in(&dir)
-        .map_err(|e| user_error(format!("cannot write in {}: {e}", dir.display())))?;
+    let mut tmp = temp_beside(&path)
+        .map_err(|e| user_error(format!("cannot write beside {}: {e}", path.display())))?;
     {
         let mut w = io::BufWriter::new(tmp.as_file_mut());
         write_export(&tree, args.format, &mut w)?;
         w.flush()?;
     }
-    tmp.as_file().sync_all()?;
-    tmp.persist(&path)
-        .map_err(|e| user_error(format!("cannot write {}: {}", path.display(), e.error)))?;
+    let done = if args.force {
+        persist_replace(tmp, &path)
+    } else {
+        persist_new(tmp, &path)
+    };
+    done.map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => already_exists(&path),
+        _ => user_error(format!("cannot write {}: {e}", path.display())),
+    })?;
     eprintln!("exported {} to {}", tree.id, path.display());
     Ok(())
+}
+
+fn already_exists(path: &std::path::Path) -> CommandError {
+    user_error(format!("{} already exists", path.display()))
+        .hinted("pass --force to replace it, or choose another path with -o")
 }
 
 fn write_export(tree: &SessionTree, format: Format, out: &mut impl Write) -> io::Result<()> {

@@ -4,15 +4,16 @@ use std::io::{IsTerminal, Read};
 
 use clap::Args;
 use evi_shared::SessionId;
-use evi_shared::api::{ErrorCode, LoginRequest, RegisterRequest};
+use evi_shared::api::{AuthResponse, ErrorCode, LoginRequest, RegisterRequest};
 
 use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
+use crate::fsutil::replace_file;
 use crate::sync::client::Client;
 use crate::sync::context::lock_wait;
 use crate::sync::error::SyncError;
 use crate::sync::lock::SyncLock;
-use crate::sync::state::{Account, SyncPaths, SyncState, replace_file};
+use crate::sync::state::{Account, SyncPaths, SyncState};
 use crate::sync::{Identity, SyncKeys};
 
 #[derive(Debug, Args)]
@@ -98,14 +99,25 @@ fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock), CommandError> {
     Ok((paths, lock))
 }
 
-fn finish(paths: &SyncPaths, account: Account, token: &str) -> CommandResult {
-    replace_file(&paths.token(), token.as_bytes())?;
+/// Stores the token and the account: the device is set up.
+fn finish(paths: &SyncPaths, server: &str, device: &str, auth: AuthResponse) -> CommandResult {
+    replace_file(&paths.token(), auth.token.as_bytes())?;
     let state = SyncState {
-        account: Some(account),
+        account: Some(Account {
+            server: server.to_owned(),
+            user: auth.user,
+            device: device.to_owned(),
+            device_id: auth.device_id,
+        }),
         ..SyncState::default()
     };
     state.save(&paths.state())?;
     Ok(())
+}
+
+/// A client that authenticates as the device `auth` names.
+fn authed(server: &str, auth: &AuthResponse) -> Result<Client, CommandError> {
+    Client::new(server, Some(auth.token.clone())).map_err(client_error)
 }
 
 pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
@@ -135,21 +147,10 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
             .hinted("on a new device use `evi sync login` with the key imported"),
             _ => client_error(e),
         })?;
-    let authed =
-        Client::new(&args.account.server, Some(auth.token.clone())).map_err(client_error)?;
-    authed
+    authed(client.server(), &auth)?
         .set_key_check(&keys.key_check_value())
         .map_err(client_error)?;
-    finish(
-        &paths,
-        Account {
-            server: client.server().to_owned(),
-            user: auth.user,
-            device: device.clone(),
-            device_id: auth.device_id,
-        },
-        &auth.token,
-    )?;
+    finish(&paths, client.server(), &device, auth)?;
     println!(
         "sync set up: {} on {} as device {device}\nkey fingerprint {}\n\
          back up your key (and move it to other devices): evi sync key export -o key.age",
@@ -180,8 +181,7 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
             device: device.clone(),
         })
         .map_err(client_error)?;
-    let authed =
-        Client::new(&args.account.server, Some(auth.token.clone())).map_err(client_error)?;
+    let authed = authed(client.server(), &auth)?;
     match authed.key_check().map_err(client_error)? {
         Some(kcv) if !keys.matches_key_check(&kcv) => {
             // Leave no usable token behind for a device that cannot sync.
@@ -193,16 +193,7 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
             .set_key_check(&keys.key_check_value())
             .map_err(client_error)?,
     }
-    finish(
-        &paths,
-        Account {
-            server: client.server().to_owned(),
-            user: auth.user,
-            device: device.clone(),
-            device_id: auth.device_id,
-        },
-        &auth.token,
-    )?;
+    finish(&paths, client.server(), &device, auth)?;
     println!(
         "logged in: {} on {} as device {device} (key {})",
         args.account.user,
