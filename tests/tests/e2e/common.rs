@@ -218,3 +218,192 @@ impl Device {
         assert_eq!(r.code, 0, "sync login: {}", r.stderr);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Sync tests: crashes, the server's view, and what devices hold.
+
+impl TestServer {
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> &str {
+        self.url.strip_prefix("http://").expect("http URL")
+    }
+
+    /// SIGKILL, as a crash or a power cut would stop it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills it if running, then starts it again on the same data folder
+    /// and port (clients keep their configured URL).
+    pub fn restart(&mut self) {
+        self.kill();
+        let addr = self.addr().to_owned();
+        // The port of a killed listener can take a moment to be free again.
+        for attempt in 0.. {
+            match std::net::TcpListener::bind(&addr) {
+                Ok(_probe) => break,
+                Err(_) if attempt < 100 => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => panic!("port {addr} stays busy: {e}"),
+            }
+        }
+        let (child, url) = spawn_server(self.data.path(), &addr, &[]);
+        assert_eq!(url, self.url);
+        self.child = child;
+    }
+
+    /// `GET /api/v1/<path>` with a device's token, as JSON.
+    pub fn get_json(&self, token: &str, path: &str) -> serde_json::Value {
+        let resp = reqwest::blocking::Client::new()
+            .get(format!("{}/api/v1/{path}", self.url))
+            .bearer_auth(token)
+            .send()
+            .expect("request to the test server");
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.json().expect("JSON body")
+    }
+
+    /// Every record of the account (all pages).
+    pub fn records(&self, token: &str) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.get_json(token, &format!("records?after={after}"));
+            out.extend(page["records"].as_array().unwrap().iter().cloned());
+            after = page["next_after"].as_u64().unwrap();
+            if !page["more"].as_bool().unwrap() {
+                return out;
+            }
+        }
+    }
+}
+
+impl Device {
+    /// `evi sync <args>`, which must succeed; its stdout.
+    pub fn sync_ok(&self, args: &[&str]) -> String {
+        let run = self.sync_cmd().arg("sync").args(args).output().unwrap();
+        let run = Run::from(run);
+        assert_eq!(run.code, 0, "evi sync {args:?}: {}", run.stderr);
+        run.stdout
+    }
+
+    /// Another device of `first`'s account, its identity file copied over
+    /// directly (what `key import` ends with, without the passphrase round
+    /// trip that takes seconds in a debug build).
+    pub fn join_copying_key(&self, first: &Device, url: &str, user: &str, device: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let dest = self.identity_path();
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(first.identity_path(), &dest).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o600)).unwrap();
+        self.sync_ok(&["login", "--server", url, "--user", user, "--device", device]);
+    }
+
+    pub fn identity_path(&self) -> PathBuf {
+        self.home().join("sync").join("identity.txt")
+    }
+
+    /// This device's bearer token.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.home().join("sync").join("token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    /// `sync/state.json` as JSON.
+    pub fn state(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.home().join("sync").join("state.json")).unwrap())
+            .unwrap()
+    }
+
+    /// Every file (with its bytes) and folder under `<home>/<sub>`.
+    pub fn tree(&self, sub: &str) -> Tree {
+        tree(&self.home().join(sub))
+    }
+
+    /// Writes `bytes` at `<home>/<rel>`, creating folders.
+    pub fn put(&self, rel: &str, bytes: &[u8]) {
+        let path = self.home().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    /// Appends `bytes` to `<home>/<rel>`.
+    pub fn append(&self, rel: &str, bytes: &[u8]) {
+        use std::io::Write;
+        let path = self.home().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        f.write_all(bytes).unwrap();
+    }
+}
+
+/// Relative path → file bytes (`None` for a folder).
+pub type Tree = std::collections::BTreeMap<String, Option<Vec<u8>>>;
+
+/// Everything under `root` (empty when it does not exist).
+pub fn tree(root: &Path) -> Tree {
+    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd {
+            let path = e.unwrap().path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                out.insert(rel, None);
+                walk(root, &path, out);
+            } else {
+                out.insert(rel, Some(std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Tree::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Every file of `before` is still there, its old bytes a prefix of its new.
+pub fn assert_only_appended(before: &Tree, after: &Tree, what: &str) {
+    for (rel, old) in before {
+        let new = after
+            .get(rel)
+            .unwrap_or_else(|| panic!("{what}: {rel} disappeared"));
+        if let (Some(old), Some(new)) = (old, new) {
+            assert!(
+                new.starts_with(old),
+                "{what}: {rel} was rewritten, not appended to"
+            );
+        }
+    }
+}
+
+/// A small seeded generator (xorshift64*): reproducible "random" tests.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// In `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}

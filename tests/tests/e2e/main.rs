@@ -4,5 +4,10 @@
 mod common;
 mod handoff;
 mod sessions;
+mod sync;
+mod sync_crash;
+mod sync_proxy;
+mod sync_server_view;
 mod sync_state;
+mod sync_tamper;
 mod vectors;

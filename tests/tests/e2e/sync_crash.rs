@@ -1,0 +1,134 @@
+//! Crashes in the middle of a large push, of the client (SIGKILL `evi sync
+//! push`) or of the server (SIGKILL `evi-server`, restarted on the same data
+//! folder and port): the rerun sends what the server lacks, and the server
+//! ends up with every entry exactly once.
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::common::{Device, Rng, TestServer};
+
+/// Writes `sessions` sessions of about 10 KB each over two days; returns
+/// the number of entries written.
+fn corpus(dev: &Device, rng: &mut Rng, sessions: usize) -> u64 {
+    let mut entries = 0;
+    for s in 0..sessions {
+        for day in ["2026-06-08", "2026-06-09"] {
+            let mut bytes = Vec::new();
+            for i in 0..10 {
+                let pad: String = (0..rng.range(200, 800))
+                    .map(|_| char::from(b'a' + (rng.next() % 26) as u8))
+                    .collect();
+                bytes.extend_from_slice(
+                    format!(
+                        "{{\"role\":\"user\",\"content\":\"{s} {day} {i} {pad}\",\"ts\":\"{day}T10:00:00Z\"}}\n"
+                    )
+                    .as_bytes(),
+                );
+                entries += 1;
+            }
+            dev.write(day, &format!("s{s:03}"), &bytes);
+        }
+    }
+    entries
+}
+
+/// Appends one line to every `step`-th session; returns how many.
+fn more(dev: &Device, round: usize, step: usize) -> u64 {
+    let mut n = 0;
+    for s in (round % step..300).step_by(step) {
+        dev.append(
+            &format!("transcripts/2026-06-09/s{s:03}.jsonl"),
+            format!("{{\"role\":\"assistant\",\"content\":\"round {round}\"}}\n").as_bytes(),
+        );
+        n += 1;
+    }
+    n
+}
+
+fn spawn_push(dev: &Device) -> Child {
+    dev.sync_cmd()
+        .args(["sync", "push"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The server holds `local` entries, each in exactly one record, and a
+/// fresh device pulls transcripts byte-identical to `dev`'s.
+fn assert_complete(server: &TestServer, dev: &Device, local: u64) {
+    let token = dev.token();
+    let status = server.get_json(&token, "status");
+    assert_eq!(status["entries"].as_u64(), Some(local), "{status}");
+    let stored: usize = server
+        .records(&token)
+        .iter()
+        .map(|r| r["entry_ids"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(stored as u64, local, "entries stored more than once");
+    let fresh = Device::new();
+    fresh.join_copying_key(dev, &server.url, "alice", "fresh");
+    let out = fresh.sync_ok(&["pull"]);
+    assert!(out.starts_with(&format!("pulled {local} entries")), "{out}");
+    assert!(
+        fresh.tree("transcripts") == dev.tree("transcripts"),
+        "pulled transcripts differ"
+    );
+}
+
+#[test]
+fn push_killed_at_random_points_then_rerun() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let mut rng = Rng::new(0x5eed_0001);
+    let local = corpus(&a, &mut rng, 300);
+    a.init(&server, "alice", "laptop");
+    let mut mid_push = 0;
+    for _ in 0..10 {
+        let mut child = spawn_push(&a);
+        std::thread::sleep(Duration::from_millis(rng.range(5, 250)));
+        if child.try_wait().unwrap().is_none() {
+            mid_push += 1;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert!(
+        mid_push >= 5,
+        "only {mid_push} of 10 kills hit a running push"
+    );
+    let out = a.sync_ok(&["push"]);
+    assert!(out.starts_with("pushed "), "{out}");
+    assert!(
+        a.sync_ok(&["push"]).starts_with("pushed 0 entries"),
+        "a second push has nothing to send"
+    );
+    assert_complete(&server, &a, local);
+}
+
+#[test]
+fn server_killed_mid_push_then_restarted() {
+    let mut server = TestServer::start();
+    let a = Device::new();
+    let mut rng = Rng::new(0x5eed_0002);
+    let mut local = corpus(&a, &mut rng, 300);
+    a.init(&server, "alice", "laptop");
+    for round in 0..3 {
+        if round > 0 {
+            local += more(&a, round, 3);
+        }
+        let child = spawn_push(&a);
+        std::thread::sleep(Duration::from_millis(rng.range(20, 200)));
+        server.restart();
+        // The client retries through the restart and finishes.
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "push across a server restart: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(a.sync_ok(&["push"]).starts_with("pushed 0 entries"));
+    assert_complete(&server, &a, local);
+}
