@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub mod auth;
@@ -149,6 +150,14 @@ pub async fn serve(
     };
     tracing::info!(addr = %listener.local_addr()?, "listening");
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    // No Nagle: a streamed body (blob download) is written in small chunks,
+    // and the last one would wait for the client's delayed ACK (about 40 ms
+    // per blob on loopback).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
