@@ -181,12 +181,12 @@ pub(super) fn apply_journal(
     if device == ctx.account.device {
         return Ok(Vec::new());
     }
-    let last = ctx.state.pulled_journals.get(device).copied().unwrap_or(0);
+    let last = applied(ctx, device)?;
     lines.retain(|l| l.seq > last);
     lines.sort_by_key(|l| l.seq);
-    let Some(max) = lines.last().map(|l| l.seq) else {
+    if lines.is_empty() {
         return Ok(Vec::new());
-    };
+    }
     // `device` passed `check_device` when the segment was opened: it is a
     // single path component that cannot climb out of `devices/`.
     let dir = ctx.home.checkpoints_dir().join("devices").join(device);
@@ -207,22 +207,46 @@ pub(super) fn apply_journal(
     f.write_all(&buf)
         .and_then(|()| f.sync_all())
         .ctx(|| format!("cannot write {}", path.display()))?;
-    ctx.state.pulled_journals.insert(device.to_owned(), max);
     Ok(blobs)
 }
 
 /// The blobs named by those of `device`'s lines that [`apply_journal`]
 /// would append.
-pub(super) fn journal_blobs(ctx: &SyncContext, device: &str, lines: &[JournalLine]) -> Vec<String> {
+pub(super) fn journal_blobs(
+    ctx: &SyncContext,
+    device: &str,
+    lines: &[JournalLine],
+) -> Result<Vec<String>, SyncError> {
     if device == ctx.account.device {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let last = ctx.state.pulled_journals.get(device).copied().unwrap_or(0);
-    lines
+    let last = applied(ctx, device)?;
+    Ok(lines
         .iter()
         .filter(|l| l.seq > last)
         .filter_map(|l| blob_of(&l.line))
-        .collect()
+        .collect())
+}
+
+/// How many of `device`'s lines are here: its journal is appended in seq
+/// order from 1, so the line count is the last seq applied. Counting instead
+/// of remembering means a pull interrupted after appending never appends the
+/// same lines twice.
+fn applied(ctx: &SyncContext, device: &str) -> Result<u64, SyncError> {
+    let path = ctx
+        .home
+        .checkpoints_dir()
+        .join("devices")
+        .join(device)
+        .join("journal.jsonl");
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(SyncError::Io {
+            context: format!("cannot read {}", path.display()),
+            source: e,
+        }),
+    }
 }
 
 /// Downloads, verifies and stores blobs that are not here yet.

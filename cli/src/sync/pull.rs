@@ -67,13 +67,12 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
         // Blobs the page's journals name are fetched and verified before
         // anything is written: a blob that fails its hash leaves the home as
         // it was. (A blob landing before its journal line is the safe order.)
-        let named: Vec<String> = opened
-            .iter()
-            .flat_map(|(_, seg)| match seg {
-                OpenedSegment::Journal { device, lines } => journal_blobs(ctx, device, lines),
-                OpenedSegment::Entries { .. } => Vec::new(),
-            })
-            .collect();
+        let mut named = Vec::new();
+        for (_, seg) in &opened {
+            if let OpenedSegment::Journal { device, lines } = seg {
+                named.extend(journal_blobs(ctx, device, lines)?);
+            }
+        }
         report.blobs += fetch_blobs(ctx, &named)?;
         let mut applied_to = ctx.state.cursor;
         'records: for (seq, seg) in opened {

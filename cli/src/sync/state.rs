@@ -75,9 +75,6 @@ pub struct SyncState {
     pub skip: BTreeMap<String, BTreeSet<String>>,
     #[serde(default)]
     pub journal: JournalState,
-    /// Highest journal seq applied per other device.
-    #[serde(default)]
-    pub pulled_journals: BTreeMap<String, u64>,
 }
 
 /// Paths of the sync folder.
