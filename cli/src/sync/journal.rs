@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
@@ -195,6 +196,7 @@ pub(super) fn apply_journal(
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&path)
         .ctx(|| format!("cannot open {}", path.display()))?;
     let mut buf = Vec::new();
