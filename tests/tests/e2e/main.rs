@@ -2,6 +2,7 @@
 //! drives the real `evi` binary against its own throwaway eVi home.
 
 mod common;
+mod convergence;
 mod handoff;
 mod sessions;
 mod sync;
