@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::ops::ControlFlow;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use serde::Deserialize;

@@ -14,21 +14,15 @@ fn bin_dir() -> &'static Path {
             .and_then(Path::parent)
             .expect("test executable lives in target/<profile>/deps")
             .to_owned();
-        // `cargo test` builds the binaries only of packages with integration
-        // tests of their own; build both once so this binary never runs stale
-        // ones. A no-op when they are fresh.
+        // Make sure both binaries exist and are fresh. `cargo test
+        // --workspace` builds them (each package has integration tests), and
+        // asking again with the very same selection, so the very same feature
+        // resolution, is a no-op then; after `cargo test -p evi-tests` alone
+        // it builds what is missing instead of running stale binaries.
         let release = dir.file_name().is_some_and(|n| n == "release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut build = Command::new(cargo);
-        build.args([
-            "build",
-            "--quiet",
-            "-p",
-            "evi",
-            "-p",
-            "evi-server",
-            "--bins",
-        ]);
+        build.args(["test", "--workspace", "--no-run", "--quiet"]);
         if release {
             build.arg("--release");
         }
