@@ -44,6 +44,12 @@ pub struct PushReport {
 
 pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport, SyncError> {
     let caps = ctx.client.capabilities()?;
+    // Refuse to push under a key the account was not set up with (and learn
+    // early that a token was revoked).
+    match ctx.client.key_check()? {
+        Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
+        _ => {}
+    }
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
     let mut up = Uploader::new(caps.max_batch_bytes);

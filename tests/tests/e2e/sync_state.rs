@@ -121,3 +121,108 @@ fn status_reports_what_is_pending_each_way() {
     assert!(text.contains("device:    desktop\n"), "{text}");
     assert!(text.contains("to pull:   0 records\n"), "{text}");
 }
+
+#[test]
+fn login_with_another_key_is_refused_and_leaves_no_device() {
+    let server = TestServer::start();
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    // A device with a key of its own (made by `init` against another account).
+    let stranger = Device::new();
+    stranger.init(&server, "sam", "box");
+    std::fs::remove_file(stranger.home().join("sync/state.json")).unwrap();
+    let r = stranger.sync(&[
+        "sync",
+        "login",
+        "--server",
+        &server.url,
+        "--user",
+        "pat",
+        "--device",
+        "intruder",
+    ]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: this device's key does not match the account's: it was not made from the same identity\n\
+         hint: import the identity of your first device: there `evi sync key export -o key.age`, \
+         here `evi sync key import key.age`\n"
+    );
+    let devices = a.sync(&["sync", "devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&devices.stdout).unwrap();
+    let names: Vec<&str> = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["laptop"], "the refused device's token was revoked");
+
+    // A device whose key was swapped under it refuses to push.
+    std::fs::copy(
+        stranger.home().join("sync/identity.txt"),
+        a.home().join("sync/identity.txt"),
+    )
+    .unwrap();
+    a.write(
+        "2026-06-08",
+        "S1",
+        b"{\"role\":\"user\",\"content\":\"x\"}\n",
+    );
+    let r = a.sync(&["sync", "push"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .starts_with("error: this device's key does not match"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_revoked_device_can_no_longer_sync() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let b = Device::new();
+    a.init(&server, "pat", "laptop");
+    b.join(&a, &server, "pat", "desktop");
+    let list = a.sync(&["sync", "devices"]);
+    assert_eq!(list.code, 0);
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", list.stdout);
+    assert!(lines[0].starts_with("  NAME "), "{}", list.stdout);
+    assert!(
+        lines.iter().any(|l| l.starts_with("* laptop ")),
+        "{}",
+        list.stdout
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  desktop ")),
+        "{}",
+        list.stdout
+    );
+
+    let r = a.sync(&["sync", "revoke", "desktop"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("revoked desktop ("), "{}", r.stdout);
+    let r = b.sync(&["sync", "push"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("error: server refused (401)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.ends_with(
+            "hint: this device's token is no longer valid (revoked?): run `evi sync login` again\n"
+        ),
+        "{}",
+        r.stderr
+    );
+    let r = a.sync(&["sync", "revoke", "nosuch"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: no device named \"nosuch\"\nhint: `evi sync devices` lists them\n"
+    );
+}
