@@ -333,6 +333,11 @@ pub struct Record {
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
     pub ciphertext: Base64Bytes,
+    /// Id of the device that pushed it (absent for records stored by older
+    /// servers). A device passes over its own records when it pulls; a server
+    /// that lies here can only withhold records, which it always could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// `GET /api/v1/records?after=SEQ&limit=N`: a page of records in seq order.

@@ -49,6 +49,10 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
         // Verify the whole page before writing anything.
         let mut opened = Vec::with_capacity(page.records.len());
         for r in &page.records {
+            // What this device pushed is here already.
+            if r.device.as_deref() == Some(ctx.account.device_id.as_str()) {
+                continue;
+            }
             let kind = SegmentKind::from_str(&r.kind).map_err(|e| SyncError::Segment {
                 seq: r.seq,
                 source: e,
@@ -127,6 +131,10 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
         }
         for a in appenders.values_mut() {
             record_appends(ctx, a)?;
+        }
+        if report.deferred.is_none() {
+            // Past this device's own records at the end of the page too.
+            applied_to = applied_to.max(page.next_after);
         }
         ctx.state.cursor = applied_to;
         ctx.save_state()?;

@@ -47,6 +47,7 @@ pub async fn push(
             ));
         }
         records.push(NewRecord {
+            device_id: auth.device_id.clone(),
             stream: s.stream,
             kind: s.kind,
             entry_ids: s.entry_ids,
@@ -98,6 +99,7 @@ pub async fn pull(
                 kind: r.kind,
                 entry_ids: r.entry_ids,
                 ciphertext: r.ciphertext.into(),
+                device: r.device_id,
             })
             .collect(),
         next_after,

@@ -60,6 +60,8 @@ pub struct DeviceRow {
 /// A segment to store, ids already validated.
 #[derive(Debug, Clone)]
 pub struct NewRecord {
+    /// The device that pushed it.
+    pub device_id: String,
     pub stream: KeyedId,
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
@@ -80,6 +82,7 @@ pub struct StoredRecord {
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
     pub ciphertext: Vec<u8>,
+    pub device_id: Option<String>,
 }
 
 #[derive(Debug, Clone)]

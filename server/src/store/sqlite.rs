@@ -15,7 +15,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::*;
 
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/sqlite/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/sqlite/0001_init.sql"),
+    include_str!("../../migrations/sqlite/0002_record_device.sql"),
+];
 const READERS: usize = 4;
 
 impl From<rusqlite::Error> for StoreError {
@@ -348,8 +351,8 @@ impl Store for SqliteStore {
                     "SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2",
                 )?;
                 let mut ins_rec = tx.prepare_cached(
-                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at, device_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
                 let mut ins_entry = tx.prepare_cached(
                     "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
@@ -375,7 +378,8 @@ impl Store for SqliteStore {
                         r.kind,
                         join_ids(&r.entry_ids),
                         r.ciphertext,
-                        now
+                        now,
+                        r.device_id
                     ])?;
                     for k in &keys {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;
@@ -417,7 +421,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Page> {
         self.read(move |c| {
             let mut st = c.prepare_cached(
-                "SELECT seq, stream, kind, entry_ids, ciphertext FROM records
+                "SELECT seq, stream, kind, entry_ids, ciphertext, device_id FROM records
                  WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
             )?;
             let mut rows = st.query(params![user, after as i64, limit as i64 + 1])?;
@@ -440,6 +444,7 @@ impl Store for SqliteStore {
                     kind: r.get(2)?,
                     entry_ids: split_ids(&r.get::<_, String>(3)?)?,
                     ciphertext: ct,
+                    device_id: r.get(5)?,
                 });
             }
             Ok(Page { records, more })

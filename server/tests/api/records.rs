@@ -49,9 +49,13 @@ async fn a_retried_batch_adds_nothing() {
     let (all, _) = a.pull_all(None).await;
     let seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
+    // Stored as sent, with the seq and the pushing device added.
+    let (_, devices) = a.get("/api/v1/devices").await;
+    let device = devices["devices"][0]["id"].clone();
     assert_eq!(all[0], {
         let mut r = segment(1, 0, 20);
         r["seq"] = json!(1);
+        r["device"] = device;
         r
     });
 }

@@ -115,7 +115,24 @@ fn status_reports_what_is_pending_each_way() {
     assert_eq!(v["local_changed_files"], 0);
     assert!(v["last_push"].is_string());
     assert_eq!(records_to_pull(&b), 2, "two records wait for B");
-    assert_eq!(b.sync(&["sync", "pull"]).code, 0);
+    // A passes over its own records without downloading them again.
+    let own = a.sync(&["sync", "pull", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&own.stdout).unwrap();
+    assert_eq!(
+        (v["records"].as_u64(), v["entries"].as_u64()),
+        (Some(0), Some(0)),
+        "{}",
+        own.stdout
+    );
+    assert_eq!(records_to_pull(&a), 0);
+    let r = b.sync(&["sync", "pull", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["records"].as_u64(), v["entries"].as_u64()),
+        (Some(2), Some(2)),
+        "{}",
+        r.stdout
+    );
     assert_eq!(records_to_pull(&b), 0);
     let text = b.sync(&["sync", "status"]).stdout;
     assert!(text.contains("device:    desktop\n"), "{text}");
