@@ -1,5 +1,10 @@
+use std::io::{Read, Write};
+use std::iter;
+
 use super::*;
 use crate::sync::TEST_IDENTITY;
+use crate::sync::identity::Identity;
+use crate::sync::keys::SyncKeys;
 
 fn fixture() -> (SyncKeys, Identity) {
     let id = Identity::from_secret_str(TEST_IDENTITY).unwrap();

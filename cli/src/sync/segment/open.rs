@@ -1,0 +1,360 @@
+//! Opening: decryption, the decompression limits, and parsing and checking
+//! the plaintext (the format is in the parent module's docs).
+
+use std::collections::HashSet;
+use std::io::{self, BufRead, BufReader, Read};
+use std::iter;
+
+use evi_shared::{Day, KeyedId, SessionId};
+use hmac::Mac;
+
+use super::seal::{check_device, mac_prefix, mac_suffix};
+use super::{
+    BUF, Entry, FORMAT_VERSION, JournalLine, MAGIC, MAX_PLAINTEXT_BYTES, MAX_WINDOW_LOG,
+    OpenedSegment, SegmentError, SegmentKind,
+};
+use crate::sync::identity::Identity;
+use crate::sync::keys::{HmacSha256, SyncKeys};
+
+#[derive(Debug)]
+pub(super) struct TooLargeMarker;
+impl std::fmt::Display for TooLargeMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("plaintext size limit exceeded")
+    }
+}
+impl std::error::Error for TooLargeMarker {}
+
+#[derive(Debug)]
+struct MalformedMarker(String);
+impl std::fmt::Display for MalformedMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for MalformedMarker {}
+
+#[derive(Debug)]
+struct AgeStreamError(String);
+impl std::fmt::Display for AgeStreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for AgeStreamError {}
+
+pub(super) fn is_marked<T: std::error::Error + 'static>(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<T>())
+}
+
+/// Tags errors of the age payload stream so they are told apart from zstd's.
+struct AgeTagged<R>(R);
+impl<R: Read> Read for AgeTagged<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0
+            .read(buf)
+            .map_err(|e| io::Error::other(AgeStreamError(e.to_string())))
+    }
+}
+
+/// Passes at most `MAX_PLAINTEXT_BYTES`, then fails if more follows.
+struct Limited<R> {
+    inner: R,
+    left: u64,
+}
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::other(TooLargeMarker)),
+            };
+        }
+        let max = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads the plaintext, MAC-ing exactly the body bytes.
+struct Parser<R> {
+    r: R,
+    mac: HmacSha256,
+    body_len: u64,
+}
+
+impl<R: BufRead> Parser<R> {
+    fn raw_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        self.r.read_exact(buf)
+    }
+    fn exact<const N: usize>(&mut self) -> io::Result<[u8; N]> {
+        let mut b = [0u8; N];
+        self.r.read_exact(&mut b)?;
+        self.mac.update(&b);
+        self.body_len += N as u64;
+        Ok(b)
+    }
+    fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.exact::<1>()?[0])
+    }
+    fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_be_bytes(self.exact()?))
+    }
+    fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_be_bytes(self.exact()?))
+    }
+    fn lp(&mut self) -> io::Result<Vec<u8>> {
+        let n = self.u32()? as u64;
+        // Grows as data arrives past 64 KiB: a forged length cannot force a
+        // huge allocation.
+        let mut v = Vec::with_capacity(n.min(BUF as u64) as usize);
+        (&mut self.r).take(n).read_to_end(&mut v)?;
+        if v.len() as u64 != n {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.mac.update(&v);
+        self.body_len += n;
+        Ok(v)
+    }
+}
+
+struct RawOwnedEntry {
+    id: Vec<u8>,
+    parent: Option<Vec<u8>>,
+    day: [u8; 10],
+    line: Vec<u8>,
+}
+
+enum RawBody {
+    Entries {
+        session: Vec<u8>,
+        entries: Vec<RawOwnedEntry>,
+    },
+    Journal {
+        device: Vec<u8>,
+        lines: Vec<JournalLine>,
+    },
+}
+
+fn parse_body<R: BufRead>(p: &mut Parser<R>, kind: SegmentKind) -> io::Result<RawBody> {
+    let malformed = |m: &str| io::Error::other(MalformedMarker(m.to_owned()));
+    match kind {
+        SegmentKind::Entries => {
+            let session = p.lp()?;
+            let count = p.u32()?;
+            let mut entries = Vec::with_capacity(count.min(4096) as usize);
+            for _ in 0..count {
+                let id = p.lp()?;
+                let parent = match p.u8()? {
+                    0 => None,
+                    1 => Some(p.lp()?),
+                    _ => return Err(malformed("bad parent flag")),
+                };
+                let day = p.exact::<10>()?;
+                let line = p.lp()?;
+                entries.push(RawOwnedEntry {
+                    id,
+                    parent,
+                    day,
+                    line,
+                });
+            }
+            Ok(RawBody::Entries { session, entries })
+        }
+        SegmentKind::Journal => {
+            let device = p.lp()?;
+            let count = p.u32()?;
+            let mut lines = Vec::with_capacity(count.min(4096) as usize);
+            for _ in 0..count {
+                let seq = p.u64()?;
+                let line = p.lp()?;
+                lines.push(JournalLine { seq, line });
+            }
+            Ok(RawBody::Journal { device, lines })
+        }
+    }
+}
+
+fn read_err(e: io::Error) -> SegmentError {
+    if is_marked::<AgeStreamError>(&e) {
+        SegmentError::Decrypt(e.to_string())
+    } else if is_marked::<TooLargeMarker>(&e) {
+        SegmentError::TooLarge {
+            limit: MAX_PLAINTEXT_BYTES,
+        }
+    } else if e.kind() == io::ErrorKind::UnexpectedEof {
+        SegmentError::Malformed("plaintext ends early".into())
+    } else if is_marked::<MalformedMarker>(&e) {
+        SegmentError::Malformed(e.to_string())
+    } else {
+        SegmentError::Decompress(e.to_string())
+    }
+}
+
+/// Opens a segment stored under `stream`, `kind` and `entry_ids`, checking
+/// everything listed in the module docs before returning any content.
+pub fn open(
+    keys: &SyncKeys,
+    identity: &Identity,
+    stream: &KeyedId,
+    kind: SegmentKind,
+    entry_ids: &[KeyedId],
+    ciphertext: &[u8],
+) -> Result<OpenedSegment, SegmentError> {
+    let dec = age::Decryptor::new_buffered(ciphertext)
+        .map_err(|e| SegmentError::Decrypt(e.to_string()))?;
+    let payload = dec
+        .decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
+        .map_err(|e| SegmentError::Decrypt(e.to_string()))?;
+    let mut zr = zstd::stream::read::Decoder::new(AgeTagged(payload))
+        .map_err(|e| SegmentError::Decompress(e.to_string()))?;
+    zr.window_log_max(MAX_WINDOW_LOG)
+        .map_err(|e| SegmentError::Decompress(e.to_string()))?;
+    let limited = Limited {
+        inner: zr,
+        left: MAX_PLAINTEXT_BYTES,
+    };
+    let mut p = Parser {
+        r: BufReader::with_capacity(BUF, limited),
+        mac: keys.segment_mac(),
+        body_len: 0,
+    };
+    open_plaintext(keys, &mut p, stream, kind, entry_ids)
+}
+
+fn open_plaintext<R: BufRead>(
+    keys: &SyncKeys,
+    p: &mut Parser<R>,
+    stream: &KeyedId,
+    outer_kind: SegmentKind,
+    entry_ids: &[KeyedId],
+) -> Result<OpenedSegment, SegmentError> {
+    let mut head = [0u8; 8];
+    p.raw_exact(&mut head).map_err(read_err)?;
+    if &head[..6] != MAGIC {
+        return Err(SegmentError::Malformed(
+            "not an evi segment (bad magic)".into(),
+        ));
+    }
+    if head[6] != FORMAT_VERSION {
+        return Err(SegmentError::Version(head[6]));
+    }
+    let inner_kind = SegmentKind::from_code(head[7])
+        .ok_or_else(|| SegmentError::Malformed(format!("unknown kind code {}", head[7])))?;
+    mac_prefix(&mut p.mac, inner_kind);
+    let body = parse_body(p, inner_kind).map_err(read_err)?;
+    let mut tag = [0u8; 32];
+    p.raw_exact(&mut tag).map_err(read_err)?;
+    let mut probe = [0u8; 1];
+    match p.r.read(&mut probe).map_err(read_err)? {
+        0 => {}
+        _ => return Err(SegmentError::Malformed("data after the MAC".into())),
+    }
+
+    // Ids as the sealer computed them, from the inner content.
+    let (inner_stream, inner_ids) = match &body {
+        RawBody::Entries { session, entries } => (
+            keys.keyed_raw(&[b"session", session]),
+            entries
+                .iter()
+                .map(|e| keys.keyed_raw(&[b"entry", session, &e.id]))
+                .collect::<Vec<_>>(),
+        ),
+        RawBody::Journal { device, lines } => (
+            keys.keyed_raw(&[b"journal-stream", device]),
+            lines
+                .iter()
+                .map(|l| keys.keyed_raw(&[b"journal-entry", device, &l.seq.to_be_bytes()]))
+                .collect(),
+        ),
+    };
+    let mut mac = p.mac.clone();
+    mac_suffix(&mut mac, p.body_len, &inner_stream, &inner_ids);
+    mac.verify_slice(&tag).map_err(|_| SegmentError::Mac)?;
+
+    // Authentic; now: was it served under the ids it was sealed for?
+    if inner_kind != outer_kind {
+        return Err(SegmentError::KindMismatch {
+            outer: outer_kind,
+            inner: inner_kind,
+        });
+    }
+    if &inner_stream != stream {
+        return Err(SegmentError::StreamMismatch {
+            outer: stream.clone(),
+            inner: inner_stream,
+        });
+    }
+    if let Some(index) =
+        (0..inner_ids.len().max(entry_ids.len())).find(|&i| inner_ids.get(i) != entry_ids.get(i))
+    {
+        return Err(SegmentError::EntryIdsMismatch { index });
+    }
+
+    // Well-formedness of everything that will name a file or be written.
+    let utf8 = |b: Vec<u8>, what: &str| {
+        String::from_utf8(b).map_err(|_| SegmentError::Malformed(format!("{what} is not UTF-8")))
+    };
+    match body {
+        RawBody::Entries { session, entries } => {
+            let session = String::from_utf8_lossy(&session)
+                .parse::<SessionId>()
+                .map_err(SegmentError::BadSessionId)?;
+            if entries.is_empty() {
+                return Err(SegmentError::Malformed("no entries".into()));
+            }
+            let mut seen = HashSet::with_capacity(entries.len());
+            let mut out = Vec::with_capacity(entries.len());
+            for e in entries {
+                let day = std::str::from_utf8(&e.day)
+                    .map_err(|_| SegmentError::Malformed("day is not UTF-8".into()))?
+                    .parse::<Day>()
+                    .map_err(SegmentError::BadDay)?;
+                let id = utf8(e.id, "entry id")?;
+                if !seen.insert(id.clone()) {
+                    return Err(SegmentError::Duplicate(id));
+                }
+                if e.line.contains(&b'\n') {
+                    return Err(SegmentError::NewlineInLine(id));
+                }
+                let parent = e.parent.map(|p| utf8(p, "parent id")).transpose()?;
+                out.push(Entry {
+                    id,
+                    parent,
+                    day,
+                    line: e.line,
+                });
+            }
+            Ok(OpenedSegment::Entries {
+                session,
+                entries: out,
+            })
+        }
+        RawBody::Journal { device, lines } => {
+            let device = String::from_utf8(device).map_err(|e| {
+                SegmentError::BadDevice(String::from_utf8_lossy(e.as_bytes()).into())
+            })?;
+            check_device(&device)?;
+            if lines.is_empty() {
+                return Err(SegmentError::Malformed("no journal lines".into()));
+            }
+            let mut seen = HashSet::with_capacity(lines.len());
+            for l in &lines {
+                if !seen.insert(l.seq) {
+                    return Err(SegmentError::Duplicate(l.seq.to_string()));
+                }
+                if l.line.contains(&b'\n') {
+                    return Err(SegmentError::NewlineInLine(l.seq.to_string()));
+                }
+            }
+            Ok(OpenedSegment::Journal { device, lines })
+        }
+    }
+}
