@@ -39,22 +39,15 @@ struct Client {
 impl Client {
     async fn register(base: &str, user: String) -> Self {
         let http = reqwest::Client::new();
-        let r: AuthResponse = http
-            .post(format!("{base}/api/v1/register"))
-            .json(&RegisterRequest {
+        let r: AuthResponse = fetch_json(http.post(format!("{base}/api/v1/register")).json(
+            &RegisterRequest {
                 user,
                 password: "bench password".into(),
                 device: "bench".into(),
                 invite: None,
-            })
-            .send()
-            .await
-            .unwrap()
-            .error_for_status()
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            },
+        ))
+        .await;
         Self {
             http,
             base: base.to_owned(),
@@ -63,35 +56,24 @@ impl Client {
     }
 
     async fn push(&self, req: &PushRequest) -> PushResponse {
-        self.http
-            .post(format!("{}/api/v1/records", self.base))
-            .bearer_auth(&self.token)
-            .json(req)
-            .send()
-            .await
-            .unwrap()
-            .error_for_status()
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        fetch_json(
+            self.http
+                .post(format!("{}/api/v1/records", self.base))
+                .bearer_auth(&self.token)
+                .json(req),
+        )
+        .await
     }
 
     async fn pull_all(&self) -> (usize, usize) {
         let (mut after, mut n, mut bytes) = (0, 0, 0);
         loop {
-            let p: PullResponse = self
-                .http
-                .get(format!("{}/api/v1/records?after={after}", self.base))
-                .bearer_auth(&self.token)
-                .send()
-                .await
-                .unwrap()
-                .error_for_status()
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let p: PullResponse = fetch_json(
+                self.http
+                    .get(format!("{}/api/v1/records?after={after}", self.base))
+                    .bearer_auth(&self.token),
+            )
+            .await;
             n += p.records.len();
             bytes += p
                 .records
@@ -120,6 +102,18 @@ impl Client {
             .unwrap();
         t.elapsed().as_secs_f64() * 1000.0
     }
+}
+
+/// Sends `rb`, insisting on success, and parses the JSON answer.
+async fn fetch_json<T: serde::de::DeserializeOwned>(rb: reqwest::RequestBuilder) -> T {
+    rb.send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// Times status calls until `stop`; returns (p50, p99, count).

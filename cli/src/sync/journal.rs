@@ -83,11 +83,7 @@ pub(super) fn push_journal(
         });
         if bytes >= budget {
             let mid = JournalState {
-                file: super::state::FileState {
-                    size: 0,
-                    mtime_ns: 0,
-                    ..js.file.clone()
-                },
+                file: js.file.mid_file(),
                 ..js.clone()
             };
             if let Err(e) = send_lines(ctx, up, report, &device, &mut lines, mid) {

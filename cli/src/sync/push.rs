@@ -280,15 +280,9 @@ fn push_session(
             let placed = chain.place(raw, head.ids);
             let skipped = skip.remove(&placed.id);
             if !skipped && !g.entries.is_empty() && g.bytes + raw.len() > budget {
-                // Seal what came before this line. Mid-file marks carry no
-                // stat, so the next push resumes there instead of taking the
-                // file as done.
-                let mid = FileState {
-                    size: 0,
-                    mtime_ns: 0,
-                    ..fs.clone()
-                };
-                if let Err(e) = g.seal_into(ctx, up, report, Some(Mark::File(rel.clone(), mid))) {
+                // Seal what came before this line.
+                let mid = Mark::File(rel.clone(), fs.mid_file());
+                if let Err(e) = g.seal_into(ctx, up, report, Some(mid)) {
                     failure = Some(e);
                     return ControlFlow::Break(());
                 }

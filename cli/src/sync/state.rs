@@ -48,6 +48,18 @@ pub struct FileState {
     pub chain_after: Option<String>,
 }
 
+impl FileState {
+    /// This state recorded part-way through a file: it carries no stat, so
+    /// the next push never takes the file as done and resumes at `offset`.
+    pub fn mid_file(&self) -> Self {
+        Self {
+            size: 0,
+            mtime_ns: 0,
+            ..self.clone()
+        }
+    }
+}
+
 /// How far the checkpoint journal was pushed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct JournalState {

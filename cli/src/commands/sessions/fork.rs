@@ -12,7 +12,7 @@ use evi_shared::SessionId;
 
 use super::{Ctx, load_tree};
 use crate::command_error::{CommandResult, user_error};
-use crate::fsutil::write_new_file;
+use crate::fsutil::{persist_new, temp_beside};
 
 #[derive(Debug, Args)]
 pub struct ForkArgs {
@@ -37,21 +37,29 @@ pub fn cmd_sessions_fork(ctx: &Ctx, args: ForkArgs) -> CommandResult {
         })?,
     };
     let path = tree.path_to(end);
-    let mut body = Vec::new();
-    let mut fetch = tree.fetcher();
-    for &i in &path {
-        body.extend_from_slice(&fetch.fetch(tree.entries[i].at)?);
-        body.push(b'\n');
-    }
     let new_id: SessionId = ulid::Ulid::new()
         .to_string()
         .parse()
         .expect("a ULID is a valid session id");
     let day = Local::now().format("%Y-%m-%d").to_string();
-    let dir = ctx.home.transcripts_dir().join(&day);
-    let file = dir.join(format!("{new_id}.jsonl"));
-    write_new_file(&file, &body)
-        .map_err(|e| user_error(format!("cannot write {}: {e}", file.display())))?;
+    let file = ctx
+        .home
+        .transcripts_dir()
+        .join(&day)
+        .join(format!("{new_id}.jsonl"));
+    let cannot = |e: std::io::Error| user_error(format!("cannot write {}: {e}", file.display()));
+    // Streamed line by line: a fork of a huge session needs no memory for it.
+    let mut tmp = temp_beside(&file).map_err(cannot)?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        let mut fetch = tree.fetcher();
+        for &i in &path {
+            w.write_all(&fetch.fetch(tree.entries[i].at)?)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+    }
+    persist_new(tmp, &file).map_err(cannot)?;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

@@ -90,22 +90,23 @@ pub fn load_tree(ctx: &Ctx, prefix: &str) -> Result<SessionTree, CommandError> {
         .map_err(|e| user_error(format!("cannot read session {id}: {e}")))
 }
 
-/// Local date and minute of an epoch-millisecond time.
-pub fn fmt_minute(ms: i64) -> String {
+/// An epoch-millisecond time in local time, as `pattern` (strftime).
+fn fmt_local(ms: i64, pattern: &str) -> String {
     Local
         .timestamp_millis_opt(ms)
         .single()
-        .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+        .map(|t| t.format(pattern).to_string())
         .unwrap_or_else(|| "?".into())
+}
+
+/// Local date and minute.
+pub fn fmt_minute(ms: i64) -> String {
+    fmt_local(ms, "%Y-%m-%d %H:%M")
 }
 
 /// Local date and second.
 pub fn fmt_second(ms: i64) -> String {
-    Local
-        .timestamp_millis_opt(ms)
-        .single()
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_else(|| "?".into())
+    fmt_local(ms, "%Y-%m-%d %H:%M:%S")
 }
 
 /// RFC 3339 in UTC, for JSON output.
@@ -116,12 +117,22 @@ pub fn fmt_rfc3339(ms: i64) -> Option<String> {
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
-/// The shortest prefix of `id` (at least 8 characters) no other session shares.
+/// The shortest prefix of `id` (at least 8 characters) no other session
+/// shares. Ids are sorted, so only the two neighbours can share the longest
+/// prefix with it.
 pub fn short_id(catalog: &Catalog, id: &SessionId) -> String {
+    use std::ops::Bound::{Excluded, Unbounded};
     let s = id.as_str();
-    let mut n = 8.min(s.len());
-    while n < s.len() && catalog.matching(&s[..n]).len() > 1 {
-        n += 1;
-    }
+    let common = |other: Option<(&SessionId, _)>| {
+        other.map_or(0, |(o, _)| {
+            s.bytes()
+                .zip(o.as_str().bytes())
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
+    };
+    let before = common(catalog.sessions.range(..id).next_back());
+    let after = common(catalog.sessions.range((Excluded(id), Unbounded)).next());
+    let n = (before.max(after) + 1).max(8).min(s.len());
     s[..n].to_owned()
 }

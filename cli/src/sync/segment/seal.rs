@@ -36,6 +36,17 @@ pub(crate) struct RawEntry<'a> {
     pub line: &'a [u8],
 }
 
+impl<'a> From<&'a Entry> for RawEntry<'a> {
+    fn from(e: &'a Entry) -> Self {
+        Self {
+            id: e.id.as_bytes(),
+            parent: e.parent.as_deref().map(str::as_bytes),
+            day: e.day.as_str().as_bytes(),
+            line: &e.line,
+        }
+    }
+}
+
 impl BodyRef<'_> {
     fn kind(&self) -> SegmentKind {
         match self {
@@ -240,15 +251,7 @@ pub fn seal(
     }
     let body = BodyRef::Entries {
         session: session.as_str().as_bytes(),
-        entries: entries
-            .iter()
-            .map(|e| RawEntry {
-                id: e.id.as_bytes(),
-                parent: e.parent.as_deref().map(str::as_bytes),
-                day: e.day.as_str().as_bytes(),
-                line: &e.line,
-            })
-            .collect(),
+        entries: entries.iter().map(RawEntry::from).collect(),
     };
     seal_body(keys, identity, &body)
 }

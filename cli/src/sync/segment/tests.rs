@@ -120,15 +120,7 @@ fn ciphertext_is_a_standard_age_file_of_zstd_plaintext() {
     let sample = sample_entries();
     let body = BodyRef::Entries {
         session: b"sess-1",
-        entries: sample
-            .iter()
-            .map(|e| RawEntry {
-                id: e.id.as_bytes(),
-                parent: e.parent.as_deref().map(str::as_bytes),
-                day: e.day.as_str().as_bytes(),
-                line: &e.line,
-            })
-            .collect::<Vec<_>>(),
+        entries: sample.iter().map(RawEntry::from).collect::<Vec<_>>(),
     };
     let (expected, _) = write_plaintext(&k, &body, &s.stream, &s.entry_ids, Vec::new()).unwrap();
     assert_eq!(plain, expected);
