@@ -209,6 +209,12 @@ pub struct AuthResponse {
     pub token: String,
     pub device_id: String,
     pub user: String,
+    /// The name the server gave the device, which may differ from the one
+    /// asked for: a name another live device of the account already has
+    /// becomes `NAME-2` (or `NAME-3`, …). Empty from servers older than this
+    /// field.
+    #[serde(default)]
+    pub device_name: String,
 }
 
 impl fmt::Debug for AuthResponse {
@@ -216,6 +222,7 @@ impl fmt::Debug for AuthResponse {
         f.debug_struct("AuthResponse")
             .field("device_id", &self.device_id)
             .field("user", &self.user)
+            .field("device_name", &self.device_name)
             .finish_non_exhaustive()
     }
 }
@@ -439,8 +446,11 @@ mod tests {
             token: "tok123".into(),
             device_id: "d".into(),
             user: "u".into(),
+            device_name: "laptop-2".into(),
         };
-        assert!(!format!("{a:?}").contains("tok123"));
+        let shown = format!("{a:?}");
+        assert!(!shown.contains("tok123"));
+        assert!(shown.contains("laptop-2"));
     }
 
     #[test]
@@ -448,6 +458,9 @@ mod tests {
         let r: RegisterRequest =
             serde_json::from_str(r#"{"user":"u","password":"p","device":"d"}"#).unwrap();
         assert_eq!(r.invite, None);
+        let old: AuthResponse =
+            serde_json::from_str(r#"{"token":"t","device_id":"d","user":"u"}"#).unwrap();
+        assert_eq!(old.device_name, "");
         let q: PullQuery = serde_json::from_str("{}").unwrap();
         assert_eq!(q.after, 0);
         let bad = format!(

@@ -101,6 +101,8 @@ pub async fn register(
     let hash = state.passwords.hash(req.password).await?;
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();
+    // A new account has no other device: the name stays as asked.
+    let device_name = device.name.clone();
     state
         .store
         .create_user(&req.user, hash, invite_hash, device)
@@ -110,11 +112,14 @@ pub async fn register(
         token,
         device_id,
         user: req.user,
+        device_name,
     }))
 }
 
 /// Adds a device to an existing account. A wrong user and a wrong password
-/// get the same answer in about the same time.
+/// get the same answer in about the same time. A device name another device
+/// of the account already has becomes `NAME-2` (`NAME-3`, …); the answer
+/// says which name the device got.
 #[utoipa::path(post, path = "/api/v1/login", tag = "accounts", request_body = LoginRequest,
     responses((status = 200, body = AuthResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub async fn login(
@@ -136,12 +141,13 @@ pub async fn login(
     };
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();
-    state.store.add_device(user_id, device).await?;
-    tracing::info!(user = %req.user, device = %device_id, "logged in");
+    let device_name = state.store.add_device(user_id, device).await?;
+    tracing::info!(user = %req.user, device = %device_id, name = %device_name, "logged in");
     Ok(Json(AuthResponse {
         token,
         device_id,
         user: req.user,
+        device_name,
     }))
 }
 

@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 use evi_shared::KeyedId;
+use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 pub mod sqlite;
 
@@ -100,10 +101,37 @@ pub struct Usage {
     pub bytes_used: u64,
 }
 
+/// The name a new device gets when the account's live devices already use
+/// the names for which `taken` is true: `asked` itself if free, else the
+/// first free `asked-2`, `asked-3`, …, the base shortened (on a character
+/// boundary) so the whole stays within [`DEVICE_NAME_MAX_LEN`]. Revoked
+/// devices are deleted, so their names are free again. Names compare
+/// exactly (`Laptop` and `laptop` are two names).
+pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(asked) {
+        return asked.to_owned();
+    }
+    // An account has finitely many devices, so some suffix is free.
+    (2u64..)
+        .map(|n| {
+            let suffix = format!("-{n}");
+            let mut end = asked
+                .len()
+                .min(DEVICE_NAME_MAX_LEN.saturating_sub(suffix.len()));
+            while !asked.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}{suffix}", &asked[..end])
+        })
+        .find(|candidate| !taken(candidate))
+        .expect("a free suffix exists")
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Creates a user and its first device; with `invite`, consumes that
-    /// invite in the same transaction.
+    /// Creates a user and its first device (under the name asked for: the
+    /// account has no other device yet); with `invite`, consumes that invite
+    /// in the same transaction.
     async fn create_user(
         &self,
         name: &str,
@@ -113,7 +141,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<UserId>;
     /// The user's id and password hash, if the user exists.
     async fn credentials(&self, name: &str) -> StoreResult<Option<(UserId, String)>>;
-    async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<()>;
+    /// Adds a device and returns the name it got: `device.name`, or the
+    /// first of `NAME-2`, `NAME-3`, … that no device of the account has
+    /// (see [`unique_device_name`]). Choosing the name and inserting the
+    /// device are one atomic step (one transaction under the user's write
+    /// lock), so two concurrent logins never get the same name.
+    async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<String>;
     async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>>;
     async fn touch_device(&self, device_id: &str, now: i64) -> StoreResult<()>;
     async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>>;
@@ -153,4 +186,56 @@ pub trait Store: Send + Sync + 'static {
     /// the caller's to delete).
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn among<'a>(names: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
+        move |n| names.contains(&n)
+    }
+
+    #[test]
+    fn a_free_name_is_kept_a_taken_one_gets_the_first_free_suffix() {
+        assert_eq!(unique_device_name("laptop", among(&["phone"])), "laptop");
+        assert_eq!(unique_device_name("laptop", among(&["laptop"])), "laptop-2");
+        assert_eq!(
+            unique_device_name("laptop", among(&["laptop", "laptop-2", "laptop-4"])),
+            "laptop-3"
+        );
+        // A gap left by a revoked device is filled first.
+        assert_eq!(
+            unique_device_name("laptop", among(&["laptop", "laptop-3"])),
+            "laptop-2"
+        );
+        assert_eq!(
+            unique_device_name("laptop-2", among(&["laptop-2"])),
+            "laptop-2-2"
+        );
+    }
+
+    #[test]
+    fn the_base_is_shortened_to_stay_within_the_limit() {
+        let long = "a".repeat(DEVICE_NAME_MAX_LEN);
+        let taken = [long.as_str()];
+        let got = unique_device_name(&long, among(&taken));
+        assert_eq!(got.len(), DEVICE_NAME_MAX_LEN);
+        assert!(got.ends_with("a-2"));
+        // Shortened on a character boundary: 'é' is two bytes.
+        let wide = "é".repeat(DEVICE_NAME_MAX_LEN / 2);
+        let taken = [wide.as_str()];
+        let got = unique_device_name(&wide, among(&taken));
+        assert!(got.len() <= DEVICE_NAME_MAX_LEN);
+        assert!(got.ends_with("é-2"));
+        // From ten on the suffix is longer and the base shorter: still unique.
+        let mut taken = vec![long.clone()];
+        for n in 2..=10 {
+            let refs: Vec<&str> = taken.iter().map(String::as_str).collect();
+            let got = unique_device_name(&long, among(&refs));
+            assert_eq!(got.len(), DEVICE_NAME_MAX_LEN);
+            assert!(got.ends_with(&format!("a-{n}")), "{got}");
+            taken.push(got);
+        }
+    }
 }

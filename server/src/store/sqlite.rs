@@ -138,13 +138,23 @@ impl SqliteStore {
     }
 }
 
-fn insert_device(c: &Connection, user: UserId, d: &NewDevice) -> rusqlite::Result<()> {
+/// Inserts the device under a name no other device of the account has (see
+/// [`unique_device_name`]) and returns it. Run inside an immediate
+/// transaction on the writer: nothing can add a device between the look and
+/// the insert.
+fn insert_unique_device(c: &Connection, user: UserId, mut d: NewDevice) -> StoreResult<String> {
+    let names = {
+        let mut st = c.prepare_cached("SELECT name FROM devices WHERE user_id = ?1")?;
+        st.query_map([user], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<std::collections::HashSet<_>>>()?
+    };
+    d.name = unique_device_name(&d.name, |n| names.contains(n));
     c.execute(
         "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
         params![d.id, user, d.name, &d.token_hash[..], d.now],
     )?;
-    Ok(())
+    Ok(d.name)
 }
 
 #[async_trait]
@@ -181,7 +191,7 @@ impl Store for SqliteStore {
                     return Err(StoreError::InvalidInvite);
                 }
             }
-            insert_device(&tx, user, &device)?;
+            insert_unique_device(&tx, user, device)?;
             tx.commit()?;
             Ok(user)
         })
@@ -201,9 +211,14 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<()> {
-        self.write(move |c| Ok(insert_device(c, user, &device)?))
-            .await
+    async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<String> {
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let name = insert_unique_device(&tx, user, device)?;
+            tx.commit()?;
+            Ok(name)
+        })
+        .await
     }
 
     async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>> {

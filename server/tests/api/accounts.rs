@@ -241,3 +241,99 @@ async fn login_is_rate_limited_per_user_and_per_address() {
         (StatusCode::TOO_MANY_REQUESTS, Some("rate_limited"))
     );
 }
+
+#[tokio::test]
+async fn a_device_name_already_in_use_gets_the_first_free_suffix() {
+    let srv = TestServer::start(&["--auth-rate-per-user", "100"]);
+    let anon = srv.anon();
+    let (st, v) = anon
+        .post(
+            "/api/v1/register",
+            json!({"user": "pat", "password": PASSWORD, "device": "laptop"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["device_name"], "laptop");
+    let first = anon.with_token(v["token"].as_str().unwrap());
+    let login = |user: &'static str, device: String| {
+        let anon = anon.clone();
+        async move {
+            let (st, v) = anon
+                .post(
+                    "/api/v1/login",
+                    json!({"user": user, "password": PASSWORD, "device": device}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            (
+                v["device_name"].as_str().unwrap().to_owned(),
+                v["device_id"].as_str().unwrap().to_owned(),
+            )
+        }
+    };
+    let names = |api: crate::common::Api| async move {
+        let (st, v) = api.get("/api/v1/devices").await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        let mut names: Vec<String> = v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+
+    let (second, second_id) = login("pat", "laptop".into()).await;
+    assert_eq!(second, "laptop-2");
+    assert_eq!(login("pat", "laptop".into()).await.0, "laptop-3");
+    assert_eq!(
+        names(first.clone()).await,
+        ["laptop", "laptop-2", "laptop-3"]
+    );
+
+    // A revoked device's name is free again.
+    let (st, _) = first
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/devices/{second_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::NO_CONTENT);
+    assert_eq!(login("pat", "laptop".into()).await.0, "laptop-2");
+    assert_eq!(
+        names(first.clone()).await,
+        ["laptop", "laptop-2", "laptop-3"]
+    );
+
+    // Concurrent logins under one name never share it.
+    let racing = tokio::join!(
+        login("pat", "desk".into()),
+        login("pat", "desk".into()),
+        login("pat", "desk".into()),
+        login("pat", "desk".into()),
+    );
+    let mut got = vec![racing.0.0, racing.1.0, racing.2.0, racing.3.0];
+    got.sort();
+    assert_eq!(got, ["desk", "desk-2", "desk-3", "desk-4"]);
+
+    // Names are per account.
+    let (st, v) = anon
+        .post(
+            "/api/v1/register",
+            json!({"user": "sam", "password": PASSWORD, "device": "laptop"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["device_name"].as_str()),
+        (StatusCode::OK, Some("laptop"))
+    );
+
+    // The longest name stays within the limit: its base is shortened.
+    let long = "a".repeat(evi_shared::limits::DEVICE_NAME_MAX_LEN);
+    assert_eq!(login("pat", long.clone()).await.0, long);
+    let (got, _) = login("pat", long.clone()).await;
+    assert_eq!(got.len(), long.len());
+    assert_eq!(got, format!("{}-2", &long[..long.len() - 2]));
+}

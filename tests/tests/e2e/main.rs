@@ -3,6 +3,7 @@
 
 mod common;
 mod convergence;
+mod device_names;
 mod handoff;
 mod sessions;
 mod sync;

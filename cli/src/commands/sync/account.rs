@@ -99,20 +99,50 @@ fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock), CommandError> {
     Ok((paths, lock))
 }
 
-/// Stores the token and the account: the device is set up.
-fn finish(paths: &SyncPaths, server: &str, device: &str, auth: AuthResponse) -> CommandResult {
+/// The name the server gave this device: the one asked for, or `NAME-2`
+/// (and so on) when another live device of the account already has it. An
+/// older server does not say (the asked name stands), and a name that could
+/// not name a folder on other devices is not taken from any server.
+fn given_name(asked: &str, auth: &AuthResponse) -> String {
+    let given = auth.device_name.as_str();
+    if given.is_empty() || given == asked {
+        return asked.to_owned();
+    }
+    if given.parse::<SessionId>().is_err() {
+        crate::commands::warn(&format!(
+            "the server named this device {given:?}, which is not usable; keeping {asked}"
+        ));
+        return asked.to_owned();
+    }
+    given.to_owned()
+}
+
+/// Stores the token and the account under the name the server gave the
+/// device (told on stderr when it is not the one asked for): the device is
+/// set up. Returns that name.
+fn finish(
+    paths: &SyncPaths,
+    server: &str,
+    asked: &str,
+    auth: AuthResponse,
+) -> Result<String, CommandError> {
+    let device = given_name(asked, &auth);
+    let user = auth.user.clone();
     replace_file(&paths.token(), auth.token.as_bytes())?;
     let state = SyncState {
         account: Some(Account {
             server: server.to_owned(),
             user: auth.user,
-            device: device.to_owned(),
+            device: device.clone(),
             device_id: auth.device_id,
         }),
         ..SyncState::default()
     };
     state.save(&paths.state())?;
-    Ok(())
+    if device != asked {
+        eprintln!("note: another device of {user} is already called {asked}; this one is {device}");
+    }
+    Ok(device)
 }
 
 /// A client that authenticates as the device `auth` names.
@@ -150,7 +180,7 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
     authed(client.server(), &auth)?
         .set_key_check(&keys.key_check_value())
         .map_err(client_error)?;
-    finish(&paths, client.server(), &device, auth)?;
+    let device = finish(&paths, client.server(), &device, auth)?;
     println!(
         "sync set up: {} on {} as device {device}\nkey fingerprint {}\n\
          back up your key (and move it to other devices): evi sync key export -o key.age",
@@ -193,7 +223,7 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
             .set_key_check(&keys.key_check_value())
             .map_err(client_error)?,
     }
-    finish(&paths, client.server(), &device, auth)?;
+    let device = finish(&paths, client.server(), &device, auth)?;
     println!(
         "logged in: {} on {} as device {device} (key {})",
         args.account.user,
@@ -201,4 +231,29 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
         identity.fingerprint()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(device_name: &str) -> AuthResponse {
+        AuthResponse {
+            token: "t".into(),
+            device_id: "d".into(),
+            user: "pat".into(),
+            device_name: device_name.into(),
+        }
+    }
+
+    #[test]
+    fn the_name_the_server_gave_wins_unless_it_is_missing_or_unusable() {
+        assert_eq!(given_name("laptop", &auth("laptop")), "laptop");
+        assert_eq!(given_name("laptop", &auth("laptop-2")), "laptop-2");
+        // An older server does not say.
+        assert_eq!(given_name("laptop", &auth("")), "laptop");
+        // A name that cannot name a folder elsewhere is not taken.
+        assert_eq!(given_name("laptop", &auth("../x")), "laptop");
+        assert_eq!(given_name("laptop", &auth("lap top")), "laptop");
+    }
 }
