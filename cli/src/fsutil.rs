@@ -2,7 +2,8 @@
 //! file in the destination's folder (mode 0600: transcripts and keys are the
 //! owner's only), is fsynced, then moved into place and the folder fsynced.
 //! "New" writes never replace an existing file; "replace" writes swap it
-//! atomically.
+//! atomically. New folders are made durable the same way: fsynced into the
+//! folder that holds them.
 
 use std::fs;
 use std::io::{self, Write};
@@ -61,6 +62,47 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
+/// Creates `path` and its missing parents, like [`fs::create_dir_all`], and
+/// makes each new folder durable by fsyncing the folder it was created in.
+/// Without that, a crash can drop a new folder (and every file written in
+/// it) even though the files themselves were fsynced; a caller that records
+/// progress (a cursor) after writing into new folders must not get ahead of
+/// them. A `path` that exists costs one `stat`.
+pub fn create_dir_all_durable(path: &Path) -> io::Result<()> {
+    // The missing components, deepest first.
+    let mut missing = Vec::new();
+    let mut cur = path;
+    loop {
+        match fs::metadata(cur) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a folder", cur.display()),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        missing.push(cur);
+        match cur.parent() {
+            Some(p) if !p.as_os_str().is_empty() => cur = p,
+            _ => break,
+        }
+    }
+    for dir in missing.into_iter().rev() {
+        match fs::create_dir(dir) {
+            Ok(()) => {}
+            // Created meanwhile by another process: its creator syncs it,
+            // and syncing the parent again below is harmless.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+        sync_dir(folder_of(dir))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +124,18 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap(), b"three");
         let leftovers = fs::read_dir(p.parent().unwrap()).unwrap().count();
         assert_eq!(leftovers, 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn durable_dirs_are_created_through_missing_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        create_dir_all_durable(&deep).unwrap();
+        assert!(deep.is_dir());
+        // Existing folders are fine; a file in the way is not.
+        create_dir_all_durable(&deep).unwrap();
+        create_dir_all_durable(dir.path()).unwrap();
+        fs::write(dir.path().join("f"), b"").unwrap();
+        assert!(create_dir_all_durable(&dir.path().join("f/g")).is_err());
     }
 }

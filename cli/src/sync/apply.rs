@@ -327,6 +327,7 @@ mod tests {
             parent: Some("p".into()),
             day: "2026-06-08".parse().unwrap(),
             line: line.to_vec(),
+            line_blob: None,
         }
     }
 

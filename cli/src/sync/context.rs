@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::client::Client;
 use super::error::{IoContext, SyncError};
+use super::journal::PulledJournals;
 use super::lock::SyncLock;
 use super::state::{Account, SyncPaths, SyncState};
 use super::{Identity, SyncKeys};
@@ -18,6 +19,8 @@ pub struct SyncContext {
     pub account: Account,
     pub client: Client,
     pub state: SyncState,
+    /// Pulled journals as read by this command (see [`PulledJournals`]).
+    pub journals: PulledJournals,
     _lock: SyncLock,
 }
 
@@ -50,6 +53,7 @@ impl SyncContext {
             account,
             client,
             state,
+            journals: PulledJournals::default(),
             _lock: lock,
         })
     }

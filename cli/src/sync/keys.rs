@@ -32,11 +32,23 @@
 //! | `session_key(s)`                | `lp("session") lp(s)`                                       |
 //! | `entry_key(s, e)`               | `lp("entry") lp(s) lp(e)`                                   |
 //! | `blob_key(h)`                   | `lp("blob") lp(h)` (`h`: 64 lowercase hex SHA-256)           |
+//! | `blob_part_key(h, i, c)`        | `lp("blob-part") lp(h) lp(u64 big-endian i) lp(u64 big-endian c)` |
+//! | `blob_manifest_key(h)`          | `lp("blob-manifest") lp(h)`                                 |
 //! | `journal_stream_key(d)`         | `lp("journal-stream") lp(d)`                                |
-//! | `journal_entry_key(d, n)`       | `lp("journal-entry") lp(d) lp(u64 big-endian n)`            |
+//! | `journal_line_key(d, l)`        | `lp("journal-line") lp(d) lp(l)`                            |
+//! | `journal_entry_key(d, n)`       | `lp("journal-entry") lp(d) lp(u64 big-endian n)` (format 1) |
 //!
 //! Strings are their UTF-8 bytes; `s` a session id, `e` an entry id, `d` a
-//! device's journal name, `n` a journal sequence number.
+//! journal's name, `l` a journal line's raw bytes (without its newline), `n`
+//! a journal sequence number. A journal line is identified by its journal and
+//! its content (`journal_line_key`), never by its position: a rewind trims
+//! the journal and the lines after it reuse numbers. `journal_entry_key` is
+//! how segment format 1 named lines; it is kept to open those records.
+//!
+//! A blob larger than the server's blob limit is stored in parts (see
+//! `blob_transfer`): `i` is a part's index from 0 and `c` the number of
+//! parts, so a blob split another way gets other names and parts of two
+//! splits never mix; the manifest naming the split has its own domain.
 
 use std::fmt;
 
@@ -129,12 +141,35 @@ impl SyncKeys {
         self.keyed(&[b"blob", sha256_hex.as_bytes()])
     }
 
+    /// The stored name of part `index` of `count` of a blob too large for the
+    /// server's blob limit.
+    pub fn blob_part_key(&self, sha256_hex: &str, index: u64, count: u64) -> KeyedId {
+        self.keyed(&[
+            b"blob-part",
+            sha256_hex.as_bytes(),
+            &index.to_be_bytes(),
+            &count.to_be_bytes(),
+        ])
+    }
+
+    /// The stored name of the manifest of a blob stored in parts: uploaded
+    /// after every part, so its presence means the parts are all there.
+    pub fn blob_manifest_key(&self, sha256_hex: &str) -> KeyedId {
+        self.keyed(&[b"blob-manifest", sha256_hex.as_bytes()])
+    }
+
     /// The stream id of a device's checkpoint journal.
     pub fn journal_stream_key(&self, device: &str) -> KeyedId {
         self.keyed(&[b"journal-stream", device.as_bytes()])
     }
 
-    /// The id of one journal line of a device.
+    /// The id of one journal line, from its journal and its content.
+    pub fn journal_line_key(&self, journal: &str, line: &[u8]) -> KeyedId {
+        self.keyed(&[b"journal-line", journal.as_bytes(), line])
+    }
+
+    /// The id of one journal line by its number, as segment format 1 named
+    /// lines (kept to open those records).
     pub fn journal_entry_key(&self, device: &str, seq: u64) -> KeyedId {
         self.keyed(&[b"journal-entry", device.as_bytes(), &seq.to_be_bytes()])
     }
@@ -220,6 +255,8 @@ mod tests {
             k.entry_key(&s, ""),
             k.journal_stream_key("s1"),
             k.journal_entry_key("s1", 0),
+            k.journal_line_key("s1", b""),
+            k.journal_line_key("s1", b"{}"),
         ];
         for (i, a) in ids.iter().enumerate() {
             for b in &ids[i + 1..] {

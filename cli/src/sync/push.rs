@@ -298,6 +298,7 @@ fn push_session(
                     parent: placed.parent,
                     day: file.day,
                     line: raw.to_vec(),
+                    line_blob: None,
                 });
             }
             ControlFlow::Continue(())

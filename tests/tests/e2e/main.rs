@@ -8,6 +8,7 @@ mod handoff;
 mod sessions;
 mod sync;
 mod sync_crash;
+mod sync_journal;
 mod sync_proxy;
 mod sync_server_view;
 mod sync_state;

@@ -19,6 +19,23 @@ fn data(dev: &Device) -> (Tree, Tree) {
     (dev.tree("transcripts"), dev.tree("checkpoints"))
 }
 
+/// The folder `dev`'s checkpoint journal lands in on other devices:
+/// `<device name>-<short device id>`, the short id being the last 8 letters
+/// and digits of the server's device id, lowercased (DESIGN.md; `evi`'s
+/// `sync::journal::journal_name`).
+fn journal_name(dev: &Device) -> String {
+    let account = &dev.state()["account"];
+    let id: Vec<char> = account["device_id"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let short: String = id[id.len().saturating_sub(8)..].iter().collect();
+    format!("{}-{short}", account["device"].as_str().unwrap())
+}
+
 /// A session's entries as `(id, parentId, day)`, from `sessions export -f json`.
 fn entry_set(dev: &Device, session: &str) -> BTreeSet<(String, Option<String>, String)> {
     let run = dev.evi(&["sessions", "export", session, "-f", "json"]);
@@ -83,7 +100,7 @@ fn push_pull_three_devices_converge_append_only() {
         assert!(dev.tree("transcripts") == expect, "transcripts differ");
         let cp = dev.tree("checkpoints");
         assert_eq!(
-            cp["devices/laptop/journal.jsonl"].as_deref(),
+            cp[&format!("devices/{}/journal.jsonl", journal_name(&a))].as_deref(),
             Some(journal.as_bytes())
         );
         assert_eq!(cp[&format!("blobs/{sha}")].as_deref(), Some(&blob[..]));

@@ -224,6 +224,7 @@ fn segment_without_the_mac_key_is_refused() {
             parent: None,
             day: DAY.parse().unwrap(),
             line: line("injected").trim_end().as_bytes().to_vec(),
+            line_blob: None,
         }],
     )
     .unwrap();

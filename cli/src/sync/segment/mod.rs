@@ -19,35 +19,73 @@
 //! opened under the kind, stream id and entry ids it was sealed for
 //! ([`SegmentError::KindMismatch`], [`SegmentError::StreamMismatch`],
 //! [`SegmentError::EntryIdsMismatch`]: the server swapped or replayed it);
-//! and the session id, device name and days are well formed
+//! and the session id, journal name, days and line blobs are well formed
 //! ([`SegmentError::BadSessionId`], [`SegmentError::BadDevice`],
-//! [`SegmentError::BadDay`]).
+//! [`SegmentError::BadDay`], [`SegmentError::BadLineBlob`]).
 //!
-//! # Plaintext format, version 1
+//! # Plaintext format
 //!
-//! Integers are big-endian; `lp(x) = u32 len(x) || x`.
+//! Integers are big-endian; `lp(x) = u32 len(x) || x`. [`seal`] and
+//! [`seal_journal`] write version 2 ([`FORMAT_VERSION`]); [`open`] reads
+//! versions 1 and 2 (version 1 records stay on servers) and refuses any
+//! other with [`SegmentError::Version`].
 //!
 //! ```text
-//! plaintext    = "EVISEG" || u8 version (=1) || u8 kind || body || mac[32]
+//! plaintext    = "EVISEG" || u8 version (1|2) || u8 kind || body || mac[32]
 //! kind         = 1 (entries) | 2 (journal)
-//! body/entries = lp(session_id) || u32 count || count * entry
-//! entry        = lp(id) || u8 has_parent (0|1) || [lp(parent) if 1]
-//!                || day[10] (ASCII YYYY-MM-DD) || lp(line)
-//! body/journal = lp(device) || u32 count || count * (u64 seq || lp(line))
 //! mac          = HMAC-SHA256(segment MAC key,
 //!                  lp("evi-segment-v1") || u8 version || lp(kind name)
 //!                  || body || u64 len(body)
 //!                  || lp(stream id) || u32 count || count * lp(entry id))
+//!
+//! version 2:
+//! body/entries = lp(session_id) || u32 count || count * entry
+//! entry        = lp(id) || u8 flags || [lp(parent) if flags & 1]
+//!                || day[10] (ASCII YYYY-MM-DD)
+//!                || (u64 len || sha256[32] if flags & 2, else lp(line))
+//! flags        = bit 0: has a parent; bit 1: the line is stored as a blob;
+//!                bits 2..7: zero
+//! body/journal = lp(name) || u32 count || count * (u64 seq || lp(line))
+//!
+//! version 1 (opened, never written):
+//! entry        = lp(id) || u8 has_parent (0|1) || [lp(parent) if 1]
+//!                || day[10] (ASCII YYYY-MM-DD) || lp(line)
+//! body/journal = lp(device) || u32 count || count * (u64 seq || lp(line))
 //! ```
 //!
-//! `kind name` is `entries` or `journal`; stream and entry ids are the keyed
-//! ids as 64 ASCII hex characters ([`super::keys`]): for entries
-//! `session_key(session_id)` and `entry_key(session_id, id)` per entry, for
-//! journals `journal_stream_key(device)` and `journal_entry_key(device, seq)`.
+//! The MAC covers the version byte, so a version 1 segment cannot be passed
+//! off as version 2 or back. `kind name` is `entries` or `journal`; stream
+//! and entry ids are the keyed ids as 64 ASCII hex characters
+//! ([`super::keys`]):
+//!
+//! | segment          | stream id                    | id of each entry / line          |
+//! |------------------|------------------------------|----------------------------------|
+//! | entries (v1, v2) | `session_key(session_id)`    | `entry_key(session_id, id)`      |
+//! | journal v2       | `journal_stream_key(name)`   | `journal_line_key(name, line)`   |
+//! | journal v1       | `journal_stream_key(device)` | `journal_entry_key(device, seq)` |
+//!
 //! Lines are raw bytes (any bytes but `\n`). A segment holds at least one
-//! entry and no entry id (or journal seq) twice. Journal device names follow
-//! the session id rule (`[A-Za-z0-9._-]{1,128}`, no leading dot) because they
-//! name a folder on pulling devices.
+//! entry and no entry id twice: for entries the `id`, for version 2 journals
+//! the line's content (a rewind trims the journal and later lines reuse
+//! numbers, so `seq` is informative only and may repeat; [`seal_journal`]
+//! keeps the first of identical lines), for version 1 journals the `seq`.
+//!
+//! A version 2 journal's `name` is the folder it lands in on other devices,
+//! `<device name>-<short device id>` (see [`crate::sync::journal`]): device
+//! names repeat (a reinstall, two machines called `laptop`), the server's
+//! device id does not. A version 1 journal's `device` is the bare device
+//! name, and its folder too. Either way the name follows the session id rule
+//! (`[A-Za-z0-9._-]{1,128}`, no leading dot, [`check_device`]) because it
+//! names a folder.
+//!
+//! A line stored as a blob (flag bit 1) is one too large to travel inside a
+//! segment: the entry carries its length (more than 0) and SHA-256 instead,
+//! and the line's bytes travel as a checkpoint-style blob stored under
+//! `blob_key(hex(sha256))`, verified against that SHA-256 and length when
+//! fetched (its bytes, like any line's, hold no `\n`). Its id, parent and
+//! day are in the segment like any other entry's, and the MAC binds the
+//! blob's name and length to the entry. `sha256` is written as 32 raw bytes
+//! and read back as 64 lowercase hex ([`LineBlob::sha256_hex`]).
 //!
 //! The ciphertext is `age(zstd(plaintext))`, zstd level 3, one or more frames.
 
@@ -62,7 +100,9 @@ pub(crate) use seal::{BodyRef, RawEntry, seal_raw_for_test, write_plaintext};
 pub use seal::{check_device, seal, seal_journal, seal_unchecked_for_tests};
 
 /// Plaintext format version written by this code.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
+/// The oldest format version [`open`] still reads.
+pub const MIN_FORMAT_VERSION: u8 = 1;
 /// Largest decompressed plaintext accepted (and produced), in bytes.
 pub const MAX_PLAINTEXT_BYTES: u64 = 256 * 1024 * 1024;
 /// Largest zstd window accepted when opening (2^24 = 16 MiB of decoder memory).
@@ -131,10 +171,25 @@ pub struct Entry {
     pub id: String,
     pub parent: Option<String>,
     pub day: Day,
+    /// The line, or empty when it travels as a blob (`line_blob`).
     pub line: Vec<u8>,
+    /// Set for a line too large for a segment: its bytes are the blob named
+    /// by this SHA-256, and `line` is empty.
+    pub line_blob: Option<LineBlob>,
 }
 
-/// One checkpoint journal line of a device, with its sequence number.
+/// Names the blob that holds an entry's line, and how long the line is:
+/// enough for the puller to fetch, verify, and size it before it is joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineBlob {
+    /// 64 lowercase hex characters: the SHA-256 of the line's bytes.
+    pub sha256_hex: String,
+    /// The line's length in bytes, more than 0.
+    pub len: u64,
+}
+
+/// One checkpoint journal line of a device. `seq` is the line's position
+/// when it was pushed, informative only: its identity is its content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalLine {
     pub seq: u64,
@@ -159,6 +214,9 @@ pub enum OpenedSegment {
         entries: Vec<Entry>,
     },
     Journal {
+        /// The journal's name, which is the folder it lands in:
+        /// `<device name>-<short device id>` (version 2) or the bare device
+        /// name (version 1); checked with [`check_device`].
         device: String,
         lines: Vec<JournalLine>,
     },
@@ -214,6 +272,8 @@ pub enum SegmentError {
     Duplicate(String),
     #[error("entry {0:?} has a line containing a newline")]
     NewlineInLine(String),
+    #[error("entry {id:?} names its line's blob badly: {reason}")]
+    BadLineBlob { id: String, reason: &'static str },
     #[error("could not encrypt the segment: {0}")]
     Encrypt(String),
 }

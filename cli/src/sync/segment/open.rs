@@ -8,10 +8,12 @@ use std::iter;
 use evi_shared::{Day, KeyedId, SessionId};
 use hmac::Mac;
 
-use super::seal::{check_device, mac_prefix, mac_suffix};
+use super::seal::{
+    FLAG_LINE_BLOB, FLAG_PARENT, check_device, journal_ids, mac_prefix, mac_suffix, session_ids,
+};
 use super::{
-    BUF, Entry, FORMAT_VERSION, JournalLine, MAGIC, MAX_PLAINTEXT_BYTES, MAX_WINDOW_LOG,
-    OpenedSegment, SegmentError, SegmentKind,
+    BUF, Entry, FORMAT_VERSION, JournalLine, LineBlob, MAGIC, MAX_PLAINTEXT_BYTES, MAX_WINDOW_LOG,
+    MIN_FORMAT_VERSION, OpenedSegment, SegmentError, SegmentKind,
 };
 use crate::sync::identity::Identity;
 use crate::sync::keys::{HmacSha256, SyncKeys};
@@ -130,6 +132,8 @@ struct RawOwnedEntry {
     parent: Option<Vec<u8>>,
     day: [u8; 10],
     line: Vec<u8>,
+    /// `(len, sha256)` of a line stored as a blob.
+    blob: Option<(u64, [u8; 32])>,
 }
 
 enum RawBody {
@@ -143,7 +147,11 @@ enum RawBody {
     },
 }
 
-fn parse_body<R: BufRead>(p: &mut Parser<R>, kind: SegmentKind) -> io::Result<RawBody> {
+fn parse_body<R: BufRead>(
+    p: &mut Parser<R>,
+    version: u8,
+    kind: SegmentKind,
+) -> io::Result<RawBody> {
     let malformed = |m: &str| io::Error::other(MalformedMarker(m.to_owned()));
     match kind {
         SegmentKind::Entries => {
@@ -152,18 +160,28 @@ fn parse_body<R: BufRead>(p: &mut Parser<R>, kind: SegmentKind) -> io::Result<Ra
             let mut entries = Vec::with_capacity(count.min(4096) as usize);
             for _ in 0..count {
                 let id = p.lp()?;
-                let parent = match p.u8()? {
+                // Format 1 has a 0|1 parent byte where format 2 has flags.
+                let flags = match (version, p.u8()?) {
+                    (1, f @ (0 | 1)) => f,
+                    (1, _) => return Err(malformed("bad parent flag")),
+                    (_, f) if f & !(FLAG_PARENT | FLAG_LINE_BLOB) == 0 => f,
+                    (_, _) => return Err(malformed("unknown entry flags")),
+                };
+                let parent = match flags & FLAG_PARENT {
                     0 => None,
-                    1 => Some(p.lp()?),
-                    _ => return Err(malformed("bad parent flag")),
+                    _ => Some(p.lp()?),
                 };
                 let day = p.exact::<10>()?;
-                let line = p.lp()?;
+                let (line, blob) = match flags & FLAG_LINE_BLOB {
+                    0 => (p.lp()?, None),
+                    _ => (Vec::new(), Some((p.u64()?, p.exact::<32>()?))),
+                };
                 entries.push(RawOwnedEntry {
                     id,
                     parent,
                     day,
                     line,
+                    blob,
                 });
             }
             Ok(RawBody::Entries { session, entries })
@@ -243,13 +261,14 @@ fn open_plaintext<R: BufRead>(
             "not an evi segment (bad magic)".into(),
         ));
     }
-    if head[6] != FORMAT_VERSION {
-        return Err(SegmentError::Version(head[6]));
+    let version = head[6];
+    if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
+        return Err(SegmentError::Version(version));
     }
     let inner_kind = SegmentKind::from_code(head[7])
         .ok_or_else(|| SegmentError::Malformed(format!("unknown kind code {}", head[7])))?;
-    mac_prefix(&mut p.mac, inner_kind);
-    let body = parse_body(p, inner_kind).map_err(read_err)?;
+    mac_prefix(&mut p.mac, version, inner_kind);
+    let body = parse_body(p, version, inner_kind).map_err(read_err)?;
     let mut tag = [0u8; 32];
     p.raw_exact(&mut tag).map_err(read_err)?;
     let mut probe = [0u8; 1];
@@ -260,20 +279,10 @@ fn open_plaintext<R: BufRead>(
 
     // Ids as the sealer computed them, from the inner content.
     let (inner_stream, inner_ids) = match &body {
-        RawBody::Entries { session, entries } => (
-            keys.keyed_raw(&[b"session", session]),
-            entries
-                .iter()
-                .map(|e| keys.keyed_raw(&[b"entry", session, &e.id]))
-                .collect::<Vec<_>>(),
-        ),
-        RawBody::Journal { device, lines } => (
-            keys.keyed_raw(&[b"journal-stream", device]),
-            lines
-                .iter()
-                .map(|l| keys.keyed_raw(&[b"journal-entry", device, &l.seq.to_be_bytes()]))
-                .collect(),
-        ),
+        RawBody::Entries { session, entries } => {
+            session_ids(keys, session, entries.iter().map(|e| &e.id[..]))
+        }
+        RawBody::Journal { device, lines } => journal_ids(keys, version, device, lines),
     };
     let mut mac = p.mac.clone();
     mac_suffix(&mut mac, p.body_len, &inner_stream, &inner_ids);
@@ -325,11 +334,26 @@ fn open_plaintext<R: BufRead>(
                     return Err(SegmentError::NewlineInLine(id));
                 }
                 let parent = e.parent.map(|p| utf8(p, "parent id")).transpose()?;
+                let line_blob = match e.blob {
+                    None => None,
+                    Some((0, _)) => {
+                        return Err(SegmentError::BadLineBlob {
+                            id,
+                            reason: "the length is 0",
+                        });
+                    }
+                    // 32 bytes by construction, lowercase by `hex::encode`.
+                    Some((len, sha)) => Some(LineBlob {
+                        sha256_hex: hex::encode(sha),
+                        len,
+                    }),
+                };
                 out.push(Entry {
                     id,
                     parent,
                     day,
                     line: e.line,
+                    line_blob,
                 });
             }
             Ok(OpenedSegment::Entries {
@@ -345,13 +369,21 @@ fn open_plaintext<R: BufRead>(
             if lines.is_empty() {
                 return Err(SegmentError::Malformed("no journal lines".into()));
             }
-            let mut seen = HashSet::with_capacity(lines.len());
+            // One entry per id: the seq in format 1, the content from 2 on
+            // (where seqs may repeat after a rewind).
+            let mut seqs = HashSet::with_capacity(lines.len());
+            let mut contents = HashSet::with_capacity(lines.len());
             for l in &lines {
-                if !seen.insert(l.seq) {
-                    return Err(SegmentError::Duplicate(l.seq.to_string()));
+                let what = || format!("journal line {}", l.seq);
+                let fresh = match version {
+                    1 => seqs.insert(l.seq),
+                    _ => contents.insert(&l.line[..]),
+                };
+                if !fresh {
+                    return Err(SegmentError::Duplicate(what()));
                 }
                 if l.line.contains(&b'\n') {
-                    return Err(SegmentError::NewlineInLine(l.seq.to_string()));
+                    return Err(SegmentError::NewlineInLine(what()));
                 }
             }
             Ok(OpenedSegment::Journal { device, lines })

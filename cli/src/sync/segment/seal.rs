@@ -1,6 +1,7 @@
 //! Sealing: the plaintext encoding, its MAC, and the age + zstd layers
 //! around it (the format is in the parent module's docs).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{self, BufWriter, Write};
 use std::iter;
@@ -34,17 +35,89 @@ pub(crate) struct RawEntry<'a> {
     pub parent: Option<&'a [u8]>,
     pub day: &'a [u8],
     pub line: &'a [u8],
+    /// `(len, sha256)` of a line stored as a blob (format 2 only).
+    pub blob: Option<(u64, [u8; 32])>,
 }
 
-impl<'a> From<&'a Entry> for RawEntry<'a> {
-    fn from(e: &'a Entry) -> Self {
-        Self {
+impl<'a> TryFrom<&'a Entry> for RawEntry<'a> {
+    type Error = SegmentError;
+
+    /// Checks what the encoder cannot: a line blob's name and length, and
+    /// that such an entry carries no line bytes beside it.
+    fn try_from(e: &'a Entry) -> Result<Self, SegmentError> {
+        let blob = match &e.line_blob {
+            None => None,
+            Some(b) => {
+                let bad = |reason| SegmentError::BadLineBlob {
+                    id: e.id.clone(),
+                    reason,
+                };
+                if !is_lower_hex_sha256(&b.sha256_hex) {
+                    return Err(bad("the SHA-256 is not 64 lowercase hex characters"));
+                }
+                if b.len == 0 {
+                    return Err(bad("the length is 0"));
+                }
+                if !e.line.is_empty() {
+                    return Err(bad("the entry also carries line bytes"));
+                }
+                let mut sha = [0u8; 32];
+                hex::decode_to_slice(&b.sha256_hex, &mut sha)
+                    .map_err(|_| bad("the SHA-256 is not hex"))?;
+                Some((b.len, sha))
+            }
+        };
+        Ok(Self {
             id: e.id.as_bytes(),
             parent: e.parent.as_deref().map(str::as_bytes),
             day: e.day.as_str().as_bytes(),
             line: &e.line,
-        }
+            blob,
+        })
     }
+}
+
+fn is_lower_hex_sha256(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+}
+
+/// Entry flag bits (format 2).
+pub(super) const FLAG_PARENT: u8 = 1;
+pub(super) const FLAG_LINE_BLOB: u8 = 2;
+
+/// The keyed ids of a journal's lines in format `version`: by content from
+/// format 2 on, by number in format 1. Sealing and opening both call this,
+/// so the two can never disagree.
+pub(super) fn journal_ids(
+    keys: &SyncKeys,
+    version: u8,
+    name: &[u8],
+    lines: &[JournalLine],
+) -> (KeyedId, Vec<KeyedId>) {
+    let stream = keys.keyed_raw(&[b"journal-stream", name]);
+    let ids = lines
+        .iter()
+        .map(|l| match version {
+            1 => keys.keyed_raw(&[b"journal-entry", name, &l.seq.to_be_bytes()]),
+            _ => keys.keyed_raw(&[b"journal-line", name, &l.line]),
+        })
+        .collect();
+    (stream, ids)
+}
+
+/// The keyed ids of a session's entries (the same in every format).
+pub(super) fn session_ids<'a>(
+    keys: &SyncKeys,
+    session: &[u8],
+    ids: impl Iterator<Item = &'a [u8]>,
+) -> (KeyedId, Vec<KeyedId>) {
+    (
+        keys.keyed_raw(&[b"session", session]),
+        ids.map(|id| keys.keyed_raw(&[b"entry", session, id]))
+            .collect(),
+    )
 }
 
 impl BodyRef<'_> {
@@ -55,47 +128,52 @@ impl BodyRef<'_> {
         }
     }
 
-    fn outer_ids(&self, keys: &SyncKeys) -> (KeyedId, Vec<KeyedId>) {
+    fn outer_ids(&self, keys: &SyncKeys, version: u8) -> (KeyedId, Vec<KeyedId>) {
         match self {
-            Self::Entries { session, entries } => (
-                keys.keyed_raw(&[b"session", session]),
-                entries
-                    .iter()
-                    .map(|e| keys.keyed_raw(&[b"entry", session, e.id]))
-                    .collect(),
-            ),
-            Self::Journal { device, lines } => (
-                keys.keyed_raw(&[b"journal-stream", device]),
-                lines
-                    .iter()
-                    .map(|l| keys.keyed_raw(&[b"journal-entry", device, &l.seq.to_be_bytes()]))
-                    .collect(),
-            ),
+            Self::Entries { session, entries } => {
+                session_ids(keys, session, entries.iter().map(|e| e.id))
+            }
+            Self::Journal { device, lines } => journal_ids(keys, version, device, lines),
         }
     }
 
-    fn write_body<W: Write>(&self, w: &mut W) -> io::Result<()> {
+    fn write_body<W: Write>(&self, w: &mut W, version: u8) -> io::Result<()> {
+        let invalid = |m: &'static str| io::Error::new(io::ErrorKind::InvalidInput, m);
         match self {
             Self::Entries { session, entries } => {
                 write_lp(w, session)?;
                 write_count(w, entries.len())?;
                 for e in entries {
                     write_lp(w, e.id)?;
-                    match e.parent {
-                        Some(p) => {
-                            w.write_all(&[1])?;
-                            write_lp(w, p)?;
+                    if version == 1 {
+                        if e.blob.is_some() {
+                            return Err(invalid("format 1 has no line blobs"));
                         }
-                        None => w.write_all(&[0])?,
+                        w.write_all(&[u8::from(e.parent.is_some())])?;
+                    } else {
+                        let mut flags = 0;
+                        if e.parent.is_some() {
+                            flags |= FLAG_PARENT;
+                        }
+                        if e.blob.is_some() {
+                            flags |= FLAG_LINE_BLOB;
+                        }
+                        w.write_all(&[flags])?;
+                    }
+                    if let Some(p) = e.parent {
+                        write_lp(w, p)?;
                     }
                     if e.day.len() != 10 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            "day must be 10 bytes",
-                        ));
+                        return Err(invalid("day must be 10 bytes"));
                     }
                     w.write_all(e.day)?;
-                    write_lp(w, e.line)?;
+                    match &e.blob {
+                        Some((len, sha)) => {
+                            w.write_all(&len.to_be_bytes())?;
+                            w.write_all(sha)?;
+                        }
+                        None => write_lp(w, e.line)?,
+                    }
                 }
             }
             Self::Journal { device, lines } => {
@@ -124,10 +202,10 @@ fn write_count<W: Write>(w: &mut W, n: usize) -> io::Result<()> {
     w.write_all(&n.to_be_bytes())
 }
 
-pub(super) fn mac_prefix(mac: &mut HmacSha256, kind: SegmentKind) {
+pub(super) fn mac_prefix(mac: &mut HmacSha256, version: u8, kind: SegmentKind) {
     mac.update(&(MAC_DOMAIN.len() as u32).to_be_bytes());
     mac.update(MAC_DOMAIN);
-    mac.update(&[FORMAT_VERSION]);
+    mac.update(&[version]);
     let name = kind.as_str().as_bytes();
     mac.update(&(name.len() as u32).to_be_bytes());
     mac.update(name);
@@ -166,10 +244,11 @@ impl<W: Write> Write for MacTee<W> {
     }
 }
 
-/// Writes the whole plaintext (header, body, MAC) to `out`. Returns `out`
-/// and the MAC.
+/// Writes the whole plaintext (header, body, MAC) in format `version` to
+/// `out`. Returns `out` and the MAC.
 pub(crate) fn write_plaintext<W: Write>(
     keys: &SyncKeys,
+    version: u8,
     body: &BodyRef<'_>,
     stream: &KeyedId,
     ids: &[KeyedId],
@@ -177,16 +256,16 @@ pub(crate) fn write_plaintext<W: Write>(
 ) -> io::Result<(W, [u8; 32])> {
     let kind = body.kind();
     out.write_all(MAGIC)?;
-    out.write_all(&[FORMAT_VERSION, kind.code()])?;
+    out.write_all(&[version, kind.code()])?;
     let mut mac = keys.segment_mac();
-    mac_prefix(&mut mac, kind);
+    mac_prefix(&mut mac, version, kind);
     let tee = MacTee {
         inner: out,
         mac,
         len: 0,
     };
     let mut buffered = BufWriter::with_capacity(BUF, tee);
-    body.write_body(&mut buffered)?;
+    body.write_body(&mut buffered, version)?;
     let MacTee {
         inner: mut out,
         mut mac,
@@ -201,16 +280,17 @@ pub(crate) fn write_plaintext<W: Write>(
 fn seal_body(
     keys: &SyncKeys,
     identity: &Identity,
+    version: u8,
     body: &BodyRef<'_>,
 ) -> Result<SealedSegment, SegmentError> {
-    let (stream, entry_ids) = body.outer_ids(keys);
+    let (stream, entry_ids) = body.outer_ids(keys, version);
     let enc =
         age::Encryptor::with_recipients(iter::once(identity.recipient() as &dyn age::Recipient))
             .map_err(|e| SegmentError::Encrypt(e.to_string()))?;
     let run = || -> io::Result<Vec<u8>> {
         let age_w = enc.wrap_output(Vec::new())?;
         let zw = zstd::stream::write::Encoder::new(age_w, ZSTD_LEVEL)?;
-        let (zw, _) = write_plaintext(keys, body, &stream, &entry_ids, zw)?;
+        let (zw, _) = write_plaintext(keys, version, body, &stream, &entry_ids, zw)?;
         zw.finish()?.finish()
     };
     let ciphertext = run().map_err(|e| {
@@ -241,6 +321,7 @@ pub fn seal(
         return Err(SegmentError::Empty);
     }
     let mut seen = HashSet::with_capacity(entries.len());
+    let mut raw = Vec::with_capacity(entries.len());
     for e in entries {
         if !seen.insert(e.id.as_str()) {
             return Err(SegmentError::Duplicate(e.id.clone()));
@@ -248,40 +329,60 @@ pub fn seal(
         if e.line.contains(&b'\n') {
             return Err(SegmentError::NewlineInLine(e.id.clone()));
         }
+        raw.push(RawEntry::try_from(e)?);
     }
     let body = BodyRef::Entries {
         session: session.as_str().as_bytes(),
-        entries: entries.iter().map(RawEntry::from).collect(),
+        entries: raw,
     };
-    seal_body(keys, identity, &body)
+    seal_body(keys, identity, FORMAT_VERSION, &body)
 }
 
-/// Seals journal lines of one device into one segment, in the given order.
+/// Seals the lines of one journal into one segment, in the given order.
+/// `name` is the journal's name (`<device name>-<short device id>`, the
+/// folder it lands in elsewhere). A line identical to an earlier one is the
+/// same entry (ids are by content), so only the first is kept: the result
+/// has one entry id per distinct line.
 pub fn seal_journal(
     keys: &SyncKeys,
     identity: &Identity,
-    device: &str,
+    name: &str,
     lines: &[JournalLine],
 ) -> Result<SealedSegment, SegmentError> {
-    check_device(device)?;
+    check_device(name)?;
     if lines.is_empty() {
         return Err(SegmentError::Empty);
     }
     let mut seen = HashSet::with_capacity(lines.len());
+    let mut twice = false;
     for l in lines {
-        if !seen.insert(l.seq) {
-            return Err(SegmentError::Duplicate(l.seq.to_string()));
-        }
         if l.line.contains(&b'\n') {
-            return Err(SegmentError::NewlineInLine(l.seq.to_string()));
+            return Err(SegmentError::NewlineInLine(format!(
+                "journal line {}",
+                l.seq
+            )));
         }
+        twice |= !seen.insert(&l.line[..]);
     }
+    let lines: Cow<'_, [JournalLine]> = if twice {
+        let mut seen = HashSet::with_capacity(lines.len());
+        Cow::Owned(
+            lines
+                .iter()
+                .filter(|l| seen.insert(&l.line[..]))
+                .cloned()
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(lines)
+    };
     seal_body(
         keys,
         identity,
+        FORMAT_VERSION,
         &BodyRef::Journal {
-            device: device.as_bytes(),
-            lines,
+            device: name.as_bytes(),
+            lines: &lines,
         },
     )
 }
@@ -314,18 +415,21 @@ pub fn seal_unchecked_for_tests(
                 parent: parent.map(str::as_bytes),
                 day: day.as_bytes(),
                 line,
+                blob: None,
             })
             .collect(),
     };
-    seal_body(keys, identity, &body)
+    seal_body(keys, identity, FORMAT_VERSION, &body)
 }
 
-/// Test-only: seal an arbitrary, possibly invalid body with valid MAC and ids.
+/// Test-only: seal an arbitrary, possibly invalid body in format `version`
+/// with valid MAC and ids.
 #[cfg(test)]
 pub(crate) fn seal_raw_for_test(
     keys: &SyncKeys,
     identity: &Identity,
+    version: u8,
     body: &BodyRef<'_>,
 ) -> Result<SealedSegment, SegmentError> {
-    seal_body(keys, identity, body)
+    seal_body(keys, identity, version, body)
 }
