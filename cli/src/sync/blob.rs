@@ -47,6 +47,11 @@ pub enum BlobError {
     Io(#[from] io::Error),
     #[error("could not encrypt the blob: {0}")]
     Encrypt(String),
+    /// What the server holds under the blob's names cannot be the blob: a
+    /// part manifest that does not add up, or more bytes than a blob may
+    /// have (see `blob_transfer`).
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// The SHA-256 (lowercase hex) and size of a blob's plaintext.

@@ -42,12 +42,11 @@ use std::sync::Mutex;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::client::ClientError;
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
 use super::push::{Mark, PushReport, Uploader, prefix_intact};
 use super::state::{Account, JournalState, Stat, line_hash};
-use super::{BlobWrite, JournalLine, open_blob_to_path, seal_blob, seal_journal};
+use super::{JournalLine, seal_journal};
 use crate::transcript::lines::walk_file;
 
 /// How many characters of the server's device id a journal name keeps.
@@ -99,10 +98,6 @@ fn blob_of(line: &[u8]) -> Option<String> {
         && b.bytes()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
     ok.then_some(b)
-}
-
-fn blob_path(ctx: &SyncContext, sha: &str) -> PathBuf {
-    ctx.home.checkpoints_dir().join("blobs").join(sha)
 }
 
 pub(super) fn push_journal(
@@ -195,40 +190,9 @@ fn upload_blobs(
     report: &mut PushReport,
     shas: BTreeSet<String>,
 ) -> Result<(), SyncError> {
-    let present: Vec<String> = shas
-        .into_iter()
-        .filter(|s| blob_path(ctx, s).is_file())
-        .collect();
-    for chunk in present.chunks(1000) {
-        let names = chunk.iter().map(|s| ctx.keys.blob_key(s)).collect();
-        let missing: BTreeSet<_> = ctx.client.missing_blobs(names)?.into_iter().collect();
-        for sha in chunk {
-            let name = ctx.keys.blob_key(sha);
-            if !missing.contains(&name) {
-                continue;
-            }
-            let src = blob_path(ctx, sha);
-            let plain =
-                std::fs::File::open(&src).ctx(|| format!("cannot read {}", src.display()))?;
-            let tmp = tempfile::NamedTempFile::new_in(&ctx.paths.dir)
-                .ctx(|| "cannot create a temp file in the sync folder".into())?;
-            let (_, digest) =
-                seal_blob(&ctx.identity, plain, tmp.as_file()).map_err(|e| SyncError::Io {
-                    context: format!("cannot encrypt {}", src.display()),
-                    source: std::io::Error::other(e),
-                })?;
-            if digest.sha256_hex != *sha {
-                crate::commands::warn(&format!(
-                    "{} does not match its name (changed on disk?); not uploaded",
-                    src.display()
-                ));
-                continue;
-            }
-            ctx.client.put_blob(&name, tmp.path())?;
-            report.blobs_uploaded += 1;
-        }
-    }
-    Ok(())
+    // Any size (in parts past the server's limit); one that cannot go up is
+    // warned about, counted and remembered, and the lines still go.
+    super::blob_transfer::push_blobs(ctx, report, shas)
 }
 
 /// Pulled journals as this command has read them, so a journal arriving in
@@ -441,35 +405,11 @@ pub(super) fn journal_blobs(
         .ctx(pulled_error(ctx, name))
 }
 
-/// Downloads, verifies and stores blobs that are not here yet.
+/// Downloads, verifies and stores blobs that are not here yet (whole or in
+/// parts); one the server lacks is warned about and remembered in the state,
+/// and asked for again at every pull.
 pub(super) fn fetch_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
-    let mut fetched = 0;
-    for sha in shas.iter().collect::<BTreeSet<_>>() {
-        let dest = blob_path(ctx, sha);
-        if dest.exists() {
-            continue;
-        }
-        let name = ctx.keys.blob_key(sha);
-        let body = match ctx.client.get_blob(&name) {
-            Ok(b) => b,
-            Err(ClientError::Api { status: 404, .. }) => {
-                crate::commands::warn(&format!("blob {sha} is not on the server; skipped"));
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        match open_blob_to_path(&ctx.identity, sha, body, &dest) {
-            Ok(BlobWrite::Written(_)) => fetched += 1,
-            Ok(BlobWrite::AlreadyPresent) => {}
-            Err(source) => {
-                return Err(SyncError::Blob {
-                    name: sha.clone(),
-                    source,
-                });
-            }
-        }
-    }
-    Ok(fetched)
+    super::blob_transfer::pull_blobs(ctx, shas)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //! - [`segment`]: many entries (or journal lines) of one stream in one age
 //!   file, compressed, MAC'd and bound to their outer ids.
 //! - [`blob`]: checkpoint blobs as streamed age files, verified by SHA-256.
+//! - [`blob_transfer`]: blobs of any size to and from the server (in parts
+//!   past its blob limit), and the blobs still missing remembered.
 //!
 //! Everything here is synchronous; callers run it on blocking threads.
 //! `testdata/vectors.json` freezes every deterministic byte (keyed ids, KCV,
@@ -15,6 +17,7 @@
 
 pub mod apply;
 pub mod blob;
+pub mod blob_transfer;
 pub mod client;
 pub mod context;
 pub mod error;

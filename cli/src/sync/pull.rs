@@ -35,6 +35,8 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
     let mut sessions_seen = BTreeSet::new();
     let mut diverged = BTreeSet::new();
     let status = ctx.client.status()?;
+    // Blobs an earlier pull found missing are asked for again first.
+    report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
     progress.start(
         "pulling",
         status.newest_seq.saturating_sub(ctx.state.cursor),

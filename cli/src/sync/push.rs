@@ -38,6 +38,8 @@ pub struct PushReport {
     pub segments_dropped: u64,
     pub journal_lines: u64,
     pub blobs_uploaded: u64,
+    /// Blobs that could not be sent (each named in a warning; retried).
+    pub blobs_failed: u64,
     pub bytes_sent: u64,
     pub files_read: u64,
 }
@@ -65,6 +67,8 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     }
     up.flush(ctx, &mut report)?;
     progress.finish();
+    // Blobs an earlier push could not send go now, journal changed or not.
+    super::blob_transfer::push_missing_blobs(ctx, &mut report)?;
     journal::push_journal(ctx, &mut up, &mut report)?;
     up.flush(ctx, &mut report)?;
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());

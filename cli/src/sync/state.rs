@@ -87,6 +87,12 @@ pub struct SyncState {
     pub skip: BTreeMap<String, BTreeSet<String>>,
     #[serde(default)]
     pub journal: JournalState,
+    /// Blobs named by a journal here (pulled, or this device's own) that the
+    /// server did not have when last asked: every pull asks for them again
+    /// and every push sends those this device has, until the server has
+    /// them, so a blob that was late is never forgotten (`blob_transfer`).
+    #[serde(default)]
+    pub missing_blobs: BTreeSet<String>,
 }
 
 /// Paths of the sync folder.

@@ -7,6 +7,7 @@ mod device_names;
 mod handoff;
 mod sessions;
 mod sync;
+mod sync_blobs;
 mod sync_crash;
 mod sync_journal;
 mod sync_proxy;

@@ -88,6 +88,9 @@ struct Status {
     remote_pending_records: Option<u64>,
     cursor: u64,
     server_error: Option<String>,
+    /// Blobs named by a journal here that the server did not have when last
+    /// asked; every pull asks again, every push sends those it has.
+    missing_blobs: u64,
 }
 
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
@@ -109,6 +112,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         remote_pending_records: pending,
         cursor: sync.state.cursor,
         server_error,
+        missing_blobs: sync.state.missing_blobs.len() as u64,
     };
     if args.json {
         return print_json(&s);
@@ -143,5 +147,6 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         (None, Some(e)) => writeln!(out, "to pull:   unknown ({e})")?,
         _ => {}
     }
+    writeln!(out, "blobs missing: {}", s.missing_blobs)?;
     finish(out)
 }
