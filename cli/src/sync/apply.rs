@@ -1,54 +1,123 @@
 //! Writing pulled entries into the transcripts, as `DESIGN.md` ("Pull never
-//! rewrites a file") says: only appends, each entry to the file of its day.
+//! rewrites a file") says.
 //!
-//! An entry that continues the local tip (its parent is the implicit parent
-//! the next local line would take, and its day is not before the tip's) is
-//! appended verbatim, so its derived id comes out the same here. Any other
-//! entry is appended with `id` and `parentId` added at the front of the
-//! object, so the file stays a faithful tree and the local implicit chain is
-//! not disturbed; a line that is not a JSON object is wrapped as
-//! `{"id":…,"parentId":…,"eviRawLine":"<base64>"}`.
+//! # Promises
+//!
+//! - Only appends, each entry to the file of its own day (or, when that file
+//!   ends in a partial line abandoned by eVi for 24 hours, to the next day's
+//!   file, with ids).
+//! - **Verbatim** (byte for byte, so its derived id comes out the same here)
+//!   only when its parent is the local implicit tip (for a session with no
+//!   implicit line here: it is a first entry), its day is neither before the
+//!   tip's day nor after this device's local date today, and no file of the
+//!   session at or before that day ends in a partial line. Every other entry
+//!   gets `id` and `parentId` at the front of its object (or is wrapped as
+//!   `{"id":…,"parentId":…,"eviRawLine":"<base64>"}`), which never moves the
+//!   implicit chain.
+//! - **Never into a line being written**: right before each append, every
+//!   file of the session must still be as this appender last saw it (size and
+//!   inode, a newline at the end; files it did not know must still be
+//!   absent). If eVi wrote meanwhile, the session is read again and the
+//!   entries are decided again. An entry whose day file ends in a partial
+//!   line is not written at all: [`Batch::waiting`] hands it back.
+//! - After each append the file is `fstat`ed: [`Appended::after`] is the exact
+//!   state of a file that holds what it held plus pull's bytes, and `None`
+//!   when anything else grew it meanwhile, so push never takes a line that
+//!   eVi wrote during a pull as pushed.
+//!
+//! What it cannot promise: eVi does not lock its files, so a write that
+//! begins in the microseconds between the check and the append still lands
+//! after pull's line. The `fstat` notices it, the session is re-read, and any
+//! entry that did not read back under its id is appended again with ids.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::ops::ControlFlow;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use evi_shared::{Day, SessionId};
 
 use super::Entry;
+use super::pending::WaitReason;
 use super::state::{FileState, Stat, line_hash};
 use crate::home::EviHome;
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::parse_head;
 use crate::transcript::lines::walk_file;
 
-/// A transcript file pull appended to.
+/// A partial line untouched this long was abandoned by eVi.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Rounds of "decide, find the session changed, read it again" before the
+/// rest of a batch waits for the next sync.
+const ATTEMPTS: usize = 8;
+
+/// One append to one file.
 #[derive(Debug)]
-pub(super) struct Touched {
-    /// `stat` before the first append (`None`: pull created the file).
+pub(super) struct Appended {
+    pub day: Day,
+    /// `stat` right before the append (`None`: pull created the file).
     pub before: Option<Stat>,
+    /// The file's exact state if it holds its old bytes plus pull's and
+    /// nothing else; `None` if something else wrote meanwhile.
+    pub after: Option<FileState>,
     pub ids: Vec<String>,
 }
 
-/// The file of a day is being written by eVi (it ends in a partial line):
-/// appending now would corrupt that line.
-#[derive(Debug, thiserror::Error)]
-#[error("{0} is being written (its last line is not complete yet)")]
-pub struct Busy(pub PathBuf);
+/// What a batch did.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    pub appended: Vec<Appended>,
+    /// Entries that must wait, in their order of arrival.
+    pub waiting: Vec<(Entry, WaitReason)>,
+    pub verbatim: u64,
+    pub branched: u64,
+}
 
-/// Where a file's chain and end stand, as push records them.
+/// What this appender knows of one of the session's files.
 #[derive(Debug, Clone, Default)]
 struct FileInfo {
+    /// What is on disk: `None` while the file does not exist.
+    disk: Option<Disk>,
     chain_before: Option<String>,
     chain_after: Option<String>,
     /// Whether a line of the file moves the implicit chain.
     has_implicit: bool,
+    /// End of the last complete line, counting planned appends.
     offset: u64,
+    /// Bytes after `offset` that are not a complete line yet.
+    partial: u64,
     last_start: u64,
     last_hash: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Disk {
+    size: u64,
+    ino: u64,
+    mtime: SystemTime,
+}
+
+impl Disk {
+    fn of(m: &std::fs::Metadata) -> Self {
+        Self {
+            size: m.len(),
+            ino: m.ino(),
+            mtime: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        }
+    }
+}
+
+/// Bytes planned for one file.
+#[derive(Default)]
+struct Planned {
+    bytes: Vec<u8>,
+    ids: Vec<String>,
+    verbatim: u64,
 }
 
 /// One local session, ready to take pulled entries.
@@ -58,61 +127,71 @@ pub(super) struct SessionAppender {
     known: HashSet<String>,
     chain: IdChain,
     tip_day: Option<Day>,
-    /// Days whose file ends in a partial line.
-    busy: HashSet<Day>,
-    /// Buffered: a page appends thousands of lines; [`Self::sync`] flushes.
-    open: HashMap<Day, BufWriter<File>>,
-    /// What the session's files hold, kept up to date as pull appends.
     files: BTreeMap<Day, FileInfo>,
-    /// Files appended to since [`Self::take_touched`] was last called.
-    pub touched: BTreeMap<Day, Touched>,
-    pub verbatim: u64,
-    pub branched: u64,
+    /// Read again before the next decision: something else wrote.
+    stale: bool,
+    /// Files appended to since [`Self::sync`], to fsync. Each append opens
+    /// its file anew: a handle kept from before a re-read could point at a
+    /// file that was since replaced.
+    written: Vec<File>,
+    /// Day folders in which this appender created a file: fsynced so the
+    /// new name survives a crash as surely as the bytes in it.
+    new_files_in: BTreeSet<PathBuf>,
 }
 
 impl SessionAppender {
-    /// Reads the session's current tree (ids and tip only).
+    /// Reads the session's current tree (ids, tip, file ends).
     pub fn load(home: &EviHome, session: &SessionId) -> io::Result<Self> {
-        let dir = home.transcripts_dir();
         let mut me = Self {
             session: session.clone(),
-            dir,
+            dir: home.transcripts_dir(),
             known: HashSet::new(),
             chain: IdChain::default(),
             tip_day: None,
-            busy: HashSet::new(),
-            open: HashMap::new(),
             files: BTreeMap::new(),
-            touched: BTreeMap::new(),
-            verbatim: 0,
-            branched: 0,
+            stale: false,
+            written: Vec::new(),
+            new_files_in: BTreeSet::new(),
         };
-        for (day, path) in me.list_files()? {
+        me.read()?;
+        Ok(me)
+    }
+
+    fn read(&mut self) -> io::Result<()> {
+        self.known.clear();
+        self.chain = IdChain::default();
+        self.tip_day = None;
+        self.files.clear();
+        for (day, path) in self.list_files()? {
+            let Some(disk) = stat(&path)? else { continue };
             let mut info = FileInfo {
-                chain_before: me.chain.implicit_parent().map(str::to_owned),
+                disk: Some(disk),
+                chain_before: self.chain.implicit_parent().map(str::to_owned),
                 ..FileInfo::default()
             };
+            let (chain, known, tip_day) = (&mut self.chain, &mut self.known, &mut self.tip_day);
             let end = walk_file(&path, 0, |offset, raw| {
                 let head = parse_head(raw);
                 let moves = head.ids.parent.is_none();
-                let placed = me.chain.place(raw, head.ids);
+                let placed = chain.place(raw, head.ids);
                 if moves {
-                    me.tip_day = Some(day);
+                    *tip_day = Some(day);
                     info.has_implicit = true;
                 }
                 info.last_start = offset;
                 info.last_hash = Some(line_hash(raw));
-                me.known.insert(placed.id);
+                known.insert(placed.id);
                 ControlFlow::Continue(())
             })?;
-            if end.pending_bytes > 0 {
-                me.busy.insert(day);
-            }
             info.offset = end.offset;
-            info.chain_after = me.chain.implicit_parent().map(str::to_owned);
-            me.files.insert(day, info);
+            info.partial = end.pending_bytes;
+            // The walk read further than the stat saw: the file grew while
+            // being read. Take what was read; the next check notices.
+            info.chain_after = self.chain.implicit_parent().map(str::to_owned);
+            self.files.insert(day, info);
         }
-        Ok(me)
+        self.stale = false;
+        Ok(())
     }
 
     /// The session's files in day order.
@@ -150,13 +229,102 @@ impl SessionAppender {
         self.known.contains(id)
     }
 
-    /// Appends one entry (no-op if its id is here).
-    pub fn apply(&mut self, e: &Entry) -> Result<(), ApplyError> {
-        if self.known.contains(&e.id) {
-            return Ok(());
+    /// Whether every file is still as last seen, and each day in `absent`
+    /// (days this appender has no file for) still has none.
+    fn unchanged(&self, absent: impl IntoIterator<Item = Day>) -> io::Result<bool> {
+        for (day, info) in &self.files {
+            let Some(disk) = info.disk else { continue };
+            let path = self.path(*day);
+            let Some(now) = stat(&path)? else {
+                return Ok(false);
+            };
+            if now.size != disk.size || now.ino != disk.ino {
+                return Ok(false);
+            }
+            if info.partial == 0 && disk.size > 0 && !ends_in_newline(&path, disk.size)? {
+                return Ok(false);
+            }
         }
-        if self.busy.contains(&e.day) {
-            return Err(ApplyError::Busy(Busy(self.path(e.day))));
+        for day in absent {
+            if self.files.get(&day).is_none_or(|i| i.disk.is_none()) && self.path(day).exists() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Appends what can be appended of `entries` (in order), re-deciding
+    /// whenever the files changed under it; hands back what must wait.
+    pub fn apply(&mut self, entries: &[Entry], today: Day) -> io::Result<Batch> {
+        let mut batch = Batch::default();
+        for _ in 0..ATTEMPTS {
+            if self.stale || !self.unchanged([today])? {
+                self.read()?;
+            }
+            let mut plan: BTreeMap<Day, Planned> = BTreeMap::new();
+            batch.waiting.clear();
+            for e in entries {
+                if self.known.contains(&e.id) {
+                    continue;
+                }
+                debug_assert!(
+                    e.line_blob.is_none(),
+                    "a line blob is fetched before it is applied"
+                );
+                match self.decide(e, today) {
+                    Err(reason) => batch.waiting.push((e.clone(), reason)),
+                    Ok((day, bytes, verbatim)) => {
+                        let p = plan.entry(day).or_default();
+                        p.bytes.extend_from_slice(&bytes);
+                        p.ids.push(e.id.clone());
+                        p.verbatim += u64::from(verbatim);
+                    }
+                }
+            }
+            let mut clean = true;
+            // In day order, so a file's recorded chain start is on disk.
+            for (day, p) in plan {
+                if !self.unchanged([day, today])? {
+                    clean = false;
+                    break;
+                }
+                batch.verbatim += p.verbatim;
+                batch.branched += p.ids.len() as u64 - p.verbatim;
+                batch.appended.push(self.append(day, p)?);
+                if self.stale {
+                    clean = false;
+                    break;
+                }
+            }
+            if clean {
+                return Ok(batch);
+            }
+            // Read again and decide again: what was written reads back as
+            // known.
+            self.stale = true;
+        }
+        // eVi keeps writing: what is left waits for the next sync.
+        self.read()?;
+        batch.waiting = entries
+            .iter()
+            .filter(|e| !self.known.contains(&e.id))
+            .map(|e| (e.clone(), WaitReason::PartialLine))
+            .collect();
+        Ok(batch)
+    }
+
+    /// Where and how one entry goes, updating the tip and file ends as if it
+    /// were written; `Err` when it must wait.
+    fn decide(&mut self, e: &Entry, today: Day) -> Result<(Day, Vec<u8>, bool), WaitReason> {
+        let mut day = e.day;
+        let mut forced = false;
+        while let Some(info) = self.files.get(&day).filter(|i| i.partial > 0) {
+            if !abandoned(info) {
+                return Err(WaitReason::PartialLine);
+            }
+            // eVi died mid-line: that file can never take a line again.
+            day = next_day(day);
+            forced = true;
         }
         let head = parse_head(&e.line);
         let explicit_parent = head.ids.parent.is_some();
@@ -164,50 +332,86 @@ impl SessionAppender {
             Some(id) => id.clone(),
             None => derive_id(e.parent.as_deref(), &e.line),
         };
-        let extends_tip = e.parent.as_deref() == self.chain.implicit_parent()
-            && self.tip_day.is_none_or(|t| e.day >= t);
-        let verbatim = id_here == e.id && (explicit_parent || extends_tip);
+        let partial_before = self.files.range(..=day).any(|(_, i)| i.partial > 0);
+        let reads_back = if explicit_parent {
+            head.ids.parent.as_ref() == Some(&e.parent)
+        } else {
+            e.parent.as_deref() == self.chain.implicit_parent()
+                && self.tip_day.is_none_or(|t| day >= t)
+                && day <= today
+                && !partial_before
+        };
+        let verbatim = !forced && id_here == e.id && reads_back;
         let bytes = if verbatim {
-            self.verbatim += 1;
-            let mut b = e.line.clone();
+            let mut b = Vec::with_capacity(e.line.len() + 1);
+            b.extend_from_slice(&e.line);
             b.push(b'\n');
             b
         } else {
-            self.branched += 1;
             with_ids(e, head.ids.id.is_some(), head.fault.is_none())
         };
-        let path = self.path(e.day);
-        self.touched.entry(e.day).or_insert_with(|| Touched {
-            before: Stat::of(&path).ok(),
-            ids: Vec::new(),
-        });
-        let f = match self.open.entry(e.day) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                std::fs::create_dir_all(path.parent().expect("day folder"))?;
-                let mut opts = OpenOptions::new();
-                opts.create(true).append(true);
-                std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-                v.insert(BufWriter::with_capacity(64 * 1024, opts.open(&path)?))
-            }
-        };
-        f.write_all(&bytes)?;
         let moves = verbatim && !explicit_parent;
         if moves {
             self.chain = IdChain::starting_at(Some(e.id.clone()));
-            self.tip_day = Some(e.day);
+            self.tip_day = Some(day);
         }
-        let info = self.files.entry(e.day).or_default();
+        let info = self.files.entry(day).or_default();
         info.last_start = info.offset;
         info.offset += bytes.len() as u64;
         info.last_hash = Some(line_hash(&bytes[..bytes.len() - 1]));
         info.has_implicit |= moves;
         self.rechain();
         self.known.insert(e.id.clone());
-        if let Some(t) = self.touched.get_mut(&e.day) {
-            t.ids.push(e.id.clone());
+        Ok((day, bytes, verbatim))
+    }
+
+    /// Writes one file's planned bytes in one `write`, then checks that the
+    /// file grew by exactly those bytes.
+    fn append(&mut self, day: Day, p: Planned) -> io::Result<Appended> {
+        let path = self.path(day);
+        let dir = path.parent().expect("day folder").to_owned();
+        let info = self.files.get(&day).cloned().unwrap_or_default();
+        let before_disk = info.disk;
+        if before_disk.is_none() {
+            crate::fsutil::create_dir_all_durable(&dir)?;
+            self.new_files_in.insert(dir);
         }
-        Ok(())
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)?;
+        let before = match before_disk {
+            Some(_) => Some(Stat::of(&path)?),
+            None => None,
+        };
+        f.write_all(&p.bytes)?;
+        let m = f.metadata()?;
+        let old = before_disk.map_or(0, |d| d.size);
+        let exact = m.len() == old + p.bytes.len() as u64;
+        self.written.push(f);
+        let info = self.files.get_mut(&day).expect("planned file");
+        info.disk = Some(Disk::of(&m));
+        let after = exact.then(|| FileState {
+            size: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ino: m.ino(),
+            offset: info.offset,
+            last_start: info.last_start,
+            last_hash: info.last_hash.clone(),
+            chain_before: info.chain_before.clone(),
+            chain_after: info.chain_after.clone(),
+        });
+        if !exact {
+            // Someone else wrote too: what the file holds now is unknown.
+            self.stale = true;
+        }
+        Ok(Appended {
+            day,
+            before,
+            after,
+            ids: p.ids,
+        })
     }
 
     /// Recomputes each file's chain ends from its predecessor. Only the last
@@ -233,45 +437,63 @@ impl SessionAppender {
         }
     }
 
-    /// The state push should record for the file of `day`, as it is now.
-    pub fn file_state(&self, day: Day) -> io::Result<Option<FileState>> {
-        let Some(info) = self.files.get(&day) else {
-            return Ok(None);
-        };
-        let st = Stat::of(&self.path(day))?;
-        Ok(Some(FileState {
-            size: st.size,
-            mtime_ns: st.mtime_ns,
-            ino: st.ino,
-            offset: info.offset,
-            last_start: info.last_start,
-            last_hash: info.last_hash.clone(),
-            chain_before: info.chain_before.clone(),
-            chain_after: info.chain_after.clone(),
-        }))
-    }
-
-    /// The files appended to since the last call.
-    pub fn take_touched(&mut self) -> BTreeMap<Day, Touched> {
-        std::mem::take(&mut self.touched)
-    }
-
-    /// Makes every append durable.
+    /// Makes every append durable: the files, and the names of new ones
+    /// (new day folders were made durable when created).
     pub fn sync(&mut self) -> io::Result<()> {
-        for (_, f) in self.open.drain() {
-            let f = f.into_inner().map_err(io::IntoInnerError::into_error)?;
+        for f in std::mem::take(&mut self.written) {
             f.sync_all()?;
+        }
+        for dir in std::mem::take(&mut self.new_files_in) {
+            crate::fsutil::sync_dir(&dir)?;
         }
         Ok(())
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error(transparent)]
-    Busy(#[from] Busy),
-    #[error(transparent)]
-    Io(#[from] io::Error),
+fn stat(path: &std::path::Path) -> io::Result<Option<Disk>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some(Disk::of(&m))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn ends_in_newline(path: &std::path::Path, size: u64) -> io::Result<bool> {
+    let mut b = [0u8; 1];
+    File::open(path)?.read_exact_at(&mut b, size - 1)?;
+    Ok(b[0] == b'\n')
+}
+
+/// A partial line whose file was not touched for [`ABANDONED_AFTER`].
+fn abandoned(info: &FileInfo) -> bool {
+    info.disk.is_some_and(|d| {
+        SystemTime::now()
+            .duration_since(d.mtime)
+            .is_ok_and(|age| age >= ABANDONED_AFTER)
+    })
+}
+
+/// The day after `day`.
+pub fn next_day(day: Day) -> Day {
+    let (y, m, d) = day.ymd();
+    chrono::NaiveDate::from_ymd_opt(y as i32, m, d)
+        .and_then(|date| date.succ_opt())
+        .map(|date| {
+            date.format("%Y-%m-%d")
+                .to_string()
+                .parse()
+                .expect("a formatted date is a day")
+        })
+        .unwrap_or(day)
+}
+
+/// This device's local date, where eVi writes its next lines.
+pub fn local_today() -> Day {
+    chrono::Local::now()
+        .format("%Y-%m-%d")
+        .to_string()
+        .parse()
+        .expect("a formatted date is a day")
 }
 
 /// The line with `id` and `parentId` put in front (or wrapped, when it is
@@ -304,7 +526,8 @@ fn fields_in_front(e: &Entry, id: &str, parent: &str, has_id: bool) -> Vec<u8> {
         .expect("a JSON object");
     let rest = &e.line[brace + 1..];
     let empty = rest.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
-    let mut out = e.line[..=brace].to_vec();
+    let mut out = Vec::with_capacity(e.line.len() + id.len() + parent.len() + 24);
+    out.extend_from_slice(&e.line[..=brace]);
     if !has_id {
         out.extend_from_slice(format!("\"id\":{id},").as_bytes());
     }
@@ -374,5 +597,142 @@ mod tests {
             crate::transcript::line::original_bytes(raw).unwrap(),
             b"not json"
         );
+    }
+
+    fn day(s: &str) -> Day {
+        s.parse().unwrap()
+    }
+
+    /// A home with `files` (day, bytes) of session `s`, and an appender.
+    fn home(files: &[(&str, &[u8])]) -> (tempfile::TempDir, EviHome, SessionAppender) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = EviHome::new(dir.path());
+        for (d, bytes) in files {
+            let p = home.transcripts_dir().join(d).join("s.jsonl");
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        let a = SessionAppender::load(&home, &"s".parse().unwrap()).unwrap();
+        (dir, home, a)
+    }
+
+    fn next(parent: Option<&str>, d: &str, line: &[u8]) -> Entry {
+        Entry {
+            id: derive_id(parent, line),
+            parent: parent.map(str::to_owned),
+            day: day(d),
+            line: line.to_vec(),
+            line_blob: None,
+        }
+    }
+
+    fn read(home: &EviHome, d: &str) -> Vec<u8> {
+        std::fs::read(home.transcripts_dir().join(d).join("s.jsonl")).unwrap_or_default()
+    }
+
+    const L1: &[u8] = br#"{"role":"user","content":"one"}"#;
+    const L2: &[u8] = br#"{"role":"user","content":"two"}"#;
+
+    #[test]
+    fn continuing_the_tip_is_verbatim_and_a_later_day_than_today_is_not() {
+        let first = [L1, b"\n"].concat();
+        let (_d, home, mut a) = home(&[("2026-06-08", &first)]);
+        let tip = derive_id(None, L1);
+        let e = next(Some(&tip), "2026-06-09", L2);
+        // This device is still on the 8th: the 9th is its future.
+        let b = a
+            .apply(std::slice::from_ref(&e), day("2026-06-08"))
+            .unwrap();
+        assert_eq!((b.verbatim, b.branched), (0, 1));
+        assert!(read(&home, "2026-06-09").starts_with(b"{\"id\":"));
+        let (_d, home, mut a) = self::home(&[("2026-06-08", &first)]);
+        let b = a
+            .apply(std::slice::from_ref(&e), day("2026-06-09"))
+            .unwrap();
+        assert_eq!((b.verbatim, b.branched), (1, 0));
+        assert_eq!(read(&home, "2026-06-09"), [L2, b"\n"].concat());
+        let st = b.appended[0].after.as_ref().expect("exact state");
+        assert_eq!(st.offset, L2.len() as u64 + 1);
+        assert_eq!(st.chain_before.as_deref(), Some(tip.as_str()));
+        assert_eq!(st.chain_after.as_deref(), Some(e.id.as_str()));
+    }
+
+    #[test]
+    fn a_partial_line_makes_its_day_wait_and_later_days_take_ids() {
+        let (_d, home, mut a) = home(&[("2026-06-08", b"{\"role\":\"user\",\"con")]);
+        let e8 = next(None, "2026-06-08", L1);
+        let e9 = next(Some(&e8.id), "2026-06-09", L2);
+        let b = a
+            .apply(&[e8.clone(), e9.clone()], day("2026-06-09"))
+            .unwrap();
+        assert_eq!(b.waiting.len(), 1);
+        assert_eq!(b.waiting[0].0, e8);
+        assert_eq!(b.branched, 1, "the 9th reads after a line not finished yet");
+        assert_eq!(read(&home, "2026-06-08"), b"{\"role\":\"user\",\"con");
+        assert!(read(&home, "2026-06-09").starts_with(b"{\"id\":"));
+    }
+
+    #[test]
+    fn a_line_written_after_loading_is_noticed_before_appending() {
+        let first = [L1, b"\n"].concat();
+        let (_d, home, mut a) = home(&[("2026-06-08", &first)]);
+        let tip = derive_id(None, L1);
+        let path = home.transcripts_dir().join("2026-06-08/s.jsonl");
+        // eVi starts a line after pull read the session.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"role\":")
+            .unwrap();
+        let e = next(Some(&tip), "2026-06-08", L2);
+        let b = a
+            .apply(std::slice::from_ref(&e), day("2026-06-08"))
+            .unwrap();
+        assert_eq!(b.waiting.len(), 1);
+        assert_eq!(
+            read(&home, "2026-06-08"),
+            [&first[..], b"{\"role\":"].concat()
+        );
+        // eVi finishes it: the pulled entry no longer continues the tip.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"\"x\"}\n")
+            .unwrap();
+        let b = a
+            .apply(std::slice::from_ref(&e), day("2026-06-08"))
+            .unwrap();
+        assert_eq!((b.verbatim, b.branched, b.waiting.len()), (0, 1, 0));
+        let again = SessionAppender::load(&home, &"s".parse().unwrap()).unwrap();
+        assert!(again.has(&e.id), "the entry reads back under its own id");
+    }
+
+    #[test]
+    fn an_abandoned_partial_line_sends_entries_to_the_next_day_with_ids() {
+        let (_d, home, _) = home(&[("2026-06-08", b"{\"cut")]);
+        let path = home.transcripts_dir().join("2026-06-08/s.jsonl");
+        let old = SystemTime::now() - ABANDONED_AFTER - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let mut a = SessionAppender::load(&home, &"s".parse().unwrap()).unwrap();
+        let e = next(None, "2026-06-08", L1);
+        let b = a
+            .apply(std::slice::from_ref(&e), day("2026-06-10"))
+            .unwrap();
+        assert_eq!((b.waiting.len(), b.branched), (0, 1));
+        assert_eq!(read(&home, "2026-06-08"), b"{\"cut");
+        assert!(read(&home, "2026-06-09").starts_with(b"{\"id\":"));
+    }
+
+    #[test]
+    fn next_day_rolls_over_months_and_years() {
+        assert_eq!(next_day(day("2026-12-31")), day("2027-01-01"));
+        assert_eq!(next_day(day("2028-02-28")), day("2028-02-29"));
     }
 }

@@ -109,20 +109,26 @@ pub(super) fn push_journal(
     let Ok(stat) = Stat::of(&path) else {
         return Ok(());
     };
+    let name = journal_name(&ctx.account);
     let prev = ctx.state.journal.clone();
-    if stat.matches(&prev.file) {
+    // A journal pushed under another name (by a version that named journals
+    // by device name alone) goes up once more in full under this one, so
+    // other devices hold it whole in one folder.
+    let same_name = prev.name.as_deref() == Some(name.as_str());
+    if same_name && stat.matches(&prev.file) {
         return Ok(());
     }
-    let mut js = if stat.size >= prev.file.offset && prefix_intact(&path, &prev.file) {
+    let mut js = if same_name && stat.size >= prev.file.offset && prefix_intact(&path, &prev.file)
+    {
         prev
     } else {
         JournalState::default()
     };
+    js.name = Some(name.clone());
     js.file.size = stat.size;
     js.file.mtime_ns = stat.mtime_ns;
     js.file.ino = stat.ino;
     let budget = up.segment_budget();
-    let name = journal_name(&ctx.account);
     let mut lines: Vec<JournalLine> = Vec::new();
     let mut bytes = 0;
     let mut failure = None;

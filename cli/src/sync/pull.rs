@@ -1,19 +1,16 @@
 //! `evi sync pull`: fetch records after the cursor, page by page; verify a
 //! whole page (MAC, bound ids, formats) before writing any of it; append
-//! entries as [`apply`](super::apply) says; fetch and verify the blobs the
-//! pulled journals name; advance the cursor only once all that is durable.
+//! entries as [`apply`](super::apply) says, or keep them waiting in
+//! [`pending`](super::pending); fetch and verify the blobs the pulled
+//! journals name; advance the cursor only once all that is durable.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
-use evi_shared::SessionId;
-
-use super::apply::{ApplyError, SessionAppender};
 use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
+use super::error::SyncError;
+use super::incoming::drain_pending;
 use super::journal::{apply_journal, fetch_blobs, journal_blobs};
 use super::progress::Progress;
-use super::push::rel_name;
 use super::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
@@ -26,33 +23,45 @@ pub struct PullReport {
     /// Sessions that got an entry branching from the local tip.
     pub diverged: u64,
     pub records: u64,
-    /// Set when pull stopped early because eVi is writing a session here.
+    /// Why some entries wait, for people (`None` when nothing waits).
     pub deferred: Option<String>,
+    /// Entries kept in `sync/pending/` until their file is whole.
+    pub waiting: u64,
 }
 
-pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport, SyncError> {
+/// How to pull.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PullOptions {
+    /// From the first record, this device's own too: brings back what this
+    /// device pushed and then lost (an old backup restored, a file cut
+    /// short). Entries already here are passed over by id; the cursor never
+    /// moves back.
+    pub all: bool,
+}
+
+pub fn pull(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: PullOptions,
+) -> Result<PullReport, SyncError> {
     let mut report = PullReport::default();
-    let mut sessions_seen = BTreeSet::new();
-    let mut diverged = BTreeSet::new();
     let status = ctx.client.status()?;
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
-    progress.start(
-        "pulling",
-        status.newest_seq.saturating_sub(ctx.state.cursor),
-    );
-    // Kept across pages: a long session arrives in many records.
-    let mut appenders: BTreeMap<SessionId, SessionAppender> = BTreeMap::new();
+    let mut after = if opts.all { 0 } else { ctx.state.cursor };
+    progress.start("pulling", status.newest_seq.saturating_sub(after));
+    // What waited since an earlier sync goes in first, in its order.
+    let mut incoming = drain_pending(ctx)?;
     loop {
-        let page = ctx.client.pull(ctx.state.cursor)?;
+        let page = ctx.client.pull(after)?;
         if page.records.is_empty() {
             break;
         }
         // Verify the whole page before writing anything.
         let mut opened = Vec::with_capacity(page.records.len());
         for r in &page.records {
-            // What this device pushed is here already.
-            if r.device.as_deref() == Some(ctx.account.device_id.as_str()) {
+            // What this device pushed is here already (unless asked for all).
+            if !opts.all && r.device.as_deref() == Some(ctx.account.device_id.as_str()) {
                 continue;
             }
             let kind = SegmentKind::from_str(&r.kind).map_err(|e| SyncError::Segment {
@@ -68,52 +77,22 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
                 &r.ciphertext.0,
             )
             .map_err(|source| SyncError::Segment { seq: r.seq, source })?;
-            opened.push((r.seq, seg));
+            opened.push(seg);
         }
         // Blobs the page's journals name are fetched and verified before
         // anything is written: a blob that fails its hash leaves the home as
         // it was. (A blob landing before its journal line is the safe order.)
         let mut named = Vec::new();
-        for (_, seg) in &opened {
+        for seg in &opened {
             if let OpenedSegment::Journal { device, lines } = seg {
                 named.extend(journal_blobs(ctx, device, lines)?);
             }
         }
         report.blobs += fetch_blobs(ctx, &named)?;
-        let mut applied_to = ctx.state.cursor;
-        'records: for (seq, seg) in opened {
+        for seg in opened {
             match seg {
                 OpenedSegment::Entries { session, entries } => {
-                    if !appenders.contains_key(&session) {
-                        let a = SessionAppender::load(&ctx.home, &session)
-                            .ctx(|| format!("cannot read session {session}"))?;
-                        appenders.insert(session.clone(), a);
-                    }
-                    let a = appenders.get_mut(&session).expect("inserted above");
-                    for e in &entries {
-                        if a.has(&e.id) {
-                            continue;
-                        }
-                        let branched = a.branched;
-                        match a.apply(e) {
-                            Ok(()) => {}
-                            Err(ApplyError::Busy(b)) => {
-                                report.deferred = Some(b.to_string());
-                                break 'records;
-                            }
-                            Err(ApplyError::Io(source)) => {
-                                return Err(SyncError::Io {
-                                    context: format!("cannot write session {session}"),
-                                    source,
-                                });
-                            }
-                        }
-                        report.entries += 1;
-                        sessions_seen.insert(session.clone());
-                        if a.branched > branched {
-                            diverged.insert(session.clone());
-                        }
-                    }
+                    incoming.queue(session, entries);
                 }
                 OpenedSegment::Journal { device, lines } => {
                     let n = lines.len() as u64;
@@ -123,63 +102,33 @@ pub fn pull(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PullReport
                     }
                 }
             }
-            applied_to = seq;
             report.records += 1;
-            progress.inc(1);
         }
-        for a in appenders.values_mut() {
-            a.sync()
-                .ctx(|| format!("cannot write session {}", a.session))?;
-        }
-        for a in appenders.values_mut() {
-            record_appends(ctx, a)?;
-        }
-        if report.deferred.is_none() {
-            // Past this device's own records at the end of the page too.
-            applied_to = applied_to.max(page.next_after);
-        }
-        ctx.state.cursor = applied_to;
+        incoming.apply(ctx)?;
+        incoming.sync()?;
+        // Entries that wait are safe in sync/pending/: the cursor moves past
+        // every record of the page.
+        after = page.next_after;
+        ctx.state.cursor = ctx.state.cursor.max(after);
         ctx.save_state()?;
-        if report.deferred.is_some() || !page.more {
+        progress.inc(page.records.len() as u64);
+        if !page.more {
             break;
         }
     }
     progress.finish();
-    report.sessions = sessions_seen.len() as u64;
-    report.diverged = diverged.len() as u64;
+    let applied = &incoming.applied;
+    report.entries = applied.entries;
+    report.sessions = applied.sessions.len() as u64;
+    report.diverged = applied.diverged.len() as u64;
+    report.waiting = incoming.waiting();
+    if report.waiting > 0 {
+        report.deferred = Some(format!(
+            "{} entries wait until eVi finishes the line it is writing (see `evi sync status`)",
+            report.waiting
+        ));
+    }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
     Ok(report)
-}
-
-/// Keeps the next push from sending back what pull just wrote. A file that
-/// was fully pushed before (or is new) has its state moved past the appended
-/// lines; otherwise the appended ids are remembered and push passes over them.
-fn record_appends(ctx: &mut SyncContext, a: &mut SessionAppender) -> Result<(), SyncError> {
-    for (day, t) in a.take_touched() {
-        let rel = rel_name(day, &a.session);
-        let clean = match (&t.before, ctx.state.files.get(&rel)) {
-            (None, None) => true,
-            (Some(st), Some(fs)) => st.matches(fs) && fs.offset == st.size,
-            _ => false,
-        };
-        let new_state = if clean {
-            a.file_state(day)
-                .ctx(|| format!("cannot stat session {} of {day}", a.session))?
-        } else {
-            None
-        };
-        match new_state {
-            Some(fs) => {
-                ctx.state.files.insert(rel, fs);
-            }
-            None => ctx
-                .state
-                .skip
-                .entry(a.session.to_string())
-                .or_default()
-                .extend(t.ids),
-        }
-    }
-    Ok(())
 }

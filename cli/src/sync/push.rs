@@ -12,12 +12,14 @@
 use std::io::Read;
 use std::ops::ControlFlow;
 
-use evi_shared::api::{PushRequest, Segment};
+use evi_shared::api::{ErrorCode, PushRequest, Segment};
 use evi_shared::{Day, SessionId};
 
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
+use super::incoming::drain_pending;
 use super::journal;
+use super::line_blobs::upload_line;
 use super::progress::Progress;
 use super::state::{FileState, Stat, line_hash};
 use super::{Entry, SealedSegment, seal};
@@ -42,6 +44,20 @@ pub struct PushReport {
     pub blobs_failed: u64,
     pub bytes_sent: u64,
     pub files_read: u64,
+    /// Lines too large for a segment, sent as blobs.
+    pub line_blobs: u64,
+    /// What could not be sent, one message per item; everything else was.
+    pub failed: Vec<String>,
+}
+
+/// Whether an error concerns one item (a file, a line, a blob) that the rest
+/// of a push can go on without, rather than the server or the account.
+fn item_error(e: &SyncError) -> bool {
+    match e {
+        SyncError::Io { .. } | SyncError::TooLarge { .. } | SyncError::Blob { .. } => true,
+        SyncError::Client(c) => matches!(c.code(), Some(ErrorCode::PayloadTooLarge)),
+        _ => false,
+    }
 }
 
 pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport, SyncError> {
@@ -52,6 +68,9 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
         Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
         _ => {}
     }
+    // Entries that waited for eVi to finish a line go in first, so what is
+    // read below is the home as pull would leave it.
+    drain_pending(ctx)?;
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
     let mut up = Uploader::new(caps.max_batch_bytes);
@@ -59,7 +78,11 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     progress.start("pushing", catalog.sessions.len() as u64);
     for (session, files) in &catalog.sessions {
         let before = report.entries;
-        push_session(ctx, &mut up, &mut report, session, files)?;
+        match push_session(ctx, &mut up, &mut report, session, files) {
+            Ok(()) => {}
+            Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
+            Err(e) => return Err(e),
+        }
         if report.entries > before {
             report.sessions += 1;
         }
@@ -69,7 +92,11 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
     super::blob_transfer::push_missing_blobs(ctx, &mut report)?;
-    journal::push_journal(ctx, &mut up, &mut report)?;
+    match journal::push_journal(ctx, &mut up, &mut report) {
+        Ok(()) => {}
+        Err(e) if item_error(&e) => report.failed.push(format!("checkpoint journal: {e}")),
+        Err(e) => return Err(e),
+    }
     up.flush(ctx, &mut report)?;
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
@@ -243,7 +270,6 @@ fn push_session(
     files: &[SessionFile],
 ) -> Result<(), SyncError> {
     let budget = up.segment_budget();
-    let mut chain = IdChain::default();
     let mut g = Gather {
         session,
         entries: Vec::new(),
@@ -251,6 +277,26 @@ fn push_session(
         pending: Vec::new(),
     };
     let mut skip = ctx.state.skip.remove(session.as_str()).unwrap_or_default();
+    let result = push_files(ctx, up, report, &mut g, &mut skip, budget, files);
+    if !skip.is_empty() {
+        ctx.state.skip.insert(session.to_string(), skip);
+    }
+    result
+}
+
+/// The body of [`push_session`]; on an error, what was gathered before the
+/// failing line is still sealed, so only that line and what follows wait.
+fn push_files(
+    ctx: &mut SyncContext,
+    up: &mut Uploader,
+    report: &mut PushReport,
+    g: &mut Gather<'_>,
+    skip: &mut std::collections::BTreeSet<String>,
+    budget: usize,
+    files: &[SessionFile],
+) -> Result<(), SyncError> {
+    let session = g.session;
+    let mut chain = IdChain::default();
     for file in files {
         let rel = rel_name(file.day, session);
         let stat = Stat::of(&file.path).ctx(|| format!("cannot stat {}", file.path.display()))?;
@@ -283,7 +329,11 @@ fn push_session(
             let head = parse_head(raw);
             let placed = chain.place(raw, head.ids);
             let skipped = skip.remove(&placed.id);
-            if !skipped && !g.entries.is_empty() && g.bytes + raw.len() > budget {
+            // A line too large for a segment goes up as a blob first; the
+            // segment carries its hash.
+            let big = !skipped && raw.len() > budget;
+            let size = if big { 128 } else { raw.len() };
+            if !skipped && !g.entries.is_empty() && g.bytes + size > budget {
                 // Seal what came before this line.
                 let mid = Mark::File(rel.clone(), fs.mid_file());
                 if let Err(e) = g.seal_into(ctx, up, report, Some(mid)) {
@@ -291,18 +341,42 @@ fn push_session(
                     return ControlFlow::Break(());
                 }
             }
+            let line_blob = if big {
+                match upload_line(ctx, raw) {
+                    Ok(lb) => {
+                        report.line_blobs += 1;
+                        Some(lb)
+                    }
+                    Err(e) => {
+                        // What came before this line still goes up.
+                        let mid = Mark::File(rel.clone(), fs.mid_file());
+                        if let Err(e2) = g.seal_into(ctx, up, report, Some(mid)) {
+                            failure = Some(e2);
+                        } else {
+                            failure = Some(e);
+                        }
+                        return ControlFlow::Break(());
+                    }
+                }
+            } else {
+                None
+            };
             fs.last_start = offset;
             fs.offset = offset + raw.len() as u64 + 1;
             fs.last_hash = Some(line_hash(raw));
             fs.chain_after = chain.implicit_parent().map(str::to_owned);
             if !skipped {
-                g.bytes += raw.len() + placed.id.len() + 32;
+                g.bytes += size + placed.id.len() + 32;
                 g.entries.push(Entry {
                     id: placed.id,
                     parent: placed.parent,
                     day: file.day,
-                    line: raw.to_vec(),
-                    line_blob: None,
+                    line: if line_blob.is_some() {
+                        Vec::new()
+                    } else {
+                        raw.to_vec()
+                    },
+                    line_blob,
                 });
             }
             ControlFlow::Continue(())
@@ -315,11 +389,7 @@ fn push_session(
         fs.chain_after = chain.implicit_parent().map(str::to_owned);
         g.pending.push(Mark::File(rel, fs));
     }
-    g.seal_into(ctx, up, report, None)?;
-    if !skip.is_empty() {
-        ctx.state.skip.insert(session.to_string(), skip);
-    }
-    Ok(())
+    g.seal_into(ctx, up, report, None)
 }
 
 /// Files whose size, mtime or inode changed since the last push: what

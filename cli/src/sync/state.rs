@@ -66,6 +66,9 @@ pub struct JournalState {
     pub file: FileState,
     /// Lines taken so far (the seq of a line without one).
     pub lines: u64,
+    /// The journal name it was pushed under (`None`: by an older version).
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

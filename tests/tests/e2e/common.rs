@@ -4,10 +4,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// `target/<profile>/`, where cargo puts the binaries.
+/// `target/<profile>/`, where cargo puts the binaries, or `EVI_TEST_BIN_DIR`
+/// when set: the same tests then drive other builds (an older commit's
+/// binaries, to show that a new test fails before its fix).
 fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("EVI_TEST_BIN_DIR") {
+            return PathBuf::from(dir);
+        }
         let exe = std::env::current_exe().expect("test executable path");
         let dir = exe
             .parent()

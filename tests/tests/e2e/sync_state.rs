@@ -243,3 +243,44 @@ fn a_revoked_device_can_no_longer_sync() {
         "error: no device named \"nosuch\"\nhint: `evi sync devices` lists them\n"
     );
 }
+
+#[test]
+fn pull_all_brings_back_what_this_device_pushed_and_then_lost() {
+    let server = TestServer::start();
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let lines = [
+        "{\"role\":\"user\",\"content\":\"one\"}\n",
+        "{\"role\":\"assistant\",\"content\":\"two\"}\n",
+        "{\"role\":\"user\",\"content\":\"three\"}\n",
+    ];
+    let full = lines.concat();
+    let path = a.write("2026-06-08", "S1", full.as_bytes());
+    a.write("2026-06-08", "S2", lines[0].as_bytes());
+    a.sync_ok(&["push"]);
+
+    // An old backup comes back: S1 lost its last two lines, S2 is gone.
+    std::fs::write(&path, lines[0]).unwrap();
+    std::fs::remove_file(a.home().join("transcripts/2026-06-08/S2.jsonl")).unwrap();
+    // A plain pull passes over this device's own records.
+    a.sync_ok(&["pull"]);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), lines[0]);
+
+    let out = a.sync_ok(&["pull", "--all", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["entries"], 3, "{out}");
+    // Byte for byte: the lost lines continue the tip, so they read back
+    // under their own ids.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
+    assert_eq!(
+        std::fs::read_to_string(a.home().join("transcripts/2026-06-08/S2.jsonl")).unwrap(),
+        lines[0]
+    );
+    // Nothing twice, and nothing new to push.
+    let v: serde_json::Value =
+        serde_json::from_str(&a.sync_ok(&["pull", "--all", "--json"])).unwrap();
+    assert_eq!(v["entries"], 0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
+    let v: serde_json::Value = serde_json::from_str(&a.sync_ok(&["push", "--json"])).unwrap();
+    assert_eq!(v["segments_stored"], 0, "{v}");
+}

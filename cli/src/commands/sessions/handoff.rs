@@ -100,8 +100,18 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         "skipped"
     } else {
         let mut sync = open_sync(ctx)?;
-        push(&mut sync, &Quiet)
+        let r = push(&mut sync, &Quiet)
             .map_err(|e| sync_error(e).hinted("`--no-push` prints the steps without pushing"))?;
+        // Other items that could not go up do not stop this handoff; this
+        // session not being fully pushed does.
+        let mine = format!("session {id}: ");
+        for f in &r.failed {
+            if f.starts_with(&mine) {
+                return Err(user_error(format!("session {id} is not fully pushed: {f}"))
+                    .hinted("fix that and run `evi sync push`, then hand off again"));
+            }
+            crate::commands::warn(&format!("not pushed: {f}"));
+        }
         "done"
     };
     let h = Handoff {

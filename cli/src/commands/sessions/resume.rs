@@ -37,7 +37,7 @@ pub struct ContinueArgs {
 /// Pulls, for a session that is not here yet.
 fn pull_now(ctx: &Ctx) -> Result<Catalog, CommandError> {
     let mut sync = open_sync(ctx)?;
-    let r = pull(&mut sync, &Quiet).map_err(sync_error)?;
+    let r = pull(&mut sync, &Quiet, Default::default()).map_err(sync_error)?;
     eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
     drop(sync);
     scan(ctx)

@@ -15,7 +15,7 @@ use crate::sync::error::SyncError;
 
 pub use account::{InitArgs, LoginArgs};
 pub use key::KeyCommand;
-pub use transfer::{JsonArgs, StatusArgs};
+pub use transfer::{JsonArgs, PullArgs, StatusArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum SyncCommand {
@@ -29,7 +29,7 @@ pub enum SyncCommand {
     /// Send new entries and blobs to the server.
     Push(JsonArgs),
     /// Fetch and apply what other devices pushed.
-    Pull(JsonArgs),
+    Pull(PullArgs),
     /// What is set up and what is pending each way.
     Status(StatusArgs),
     /// List the account's devices.

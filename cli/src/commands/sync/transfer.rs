@@ -7,9 +7,11 @@ use serde::Serialize;
 
 use super::{Ctx, client_error, open, sync_error};
 use crate::command_error::CommandResult;
+use crate::command_error::user_error;
 use crate::commands::{finish, stdout};
+use crate::sync::pending::PendingStore;
 use crate::sync::progress::{Bar, Progress, Quiet};
-use crate::sync::pull::pull;
+use crate::sync::pull::{PullOptions, pull};
 use crate::sync::push::{changed_files, push};
 
 #[derive(Debug, Args)]
@@ -17,6 +19,17 @@ pub struct JsonArgs {
     /// Print JSON (stable, documented in README.md).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// Print JSON (stable, documented in README.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Fetch every record again, this device's own too, and add what is
+    /// missing here (after restoring an old backup); nothing is applied twice.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -44,23 +57,35 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
     let mut sync = open(ctx)?;
     let r = push(&mut sync, progress(args.json).as_ref()).map_err(sync_error)?;
     if args.json {
-        return print_json(&r);
+        print_json(&r)?;
+    } else {
+        println!(
+            "pushed {} entries in {} sessions, {} journal lines, {} blobs ({} new records, {} already on the server)",
+            r.entries,
+            r.sessions,
+            r.journal_lines,
+            r.blobs_uploaded,
+            r.segments_stored,
+            r.segments_dropped
+        );
     }
-    println!(
-        "pushed {} entries in {} sessions, {} journal lines, {} blobs ({} new records, {} already on the server)",
-        r.entries,
-        r.sessions,
-        r.journal_lines,
-        r.blobs_uploaded,
-        r.segments_stored,
-        r.segments_dropped
-    );
-    Ok(())
+    if r.failed.is_empty() {
+        return Ok(());
+    }
+    for f in &r.failed {
+        eprintln!("error: not pushed: {f}");
+    }
+    Err(user_error(format!(
+        "{} items could not be pushed; everything else was",
+        r.failed.len()
+    ))
+    .hinted("fix what is named above and run `evi sync push` again"))
 }
 
-pub fn cmd_sync_pull(ctx: &Ctx, args: JsonArgs) -> CommandResult {
+pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     let mut sync = open(ctx)?;
-    let r = pull(&mut sync, progress(args.json).as_ref()).map_err(sync_error)?;
+    let opts = PullOptions { all: args.all };
+    let r = pull(&mut sync, progress(args.json).as_ref(), opts).map_err(sync_error)?;
     if args.json {
         return print_json(&r);
     }
@@ -69,7 +94,7 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: JsonArgs) -> CommandResult {
         r.entries, r.sessions, r.blobs, r.diverged
     );
     if let Some(why) = &r.deferred {
-        eprintln!("note: stopped early: {why}; run `evi sync pull` again once eVi has finished it");
+        eprintln!("note: {why}; the next pull or push applies them once the line is complete");
     }
     Ok(())
 }
@@ -88,14 +113,88 @@ struct Status {
     remote_pending_records: Option<u64>,
     cursor: u64,
     server_error: Option<String>,
+    /// Pulled entries kept in sync/pending/ until they can be appended.
+    waiting: Vec<WaitingSummary>,
     /// Blobs named by a journal here that the server did not have when last
     /// asked; every pull asks again, every push sends those it has.
     missing_blobs: u64,
 }
 
+/// Entries of one session and day that wait.
+#[derive(Debug, Serialize)]
+struct WaitingSummary {
+    session: String,
+    day: String,
+    entries: u64,
+    /// `partial_line` (eVi is writing that day's file), `abandoned` (its
+    /// partial line was not touched for 24 hours: the next sync appends the
+    /// entries with ids to the next day's file), `blob_missing` (the line's
+    /// blob is not on the server yet), `ready` (the next sync applies them).
+    reason: &'static str,
+    since: String,
+}
+
+fn waiting(sync: &crate::sync::context::SyncContext) -> std::io::Result<Vec<WaitingSummary>> {
+    use crate::sync::apply::ABANDONED_AFTER;
+    use crate::sync::pending::WaitReason;
+    let store = PendingStore::load(sync.paths.dir.join("pending"))?;
+    let mut out: Vec<WaitingSummary> = Vec::new();
+    for (session, list) in store.sessions() {
+        for w in list {
+            let path = sync
+                .home
+                .transcripts_dir()
+                .join(w.day.as_str())
+                .join(format!("{session}.jsonl"));
+            let reason = match w.reason {
+                WaitReason::BlobMissing => "blob_missing",
+                WaitReason::PartialLine => match std::fs::metadata(&path) {
+                    Ok(m) if ends_mid_line(&path, m.len()) => {
+                        let idle = m.modified().ok().and_then(|t| t.elapsed().ok());
+                        if idle.is_some_and(|i| i >= ABANDONED_AFTER) {
+                            "abandoned"
+                        } else {
+                            "partial_line"
+                        }
+                    }
+                    _ => "ready",
+                },
+            };
+            match out.last_mut() {
+                Some(last)
+                    if last.session == session.as_str()
+                        && last.day == w.day.as_str()
+                        && last.reason == reason =>
+                {
+                    last.entries += 1;
+                }
+                _ => out.push(WaitingSummary {
+                    session: session.to_string(),
+                    day: w.day.to_string(),
+                    entries: 1,
+                    reason,
+                    since: w.since.clone(),
+                }),
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn ends_mid_line(path: &std::path::Path, size: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 1];
+    size > 0
+        && std::fs::File::open(path)
+            .and_then(|f| f.read_exact_at(&mut b, size - 1))
+            .is_ok()
+        && b[0] != b'\n'
+}
+
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
     let sync = open(ctx)?;
     let changed = changed_files(&sync).map_err(sync_error)?;
+    let waiting = waiting(&sync)?;
     let remote = sync.client.status();
     let (pending, server_error) = match remote {
         Ok(s) => (Some(s.newest_seq.saturating_sub(sync.state.cursor)), None),
@@ -112,6 +211,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         remote_pending_records: pending,
         cursor: sync.state.cursor,
         server_error,
+        waiting,
         missing_blobs: sync.state.missing_blobs.len() as u64,
     };
     if args.json {
@@ -148,5 +248,21 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         _ => {}
     }
     writeln!(out, "blobs missing: {}", s.missing_blobs)?;
+    for w in &s.waiting {
+        let why = match w.reason {
+            "partial_line" => "its file ends in a line eVi is still writing",
+            "abandoned" => {
+                "its file ends in a line eVi left unfinished over 24 hours ago; the next sync \
+                 appends them with ids to the next day's file"
+            }
+            "blob_missing" => "the server does not have the line's blob yet",
+            _ => "the next pull or push applies them",
+        };
+        writeln!(
+            out,
+            "waiting:   {} ({} entries of {}): {why}",
+            w.session, w.entries, w.day
+        )?;
+    }
     finish(out)
 }
