@@ -294,7 +294,7 @@ impl PulledJournals {
         checkpoints: &Path,
         name: &str,
         lines: &[JournalLine],
-    ) -> io::Result<Vec<String>> {
+    ) -> io::Result<(u64, Vec<String>)> {
         self.with(checkpoints, name, |p| {
             // Changed since it was read (never by evi: pull holds the lock):
             // read it again rather than trust what is remembered.
@@ -303,7 +303,7 @@ impl PulledJournals {
             }
             let new = p.missing(lines);
             if new.is_empty() {
-                return Ok(Vec::new());
+                return Ok((0, Vec::new()));
             }
             let mut buf = Vec::new();
             let mut blobs = Vec::new();
@@ -314,7 +314,7 @@ impl PulledJournals {
             }
             p.append(&buf)?;
             p.lines.extend(new.iter().map(|l| content_hash(&l.line)));
-            Ok(blobs)
+            Ok((new.len() as u64, blobs))
         })
     }
 
@@ -382,14 +382,15 @@ fn pulled_error(ctx: &SyncContext, name: &str) -> impl FnOnce() -> String {
 }
 
 /// Appends the lines of another device's journal `name` that are not here
-/// yet (see [`PulledJournals::apply`]); returns the blobs they name.
+/// yet (see [`PulledJournals::apply`]); returns how many it appended and
+/// the blobs they name.
 pub(super) fn apply_journal(
     ctx: &mut SyncContext,
     name: &str,
     lines: Vec<JournalLine>,
-) -> Result<Vec<String>, SyncError> {
+) -> Result<(u64, Vec<String>), SyncError> {
     if is_own(ctx, name) {
-        return Ok(Vec::new());
+        return Ok((0, Vec::new()));
     }
     ctx.journals
         .apply(&ctx.home.checkpoints_dir(), name, &lines)
@@ -479,7 +480,7 @@ mod tests {
         let pj = PulledJournals::default();
         let first = [with_blob(1, "/a", 'a'), jl(2, "{\"seq\":2}")];
         assert_eq!(pj.blobs(cp, "laptop-1", &first).unwrap(), vec![sha('a')]);
-        assert_eq!(pj.apply(cp, "laptop-1", &first).unwrap(), vec![sha('a')]);
+        assert_eq!(pj.apply(cp, "laptop-1", &first).unwrap(), (2, vec![sha('a')]));
         // A re-push after a rewind: the kept line again, then new lines that
         // reuse the removed numbers; one of them twice.
         let again = [
@@ -489,8 +490,8 @@ mod tests {
             with_blob(2, "/b", 'b'),
         ];
         assert_eq!(pj.blobs(cp, "laptop-1", &again).unwrap(), vec![sha('b')]);
-        assert_eq!(pj.apply(cp, "laptop-1", &again).unwrap(), vec![sha('b')]);
-        assert!(pj.apply(cp, "laptop-1", &again).unwrap().is_empty());
+        assert_eq!(pj.apply(cp, "laptop-1", &again).unwrap(), (2, vec![sha('b')]));
+        assert_eq!(pj.apply(cp, "laptop-1", &again).unwrap(), (0, vec![]));
         let want = [&first[..], &again[1..3]]
             .concat()
             .iter()
@@ -502,7 +503,7 @@ mod tests {
         assert_eq!(file(cp, "laptop-2").lines().count(), 2);
         // A later command reads what is on disk: nothing twice.
         let fresh = PulledJournals::default();
-        assert!(fresh.apply(cp, "laptop-1", &again).unwrap().is_empty());
+        assert_eq!(fresh.apply(cp, "laptop-1", &again).unwrap(), (0, vec![]));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(cp.join("devices/laptop-1/journal.jsonl"))
             .unwrap()
@@ -526,7 +527,7 @@ mod tests {
         // Nothing to append: a torn tail stays until there is.
         std::fs::write(&path, "{\"seq\":1}\n{\"seq\":2}\n{\"s").unwrap();
         let pj = PulledJournals::default();
-        assert!(pj.apply(cp, "laptop-1", &lines).unwrap().is_empty());
+        assert_eq!(pj.apply(cp, "laptop-1", &lines).unwrap(), (0, vec![]));
         assert_eq!(file(cp, "laptop-1"), "{\"seq\":1}\n{\"seq\":2}\n{\"s");
     }
 

@@ -95,11 +95,8 @@ pub fn pull(
                     incoming.queue(session, entries);
                 }
                 OpenedSegment::Journal { device, lines } => {
-                    let n = lines.len() as u64;
-                    let named = apply_journal(ctx, &device, lines)?;
-                    if !named.is_empty() || device != ctx.account.device {
-                        report.journal_lines += n;
-                    }
+                    let (appended, _) = apply_journal(ctx, &device, lines)?;
+                    report.journal_lines += appended;
                 }
             }
             report.records += 1;
