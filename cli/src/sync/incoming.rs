@@ -38,8 +38,9 @@ pub(super) struct Applied {
 pub(super) struct Incoming {
     appenders: BTreeMap<SessionId, SessionAppender>,
     queued: BTreeMap<SessionId, Vec<Entry>>,
-    /// Reasons entries already waited for, to keep them when they wait again.
-    waited: BTreeMap<String, Waiting>,
+    /// Entries that waited before, by session and id, to keep when they
+    /// hold on (one line can be an entry of two sessions under one id).
+    waited: BTreeMap<(SessionId, String), Waiting>,
     pending: PendingStore,
     pub applied: Applied,
 }
@@ -55,7 +56,7 @@ impl Incoming {
         for s in sessions {
             let list = pending.take(&s);
             let entries: Vec<Entry> = list.iter().map(Waiting::entry).collect();
-            waited.extend(list.into_iter().map(|w| (w.id.clone(), w)));
+            waited.extend(list.into_iter().map(|w| ((s.clone(), w.id.clone()), w)));
             queued.insert(s, entries);
         }
         Ok(Self {
@@ -118,7 +119,7 @@ impl Incoming {
             for (e, reason) in waits {
                 let mut w = self
                     .waited
-                    .remove(&e.id)
+                    .remove(&(session.clone(), e.id.clone()))
                     .unwrap_or_else(|| Waiting::new(&e, reason));
                 w.reason = reason;
                 self.pending.wait(&session, w);
