@@ -1,10 +1,16 @@
 //! Splitting, joining and manifest checks, without a server: parts are
 //! sealed the way `send_parts` seals them and joined by `join_parts`.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
+use std::iter;
 
+use sha2::{Digest, Sha256};
+
+use super::fetch::{Capped, join_parts, read_manifest};
+use super::manifest::{AGE_HEADER_ROOM, MANIFEST_MAX_BYTES};
+use super::upload::hash_parts;
 use super::*;
-use crate::sync::TEST_IDENTITY;
+use crate::sync::{BlobError, Identity, SyncKeys, TEST_IDENTITY, seal_blob};
 
 fn sha(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))

@@ -1,0 +1,264 @@
+//! The fetch path of [`BlobTransfer`]: the whole blob or, when the server
+//! has only parts, its manifest and then each part in order, decrypted and
+//! hashed as they stream into a temp file, and kept only when the whole
+//! hashes to the blob's name (into its destination only if none is there
+//! yet: an existing file is never replaced). Whatever is refused or missing
+//! leaves nothing behind. A hostile server can make the client download at
+//! most [`MAX_BLOB_TOTAL_BYTES`] for a blob and no more: a whole blob is cut
+//! off there, a manifest is bounded, and each part may hold only the bytes
+//! its place in the manifest gives.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::iter;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use tempfile::NamedTempFile;
+
+use super::manifest::{MANIFEST_MAX_BYTES, MAX_BLOB_TOTAL_BYTES, ManifestError, PartManifest};
+use super::{BUF, BlobTransfer, Fetched, TransferError, is_sha_name};
+use crate::fsutil::{persist_new, temp_beside};
+use crate::sync::client::ClientError;
+use crate::sync::{BlobError, Identity, open_blob};
+
+/// A name asked for must be a SHA-256 before it names a file or a key.
+fn check_name(sha: &str) -> Result<(), TransferError> {
+    if is_sha_name(sha) {
+        Ok(())
+    } else {
+        Err(TransferError::Refused {
+            sha: sha.to_owned(),
+            source: BlobError::BadName(sha.to_owned()),
+        })
+    }
+}
+
+fn is_404(e: &ClientError) -> bool {
+    matches!(e, ClientError::Api { status: 404, .. })
+}
+
+impl BlobTransfer<'_> {
+    /// Fetches, verifies and links a blob into `dest` (created, never
+    /// replaced); the folder is created if missing. An existing `dest` is
+    /// not fetched at all.
+    pub fn fetch_blob(&self, sha256: &str, dest: &Path) -> Result<Fetched, TransferError> {
+        check_name(sha256)?;
+        if dest.exists() {
+            return Ok(Fetched::AlreadyPresent);
+        }
+        let io_err = |source| TransferError::Io {
+            context: format!("cannot write {}", dest.display()),
+            source,
+        };
+        let mut tmp = temp_beside(dest).map_err(io_err)?;
+        let Some(size) = self.fetch_into(sha256, tmp.as_file_mut())? else {
+            return Ok(Fetched::Missing);
+        };
+        match persist_new(tmp, dest) {
+            Ok(()) => Ok(Fetched::Written(size)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Fetched::AlreadyPresent),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
+    /// Fetches and verifies a blob into a new temp file in `dir` (created if
+    /// missing), for a caller that wants the bytes rather than a file in
+    /// `checkpoints/blobs/`: read it from the start, or persist it. `None`
+    /// when the server does not have it. The file is deleted on drop.
+    pub fn fetch_blob_to_temp(
+        &self,
+        sha256: &str,
+        dir: &Path,
+    ) -> Result<Option<NamedTempFile>, TransferError> {
+        check_name(sha256)?;
+        let io_err = |source| TransferError::Io {
+            context: format!("cannot write a temp file in {}", dir.display()),
+            source,
+        };
+        let mut tmp = temp_beside(&dir.join(sha256)).map_err(io_err)?;
+        if self.fetch_into(sha256, tmp.as_file_mut())?.is_none() {
+            return Ok(None);
+        }
+        tmp.as_file_mut().seek(SeekFrom::Start(0)).map_err(io_err)?;
+        Ok(Some(tmp))
+    }
+
+    /// Writes the verified blob into `out` (fresh, empty); its size, or
+    /// `None` when the server has neither the whole blob nor all its parts.
+    fn fetch_into(&self, sha: &str, out: &mut File) -> Result<Option<u64>, TransferError> {
+        let write_err = |source| TransferError::Io {
+            context: format!("cannot write blob {sha}"),
+            source,
+        };
+        match self.client.get_blob(&self.keys.blob_key(sha)) {
+            Ok(body) => {
+                let mut w = Capped::new(BufWriter::with_capacity(BUF, &mut *out));
+                let size = match open_blob(self.identity, sha, body, &mut w) {
+                    Ok(n) => n,
+                    Err(_) if w.over => {
+                        return Err(TransferError::Refused {
+                            sha: sha.to_owned(),
+                            source: BlobError::Inconsistent(format!(
+                                "it is longer than the {MAX_BLOB_TOTAL_BYTES} bytes a blob may have"
+                            )),
+                        });
+                    }
+                    Err(BlobError::Io(e)) => return Err(write_err(e)),
+                    Err(source) => {
+                        return Err(TransferError::Refused {
+                            sha: sha.to_owned(),
+                            source,
+                        });
+                    }
+                };
+                w.inner.flush().map_err(write_err)?;
+                return Ok(Some(size));
+            }
+            Err(e) if is_404(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let m = match self.client.get_blob(&self.keys.blob_manifest_key(sha)) {
+            Ok(body) => read_manifest(self.identity, sha, body)?,
+            Err(e) if is_404(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let parts = m.parts;
+        join_parts(
+            self.identity,
+            &m,
+            |i| match self
+                .client
+                .get_blob(&self.keys.blob_part_key(sha, i, parts))
+            {
+                Ok(body) => Ok(Some(body)),
+                Err(e) if is_404(&e) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            BufWriter::with_capacity(BUF, out),
+        )
+    }
+}
+
+/// A writer that refuses to grow past [`MAX_BLOB_TOTAL_BYTES`], and says so.
+pub(super) struct Capped<W> {
+    pub(super) inner: W,
+    pub(super) left: u64,
+    pub(super) over: bool,
+}
+
+impl<W> Capped<W> {
+    pub(super) fn new(inner: W) -> Self {
+        Self {
+            inner,
+            left: MAX_BLOB_TOTAL_BYTES,
+            over: false,
+        }
+    }
+}
+
+impl<W: Write> Write for Capped<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.len() as u64 > self.left {
+            self.over = true;
+            return Err(io::Error::other("blob longer than any blob may be"));
+        }
+        let n = self.inner.write(buf)?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// An age decryptor of `ciphertext` for the identity.
+fn decryptor<R: Read>(identity: &Identity, ciphertext: R) -> Result<impl Read, BlobError> {
+    let dec = age::Decryptor::new_buffered(BufReader::with_capacity(BUF, ciphertext))
+        .map_err(|e| BlobError::Decrypt(e.to_string()))?;
+    dec.decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
+        .map_err(|e| BlobError::Decrypt(e.to_string()))
+}
+
+/// Decrypts and checks a manifest fetched for `sha`.
+pub(super) fn read_manifest<R: Read>(
+    identity: &Identity,
+    sha: &str,
+    ciphertext: R,
+) -> Result<PartManifest, TransferError> {
+    let refused = |source| TransferError::Refused {
+        sha: sha.to_owned(),
+        source,
+    };
+    let mut plain = Vec::new();
+    decryptor(identity, ciphertext)
+        .map_err(refused)?
+        .take(MANIFEST_MAX_BYTES + 1)
+        .read_to_end(&mut plain)
+        .map_err(|e| refused(BlobError::Decrypt(e.to_string())))?;
+    PartManifest::parse(&plain, sha).map_err(|source| TransferError::Manifest {
+        sha: sha.to_owned(),
+        source,
+    })
+}
+
+/// Decrypts the parts `next(i)` yields, in order, into `out`, checking each
+/// part's length against the manifest and the whole against its name.
+/// `Ok(None)` as soon as a part is not on the server.
+pub(super) fn join_parts<R: Read, W: Write>(
+    identity: &Identity,
+    m: &PartManifest,
+    mut next: impl FnMut(u64) -> Result<Option<R>, TransferError>,
+    mut out: W,
+) -> Result<Option<u64>, TransferError> {
+    let sha = m.sha256.as_str();
+    let refused = |source| TransferError::Refused {
+        sha: sha.to_owned(),
+        source,
+    };
+    let write_err = |source| TransferError::Io {
+        context: format!("cannot write blob {sha}"),
+        source,
+    };
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; BUF];
+    for i in 0..m.parts {
+        let Some(ct) = next(i)? else {
+            return Ok(None);
+        };
+        let (_, expected) = m.part_range(i);
+        // One byte more than the part may hold tells a long part from a
+        // right one without reading the rest.
+        let mut r = decryptor(identity, ct).map_err(refused)?.take(expected + 1);
+        let mut got = 0u64;
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(refused(BlobError::Decrypt(e.to_string()))),
+            };
+            got += n as u64;
+            if got > expected {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n]).map_err(write_err)?;
+        }
+        if got != expected {
+            return Err(TransferError::Manifest {
+                sha: sha.to_owned(),
+                source: ManifestError::PartLength { index: i, expected },
+            });
+        }
+    }
+    out.flush().map_err(write_err)?;
+    let actual = hex::encode(hasher.finalize());
+    if actual != sha {
+        return Err(refused(BlobError::HashMismatch {
+            expected: sha.to_owned(),
+            actual,
+        }));
+    }
+    Ok(Some(m.size))
+}
