@@ -406,3 +406,216 @@ impl Rng {
         lo + self.next() % (hi - lo)
     }
 }
+
+// ---------------------------------------------------------------------------
+// A reference reader (DESIGN.md "Entry identity"), written again here on
+// purpose: tests compare what devices hold without trusting the evi library.
+
+/// DESIGN.md: `hex(SHA-256("evi-entry-v1" 0x00 parent 0x00 line))[..32]`.
+pub fn derive_id(parent: Option<&str>, raw: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"evi-entry-v1");
+    h.update([0]);
+    h.update(parent.unwrap_or("").as_bytes());
+    h.update([0]);
+    h.update(raw);
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One entry of a session as a device holds it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Held {
+    pub id: String,
+    pub parent: Option<String>,
+    pub day: String,
+    /// The line less any `id`/`parentId` pull put at its front, or the
+    /// original bytes of pull's `eviRawLine` wrapper.
+    pub content: Vec<u8>,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut c: String = String::from_utf8_lossy(&self.content)
+            .chars()
+            .take(120)
+            .collect();
+        if self.content.len() > 120 {
+            c.push('…');
+        }
+        write!(
+            f,
+            "{} (parent {:?}, {}) {c}",
+            self.id, self.parent, self.day
+        )
+    }
+}
+
+/// `(id, parentId)` a line names itself (`parentId: Some(None)` is null), and
+/// the bytes a wrapper carries.
+fn named(raw: &[u8]) -> (Option<String>, Option<Option<String>>, Option<Vec<u8>>) {
+    use base64::Engine as _;
+    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(raw) else {
+        return (None, None, None);
+    };
+    let id = m.get("id").and_then(|v| v.as_str()).map(str::to_owned);
+    let parent = m.get("parentId").map(|v| v.as_str().map(str::to_owned));
+    let wrapped = id
+        .as_ref()
+        .and(m.get("eviRawLine"))
+        .and_then(|v| v.as_str())
+        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok());
+    (id, parent, wrapped)
+}
+
+/// The line less the `"id":…,"parentId":…` pull may have put at its front.
+pub fn strip_added(raw: &[u8], id: &str, parent: Option<&str>) -> Vec<u8> {
+    let Some(brace) = raw.iter().position(|&b| b == b'{') else {
+        return raw.to_vec();
+    };
+    let mut rest = &raw[brace + 1..];
+    let id = format!("\"id\":{},", serde_json::to_string(id).unwrap());
+    if let Some(r) = rest.strip_prefix(id.as_bytes()) {
+        rest = r;
+    }
+    let parent = format!("\"parentId\":{}", serde_json::to_string(&parent).unwrap());
+    let Some(mut rest) = rest.strip_prefix(parent.as_bytes()) else {
+        return raw.to_vec();
+    };
+    if let Some(r) = rest.strip_prefix(b",") {
+        rest = r;
+    }
+    [&raw[..=brace], rest].concat()
+}
+
+/// The day folders of `<home>/transcripts` holding `session`, in order.
+pub fn session_files(dev: &Device, session: &str) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dev.home().join("transcripts")) else {
+        return out;
+    };
+    for e in rd {
+        let day = e.unwrap().file_name().to_string_lossy().into_owned();
+        let path = dev
+            .home()
+            .join("transcripts")
+            .join(&day)
+            .join(format!("{session}.jsonl"));
+        if path.is_file() {
+            out.push((day, path));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every session id under `<home>/transcripts`.
+pub fn sessions(dev: &Device) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for (rel, bytes) in dev.tree("transcripts") {
+        if bytes.is_some()
+            && let Some(s) = rel
+                .rsplit('/')
+                .next()
+                .and_then(|f| f.strip_suffix(".jsonl"))
+        {
+            out.insert(s.to_owned());
+        }
+    }
+    out
+}
+
+/// A session's entries in reading order (day folders, then file order); a
+/// partial last line is not an entry yet.
+pub fn held(dev: &Device, session: &str) -> Vec<Held> {
+    let mut out = Vec::new();
+    let mut tip: Option<String> = None;
+    for (day, path) in session_files(dev, session) {
+        let bytes = std::fs::read(&path).unwrap();
+        let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(end) => &bytes[..=end],
+            None => &[][..],
+        };
+        for raw in complete.split(|&b| b == b'\n') {
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let (own_id, own_parent, wrapped) = named(raw);
+            let parent = match &own_parent {
+                Some(p) => p.clone(),
+                None => tip.clone(),
+            };
+            let id = own_id.unwrap_or_else(|| derive_id(parent.as_deref(), raw));
+            if own_parent.is_none() {
+                tip = Some(id.clone());
+            }
+            let content = match wrapped {
+                Some(original) => original,
+                None => strip_added(raw, &id, parent.as_deref()),
+            };
+            out.push(Held {
+                id,
+                parent,
+                day: day.clone(),
+                content,
+            });
+        }
+    }
+    out
+}
+
+/// A session's entries as a set (what convergence compares).
+pub fn held_set(dev: &Device, session: &str) -> std::collections::BTreeSet<Held> {
+    held(dev, session).into_iter().collect()
+}
+
+/// Every complete line of every transcript file parses as JSON.
+pub fn assert_all_lines_json(dev: &Device, what: &str) {
+    for (rel, bytes) in dev.tree("transcripts") {
+        let Some(bytes) = bytes else { continue };
+        for (n, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+            if raw.is_empty() {
+                continue;
+            }
+            assert!(
+                serde_json::from_slice::<serde_json::Value>(raw).is_ok(),
+                "{what}: {rel} line {} is not JSON: {}",
+                n + 1,
+                String::from_utf8_lossy(raw)
+            );
+        }
+    }
+}
+
+/// Both devices hold the same sessions, each with the same entries.
+pub fn assert_converged(a: &Device, b: &Device, what: &str) {
+    let sa = sessions(a);
+    assert_eq!(sa, sessions(b), "{what}: the devices hold other sessions");
+    for s in &sa {
+        let (ea, eb) = (held_set(a, s), held_set(b, s));
+        let only_a: Vec<_> = ea.difference(&eb).collect();
+        let only_b: Vec<_> = eb.difference(&ea).collect();
+        assert!(
+            only_a.is_empty() && only_b.is_empty(),
+            "{what}: session {s} differs\n  only on the first: {}\n  only on the second: {}",
+            show(&only_a),
+            show(&only_b)
+        );
+    }
+}
+
+fn show(entries: &[&Held]) -> String {
+    let more = entries.len().saturating_sub(10);
+    let mut out: String = entries
+        .iter()
+        .take(10)
+        .map(|e| format!("\n    {e:?}"))
+        .collect();
+    if more > 0 {
+        out += &format!("\n    … and {more} more");
+    }
+    out
+}

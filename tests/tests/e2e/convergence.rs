@@ -1,13 +1,25 @@
 //! Randomized convergence (issue 4, DESIGN.md "Convergence"): three devices on
 //! one account do random appends, pushes and pulls in random order; after a
-//! final round (every device pushes, then every device pulls, then all push
-//! and pull once more) every device must hold exactly the entries of an
-//! in-test reference model: the set of (id, parent, day, line) ever appended
-//! on any device. Across the whole case no transcript file may change other
-//! than by appending.
+//! final round (every device finishes the line it was writing, every device
+//! pushes, then every device pulls, then all push and pull once more) every
+//! device must hold exactly the entries of an in-test reference model: the
+//! set of (id, parent, day, line) ever appended on any device. Across the
+//! whole case no transcript file may change other than by appending.
+//!
+//! The conditions of issue 8 are among the operations: an append sometimes
+//! stops in the middle of its last line (eVi pausing mid-line) and a later
+//! operation of that device finishes it, with pushes and pulls in between;
+//! the devices' clocks are in three time zones (UTC, UTC-12, UTC+14), so
+//! their local dates differ; and now and then a line is larger than the
+//! test server's batch limit.
 //!
 //! The model derives entry ids on its own (sha2, not the evi library), from
-//! the appending device's files as they are at append time. Every case uses
+//! the appending device's files as they are at append time (a line left
+//! unfinished becomes an entry when it is finished, under the parent it
+//! reads with then). A device writes a session into its own local date's
+//! file or a later one, never before the newest day the session already has
+//! there (eVi writes today's file; a clock running ahead writes a later
+//! one). Every case uses
 //! its own session ids on the same three devices (one server, one account:
 //! logins are slow on purpose), so cases are independent, and a failing one
 //! reruns alone with the seed and case number its message prints:
@@ -33,8 +45,41 @@ use crate::common::{Device, Run, bin};
 
 const DEVICES: usize = 3;
 const SESSIONS: usize = 2;
-/// Day folders; a device only ever writes a session on its newest day or later.
-const DAYS: [&str; 3] = ["2026-06-08", "2026-06-09", "2026-06-10"];
+/// Each device's time zone and its offset from UTC in hours: at any hour of
+/// the day at least two devices are on different local dates.
+const ZONES: [(&str, i64); DEVICES] = [("UTC", 0), ("Etc/GMT+12", -12), ("Etc/GMT-14", 14)];
+/// The test server's batch limit, small so that an oversized line is cheap.
+const MAX_BATCH_BYTES: usize = 256 << 10;
+/// How long an oversized line is: past the batch limit even compressed.
+const BIG_LINE_BYTES: usize = MAX_BATCH_BYTES * 3 / 2;
+/// Day folders: yesterday to the day after tomorrow (UTC) when the test
+/// started, so every device's local date is among them. A device only ever
+/// writes a session on its newest day there or later.
+static DAY_NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+fn days() -> &'static [String] {
+    DAY_NAMES.get_or_init(|| {
+        let today = chrono::Utc::now().date_naive();
+        (-1..3)
+            .map(|k| {
+                (today + chrono::Duration::days(k))
+                    .format("%Y-%m-%d")
+                    .to_string()
+            })
+            .collect()
+    })
+}
+
+/// The index in [`days`] of device `d`'s local date now.
+fn local_today(d: usize) -> usize {
+    let local = (chrono::Utc::now() + chrono::Duration::hours(ZONES[d].1))
+        .format("%Y-%m-%d")
+        .to_string();
+    days()
+        .iter()
+        .position(|day| *day == local)
+        .unwrap_or(days().len() - 1)
+}
 const PASSWORD: &str = "convergence-password";
 const PASSPHRASE: &str = "convergence-passphrase";
 const DEFAULT_SEED: u64 = 0x00c0_ffee_5eed_2026;
@@ -79,6 +124,7 @@ impl Server {
             .args(["--registration", "open"])
             .args(["--auth-rate-per-user", "100000"])
             .args(["--auth-rate-per-ip", "100000"])
+            .args(["--max-batch-bytes", &MAX_BATCH_BYTES.to_string()])
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -230,27 +276,38 @@ struct Read {
     tip: Option<String>,
     /// The newest day folder holding the session.
     last_day: Option<usize>,
+    /// A file ending in a partial line: its day, and the parent that line
+    /// takes once finished (the tip where it stands in reading order).
+    partial: Option<(usize, Option<String>)>,
 }
 
 fn path(dev: &Device, day: usize, session: &str) -> PathBuf {
     dev.home()
         .join("transcripts")
-        .join(DAYS[day])
+        .join(&days()[day])
         .join(format!("{session}.jsonl"))
 }
 
 fn read_session(dev: &Device, session: &str) -> Result<Read, String> {
     let mut r = Read::default();
-    for day in 0..DAYS.len() {
+    for day in 0..days().len() {
         let p = path(dev, day, session);
         let Ok(bytes) = std::fs::read(&p) else {
             continue;
         };
         r.last_day = Some(day);
-        if !bytes.is_empty() && bytes.last() != Some(&b'\n') {
-            return Err(format!("{} ends in a partial line", p.display()));
+        let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(end) => &bytes[..=end],
+            None => &[][..],
+        };
+        let partial = complete.len() < bytes.len();
+        if partial && r.partial.is_some() {
+            return Err(format!(
+                "{} is a second file ending in a partial line",
+                p.display()
+            ));
         }
-        for raw in bytes.split(|&b| b == b'\n') {
+        for raw in complete.split(|&b| b == b'\n') {
             if raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
@@ -269,6 +326,9 @@ fn read_session(dev: &Device, session: &str) -> Result<Read, String> {
                 day,
                 line: raw.to_vec(),
             });
+        }
+        if partial {
+            r.partial = Some((day, r.tip.clone()));
         }
     }
     Ok(r)
@@ -331,7 +391,7 @@ fn snapshot(devs: &[Device], sessions: &[String]) -> Snapshot {
     let mut snap = Snapshot::new();
     for dev in devs {
         for s in sessions {
-            for day in 0..DAYS.len() {
+            for day in 0..days().len() {
                 let p = path(dev, day, s);
                 if let Ok(b) = std::fs::read(&p) {
                     snap.insert(p, b);
@@ -364,7 +424,7 @@ fn only_appended(before: &Snapshot, after: &Snapshot) -> Result<(), String> {
 /// changed except by appending.
 fn sync(devs: &[Device], sessions: &[String], d: usize, what: &str) -> Result<(), String> {
     let before = snapshot(devs, sessions);
-    evi_ok(&devs[d], &["sync", what], &[])?;
+    evi_ok(&devs[d], &["sync", what], &[("TZ", ZONES[d].0)])?;
     only_appended(&before, &snapshot(devs, sessions))
 }
 
@@ -375,6 +435,12 @@ type Model = BTreeMap<String, BTreeMap<String, Entry>>;
 fn check_device(devs: &[Device], d: usize, model: &Model) -> Result<(), String> {
     for (session, want) in model {
         let read = read_session(&devs[d], session)?;
+        if let Some((day, _)) = read.partial {
+            return Err(format!(
+                "d{d} {session}: the file of {} ends in a partial line",
+                days()[day]
+            ));
+        }
         let mut seen = BTreeSet::new();
         for got in &read.entries {
             let Some(m) = want.get(&got.id) else {
@@ -382,8 +448,8 @@ fn check_device(devs: &[Device], d: usize, model: &Model) -> Result<(), String> 
                     "d{d} {session}: entry {} (parent {:?}, {}) is not in the model: {}",
                     got.id,
                     got.parent,
-                    DAYS[got.day],
-                    String::from_utf8_lossy(&got.line)
+                    days()[got.day],
+                    shown(&got.line)
                 ));
             };
             if !seen.insert(got.id.clone()) {
@@ -397,11 +463,11 @@ fn check_device(devs: &[Device], d: usize, model: &Model) -> Result<(), String> 
                     "d{d} {session}: entry {} differs from the model\n  device: parent {:?} day {} line {}\n  model:  parent {:?} day {} line {}",
                     got.id,
                     got.parent,
-                    DAYS[got.day],
-                    String::from_utf8_lossy(&got.line),
+                    days()[got.day],
+                    shown(&got.line),
                     m.parent,
-                    DAYS[m.day],
-                    String::from_utf8_lossy(&m.line)
+                    days()[m.day],
+                    shown(&m.line)
                 ));
             }
         }
@@ -419,7 +485,7 @@ fn check_export(devs: &[Device], d: usize, model: &Model) -> Result<(), String> 
         let run = evi_ok(
             &devs[d],
             &["sessions", "export", session, "-f", "json"],
-            &[],
+            &[("TZ", ZONES[d].0)],
         )?;
         let doc: serde_json::Value = serde_json::from_str(&run.stdout)
             .map_err(|e| format!("d{d} export {session}: not JSON ({e}): {}", run.stdout))?;
@@ -430,7 +496,10 @@ fn check_export(devs: &[Device], d: usize, model: &Model) -> Result<(), String> 
             let parent = e["parentId"].as_str().map(str::to_owned);
             let day = e["day"].as_str().unwrap_or_default().to_owned();
             let Some(m) = want.get(&id) else {
-                return Err(format!("d{d} export {session}: unknown entry {e}"));
+                return Err(format!(
+                    "d{d} export {session}: unknown entry {}",
+                    shown(e.to_string().as_bytes())
+                ));
             };
             let content_ok = match (e["line"].as_object(), e["raw_base64"].as_str()) {
                 (Some(line), _) => {
@@ -455,15 +524,16 @@ fn check_export(devs: &[Device], d: usize, model: &Model) -> Result<(), String> 
             };
             if !content_ok {
                 return Err(format!(
-                    "d{d} export {session}: entry {id} content {e} is not the model's {}",
-                    String::from_utf8_lossy(&m.line)
+                    "d{d} export {session}: entry {id} content {} is not the model's {}",
+                    shown(e.to_string().as_bytes()),
+                    shown(&m.line)
                 ));
             }
             got.insert((id, parent, day));
         }
         let want: BTreeSet<_> = want
             .values()
-            .map(|m| (m.id.clone(), m.parent.clone(), DAYS[m.day].to_owned()))
+            .map(|m| (m.id.clone(), m.parent.clone(), days()[m.day].clone()))
             .collect();
         if got != want || entries.len() != want.len() {
             return Err(format!(
@@ -472,6 +542,93 @@ fn check_export(devs: &[Device], d: usize, model: &Model) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+/// A line a device stopped writing in the middle of (eVi pausing mid-line).
+struct Unfinished {
+    day: usize,
+    line: Vec<u8>,
+    /// How much of it is in the file.
+    written: usize,
+}
+
+/// Finishes the line device `d` paused in: it becomes an entry now, under
+/// the parent it reads with now.
+fn finish(
+    dev: &Device,
+    d: usize,
+    session: &str,
+    u: &Unfinished,
+    model: &mut Model,
+    log: &mut String,
+) -> Result<(), String> {
+    let read = read_session(dev, session)?;
+    let Some((day, parent)) = read.partial.filter(|(day, _)| *day == u.day) else {
+        return Err(format!(
+            "d{d} {session}: the line left unfinished in {} is no longer at the end of its file",
+            days()[u.day]
+        ));
+    };
+    let id = derive_id(parent.as_deref(), &u.line);
+    let _ = writeln!(
+        log,
+        "d{d} finishes {session} {} {id} (parent {parent:?}): {}",
+        days()[day],
+        shown(&u.line)
+    );
+    let mut rest = u.line[u.written..].to_vec();
+    rest.push(b'\n');
+    append(&path(dev, day, session), &rest);
+    let e = Entry {
+        id,
+        parent,
+        day,
+        line: u.line.clone(),
+    };
+    model
+        .get_mut(session)
+        .expect("case session")
+        .insert(e.id.clone(), e);
+    Ok(())
+}
+
+fn append(p: &std::path::Path, bytes: &[u8]) {
+    std::fs::create_dir_all(p.parent().expect("day folder")).expect("day folder");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .expect("open transcript");
+    f.write_all(bytes).expect("append transcript");
+}
+
+/// A line for the log: long ones cut short.
+fn shown(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    if text.len() <= 200 {
+        return text.into_owned();
+    }
+    let head: String = text.chars().take(160).collect();
+    format!("{head}… ({} bytes)", line.len())
+}
+
+/// A line larger than the server's batch limit: a pasted image, as base64
+/// that does not compress below the limit.
+fn big_line(rng: &mut Rng, uniq: &mut u32, case: u64) -> Vec<u8> {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    *uniq += 1;
+    let mut line =
+        format!(r#"{{"role":"user","content":"cv{case}-image{uniq} data:image/png;base64,"#)
+            .into_bytes();
+    while line.len() < BIG_LINE_BYTES {
+        let mut r = rng.next();
+        for _ in 0..10 {
+            line.push(B64[(r & 63) as usize]);
+            r >>= 6;
+        }
+    }
+    line.extend_from_slice(b"\"}");
+    line
 }
 
 /// One case: random operations, the final round, the checks. `log` collects
@@ -483,19 +640,41 @@ fn run_case(devs: &[Device], seed: u64, case: u64, log: &mut String) -> Result<(
         .iter()
         .map(|s| (s.clone(), BTreeMap::new()))
         .collect();
-    // Each device's clock (an index into DAYS) only moves forward.
-    let mut clock = [0usize; DEVICES];
+    // Each device's clock (an index into `days()`) starts at its local date
+    // and only moves forward (sometimes ahead of it).
+    let mut clock: [usize; DEVICES] = std::array::from_fn(local_today);
+    // (device, session) → the line that device is in the middle of.
+    let mut unfinished: BTreeMap<(usize, usize), Unfinished> = BTreeMap::new();
     let mut uniq = 0;
     let ops = 5 + rng.below(8);
     for _ in 0..ops {
         let d = rng.below(DEVICES);
+        // eVi finishes a line it paused in, sometimes before anything else.
+        let paused: Vec<(usize, usize)> = unfinished.keys().filter(|k| k.0 == d).copied().collect();
+        if !paused.is_empty() && rng.chance(30) {
+            let key = paused[rng.below(paused.len())];
+            let u = unfinished.remove(&key).expect("listed above");
+            finish(&devs[d], d, &sessions[key.1], &u, &mut model, log)?;
+        }
         match rng.below(100) {
             0..50 => {
-                let s = &sessions[rng.below(SESSIONS)];
+                let k = rng.below(SESSIONS);
+                let s = &sessions[k];
+                // eVi finishes its line before it writes the next one.
+                if let Some(u) = unfinished.remove(&(d, k)) {
+                    finish(&devs[d], d, s, &u, &mut model, log)?;
+                }
+                clock[d] = clock[d].max(local_today(d));
                 if rng.chance(20) {
-                    clock[d] = (clock[d] + 1).min(DAYS.len() - 1);
+                    clock[d] = (clock[d] + 1).min(days().len() - 1);
                 }
                 let read = read_session(&devs[d], s)?;
+                if let Some((day, _)) = read.partial {
+                    return Err(format!(
+                        "d{d} {s}: the file of {} ends in a partial line nobody is writing",
+                        days()[day]
+                    ));
+                }
                 // eVi writes today's file, and today is never before a day
                 // the session already has here.
                 let day = read.last_day.map_or(clock[d], |l| l.max(clock[d]));
@@ -503,7 +682,11 @@ fn run_case(devs: &[Device], seed: u64, case: u64, log: &mut String) -> Result<(
                 let mut bytes = Vec::new();
                 for _ in 0..1 + rng.below(2) {
                     let entry = loop {
-                        let line = random_line(&mut rng, &mut uniq, case, tip.as_deref());
+                        let line = if rng.chance(2) {
+                            big_line(&mut rng, &mut uniq, case)
+                        } else {
+                            random_line(&mut rng, &mut uniq, case, tip.as_deref())
+                        };
                         let ex = explicit(&line);
                         let parent = match ex.parent {
                             Some(p) => p,
@@ -532,10 +715,10 @@ fn run_case(devs: &[Device], seed: u64, case: u64, log: &mut String) -> Result<(
                     let _ = writeln!(
                         log,
                         "d{d} append {s} {} {} (parent {:?}): {}",
-                        DAYS[day],
+                        days()[day],
                         entry.id,
                         entry.parent,
-                        String::from_utf8_lossy(&entry.line)
+                        shown(&entry.line)
                     );
                     bytes.extend_from_slice(&entry.line);
                     bytes.push(b'\n');
@@ -544,14 +727,25 @@ fn run_case(devs: &[Device], seed: u64, case: u64, log: &mut String) -> Result<(
                         .expect("case session")
                         .insert(entry.id.clone(), entry);
                 }
-                let p = path(&devs[d], day, s);
-                std::fs::create_dir_all(p.parent().expect("day folder")).expect("day folder");
-                let mut f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&p)
-                    .expect("open transcript");
-                f.write_all(&bytes).expect("append transcript");
+                // Now and then eVi pauses in the middle of its next line
+                // (unique: it cannot be picked again once half written).
+                if rng.chance(25) {
+                    uniq += 1;
+                    let line =
+                        format!(r#"{{"role":"assistant","content":"cv{case}-typing{uniq}"}}"#)
+                            .into_bytes();
+                    let written = 1 + rng.below(line.len() - 1);
+                    let _ = writeln!(
+                        log,
+                        "d{d} pauses in {s} {}: {} | {}",
+                        days()[day],
+                        String::from_utf8_lossy(&line[..written]),
+                        String::from_utf8_lossy(&line[written..])
+                    );
+                    bytes.extend_from_slice(&line[..written]);
+                    unfinished.insert((d, k), Unfinished { day, line, written });
+                }
+                append(&path(&devs[d], day, s), &bytes);
             }
             50..75 => {
                 let _ = writeln!(log, "d{d} push");
@@ -564,6 +758,9 @@ fn run_case(devs: &[Device], seed: u64, case: u64, log: &mut String) -> Result<(
         }
     }
     let _ = writeln!(log, "final round");
+    for ((d, k), u) in std::mem::take(&mut unfinished) {
+        finish(&devs[d], d, &sessions[k], &u, &mut model, log)?;
+    }
     for _ in 0..2 {
         for d in 0..DEVICES {
             sync(devs, &sessions, d, "push")?;

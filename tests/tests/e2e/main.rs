@@ -8,6 +8,7 @@ mod handoff;
 mod sessions;
 mod sync;
 mod sync_blobs;
+mod sync_conditions;
 mod sync_crash;
 mod sync_journal;
 mod sync_proxy;
