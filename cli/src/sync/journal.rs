@@ -118,8 +118,7 @@ pub(super) fn push_journal(
     if same_name && stat.matches(&prev.file) {
         return Ok(());
     }
-    let mut js = if same_name && stat.size >= prev.file.offset && prefix_intact(&path, &prev.file)
-    {
+    let mut js = if same_name && stat.size >= prev.file.offset && prefix_intact(&path, &prev.file) {
         prev
     } else {
         JournalState::default()
@@ -480,7 +479,10 @@ mod tests {
         let pj = PulledJournals::default();
         let first = [with_blob(1, "/a", 'a'), jl(2, "{\"seq\":2}")];
         assert_eq!(pj.blobs(cp, "laptop-1", &first).unwrap(), vec![sha('a')]);
-        assert_eq!(pj.apply(cp, "laptop-1", &first).unwrap(), (2, vec![sha('a')]));
+        assert_eq!(
+            pj.apply(cp, "laptop-1", &first).unwrap(),
+            (2, vec![sha('a')])
+        );
         // A re-push after a rewind: the kept line again, then new lines that
         // reuse the removed numbers; one of them twice.
         let again = [
@@ -490,7 +492,10 @@ mod tests {
             with_blob(2, "/b", 'b'),
         ];
         assert_eq!(pj.blobs(cp, "laptop-1", &again).unwrap(), vec![sha('b')]);
-        assert_eq!(pj.apply(cp, "laptop-1", &again).unwrap(), (2, vec![sha('b')]));
+        assert_eq!(
+            pj.apply(cp, "laptop-1", &again).unwrap(),
+            (2, vec![sha('b')])
+        );
         assert_eq!(pj.apply(cp, "laptop-1", &again).unwrap(), (0, vec![]));
         let want = [&first[..], &again[1..3]]
             .concat()
