@@ -24,7 +24,7 @@
 #
 # Environment: RUNS (no-op push repetitions, default 5), GEN_ARGS (extra
 # evi-gen-home options), KEEP=1 (keep the temp dir), NO_RESULTS=1 (do not
-# touch bench/RESULTS.md).
+# touch bench/RESULTS.md), EVI_BIN_DIR (take evi and evi-server from there).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,8 +36,10 @@ cd "$root"
 
 cargo build --release --quiet -p evi -p evi-server -p evi-tests
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-evi="$target/release/evi"
-server="$target/release/evi-server"
+# EVI_BIN_DIR: take evi and evi-server from there instead (an older build,
+# to compare one run against another on the same home).
+evi="${EVI_BIN_DIR:-$target/release}/evi"
+server="${EVI_BIN_DIR:-$target/release}/evi-server"
 gen="$target/release/evi-gen-home"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/evi-sync-bench.XXXXXX")
@@ -193,7 +195,10 @@ blobs=$(find "$a/checkpoints/blobs" -type f | wc -l)
 
 # B must hold A's transcripts byte for byte, and A's journal and blobs.
 diff -r "$a/transcripts" "$b/transcripts"
-cmp "$a/checkpoints/journal.jsonl" "$b/checkpoints/devices/a/journal.jsonl"
+# A's journal lands in devices/<name>-<short device id>/ (devices/<name>/
+# from builds before journals were named by device id).
+pulled_journal=$(find "$b/checkpoints/devices" -name journal.jsonl | head -n 1)
+cmp "$a/checkpoints/journal.jsonl" "$pulled_journal"
 diff -r "$a/checkpoints/blobs" "$b/checkpoints/blobs"
 echo "B's transcripts, journal and blobs are identical to A's" >&2
 
