@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use evi_shared::api::{Capabilities, Registration};
 use evi_shared::limits;
 
+/// The SQLite database's file name inside the data folder.
+pub const DB_FILE: &str = "evi-server.sqlite3";
+
 /// Limits the server enforces and advertises in `GET /api/v1/capabilities`.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -83,7 +86,7 @@ impl Config {
     }
 
     pub fn db_path(&self) -> PathBuf {
-        self.data_dir.join("evi-server.sqlite3")
+        self.data_dir.join(DB_FILE)
     }
 
     pub fn blobs_dir(&self) -> PathBuf {

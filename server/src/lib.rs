@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::ops::Deref;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -59,8 +60,11 @@ impl AppState {
     /// Opens (creating if needed) the SQLite store and blob folder under
     /// `config.data_dir`.
     pub fn open(config: Config) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&config.data_dir)?;
-        let store = SqliteStore::open(&config.db_path())?;
+        use anyhow::Context as _;
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
+        let store = SqliteStore::open(&config.db_path())
+            .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
         let blobs = BlobDir::open(config.blobs_dir())?;
         Ok(Self::new(config, Arc::new(store), blobs))
     }
@@ -127,12 +131,24 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let metrics_listen = config.metrics_listen;
-    let state = AppState::open(config)?;
+    serve_state(listener, AppState::open(config)?, shutdown).await
+}
+
+/// [`serve`] with the data folder already open (the binary opens it before
+/// it announces its address, so "listening on" means ready).
+pub async fn serve_state(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    log_start(&state.config);
+    let metrics_listen = state.config.metrics_listen;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let metrics_task = match metrics_listen {
         Some(addr) => {
-            let l = TcpListener::bind(addr).await?;
+            let l = TcpListener::bind(addr).await.map_err(|e| {
+                anyhow::anyhow!("cannot listen for metrics on {addr} (--metrics-listen): {e}")
+            })?;
             tracing::info!(addr = %l.local_addr()?, "metrics listening");
             let app = Router::new()
                 .route("/metrics", get(metrics::serve_metrics))
@@ -172,14 +188,71 @@ pub async fn serve(
     Ok(())
 }
 
-/// Creates a one-time invite code in the data folder's database and returns
-/// it (only its hash is stored).
-pub async fn create_invite(config: &Config) -> anyhow::Result<String> {
-    std::fs::create_dir_all(&config.data_dir)?;
-    let store = SqliteStore::open(&config.db_path())?;
+/// The first log lines of a run: what this process serves and with which
+/// settings, so an operator can check them without reading the unit file.
+fn log_start(config: &Config) {
+    let data = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+    let l = &config.limits;
+    let quota = config
+        .quota_bytes
+        .map_or_else(|| "none".to_owned(), |q| q.to_string());
+    tracing::info!(
+        version = %env!("CARGO_PKG_VERSION"),
+        data = %data.display(),
+        registration = %config.registration,
+        max_batch_bytes = l.max_batch_bytes,
+        max_blob_bytes = l.max_blob_bytes,
+        max_page_records = l.max_page_records,
+        max_page_bytes = l.max_page_bytes,
+        quota_bytes = %quota,
+        auth_rate_per_ip = config.rate_limits.per_ip_per_minute,
+        auth_rate_per_user = config.rate_limits.per_user_per_minute,
+        trust_forwarded_for = config.trust_forwarded_for,
+        "starting evi-server"
+    );
+    if config.registration == evi_shared::api::Registration::Open {
+        tracing::warn!(
+            "registration is open: anyone who can reach this server may create an account; \
+             use --registration invite (codes from `evi-server invite`) unless only you can reach it"
+        );
+    }
+}
+
+/// Why [`create_invite`] made no code.
+#[derive(Debug, thiserror::Error)]
+pub enum InviteError {
+    /// The data folder holds no database: most likely a mistyped `--data`, or
+    /// a server that never ran there. A code stored in a new database would be
+    /// one the real server never sees.
+    #[error("no evi-server database in {} (no {} there)", .folder.display(), config::DB_FILE)]
+    NoDatabase { folder: PathBuf },
+    /// `--registration closed`: the server accepts no codes.
+    #[error("registration is closed: this server accepts no new accounts, with or without a code")]
+    Closed,
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// Creates a one-time invite code in the database of an existing data folder
+/// (the one the server runs on) and returns it; only its hash is stored.
+/// Never creates a database.
+pub async fn create_invite(config: &Config) -> Result<String, InviteError> {
+    if config.registration == evi_shared::api::Registration::Closed {
+        return Err(InviteError::Closed);
+    }
+    let db = config.db_path();
+    if !db.is_file() {
+        return Err(InviteError::NoDatabase {
+            folder: std::path::absolute(&config.data_dir)
+                .unwrap_or_else(|_| config.data_dir.clone()),
+        });
+    }
+    let store = SqliteStore::open(&db)
+        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", db.display()))?;
     let (code, hash) = auth::new_invite()?;
     store
         .create_invite(hash, chrono::Utc::now().timestamp())
-        .await?;
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot store the invite code in {}: {e}", db.display()))?;
     Ok(code)
 }

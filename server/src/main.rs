@@ -21,7 +21,7 @@ struct Cli {
     /// Address to serve the API on (port 0 picks a free one; the bound
     /// address is printed as the first line of stdout).
     #[arg(long, env = "EVI_SERVER_LISTEN", default_value = "127.0.0.1:8787")]
-    listen: SocketAddr,
+    listen: String,
     /// Folder for the database and blob files [default: $XDG_DATA_HOME/evi-server or ~/.local/share/evi-server]
     #[arg(long, env = "EVI_SERVER_DATA", global = true)]
     data: Option<PathBuf>,
@@ -29,7 +29,8 @@ struct Cli {
         long,
         env = "EVI_SERVER_REGISTRATION",
         value_enum,
-        default_value = "invite"
+        default_value = "invite",
+        global = true
     )]
     registration: RegistrationArg,
     /// Serve Prometheus metrics at http://ADDR/metrics (off by default).
@@ -151,25 +152,141 @@ async fn main() -> std::process::ExitCode {
     config.trust_forwarded_for = cli.trust_forwarded_for;
 
     let result = match cli.command {
-        Some(Command::Invite) => evi_server::create_invite(&config).await.map(|code| {
-            println!("{code}");
-        }),
-        None => run(cli.listen, config).await,
+        Some(Command::Invite) => invite(&config).await,
+        None => run(&cli.listen, config).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("evi-server: {e:#}");
-            std::process::ExitCode::FAILURE
+            eprintln!("evi-server: {}", e.message);
+            if let Some(h) = e.hint {
+                eprintln!("hint: {h}");
+            }
+            std::process::ExitCode::from(e.code)
         }
     }
 }
 
-async fn run(listen: SocketAddr, config: Config) -> anyhow::Result<()> {
+/// What the process says and returns when it gives up: 1 for a failure, 2
+/// for flags that cannot work.
+struct Failure {
+    message: String,
+    hint: Option<String>,
+    code: u8,
+}
+
+impl Failure {
+    fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
+    }
+    fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: 2,
+            ..Self::new(message)
+        }
+    }
+    fn hinted(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::new(format!("{e:#}"))
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// `evi-server invite`: the code on stdout (alone, for scripts), the folder
+/// it belongs to on stderr.
+async fn invite(config: &Config) -> Result<(), Failure> {
+    use evi_server::InviteError;
+    match evi_server::create_invite(config).await {
+        Ok(code) => {
+            let folder =
+                std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+            eprintln!(
+                "one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):",
+                folder.display()
+            );
+            println!("{code}");
+            Ok(())
+        }
+        Err(e @ InviteError::NoDatabase { .. }) => {
+            let InviteError::NoDatabase { folder } = &e else {
+                unreachable!()
+            };
+            let hint = format!(
+                "pass the folder the server runs on (--data DIR or EVI_SERVER_DATA), \
+                 or start the server there first: evi-server --data {}",
+                folder.display()
+            );
+            Err(Failure::new(e.to_string()).hinted(hint))
+        }
+        Err(e @ InviteError::Closed) => Err(Failure::usage(e.to_string()).hinted(
+            "to admit users with codes, run the server with --registration invite \
+             (or EVI_SERVER_REGISTRATION=invite)",
+        )),
+        Err(InviteError::Other(e)) => Err(e.into()),
+    }
+}
+
+/// Binds the first address `listen` (HOST:PORT, host names resolved) names
+/// that can be bound.
+async fn bind(listen: &str) -> Result<tokio::net::TcpListener, Failure> {
+    let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(listen).await {
+        Ok(a) => a.collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            return Err(Failure::usage(format!(
+                "--listen {listen}: expected HOST:PORT, for example 127.0.0.1:8787"
+            )));
+        }
+        Err(e) => {
+            return Err(Failure::new(format!(
+                "cannot resolve --listen {listen}: {e}"
+            )));
+        }
+    };
+    let mut last = None;
+    for addr in addrs {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some((addr, e)),
+        }
+    }
+    let Some((addr, e)) = last else {
+        return Err(Failure::new(format!(
+            "--listen {listen}: the name has no address"
+        )));
+    };
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        return Err(
+            Failure::new(format!("cannot listen on {addr}: address already in use")).hinted(
+                "another evi-server or another program is listening there: stop it, \
+             or choose another address with --listen (port 0 picks a free one)",
+            ),
+        );
+    }
+    Err(Failure::new(format!("cannot listen on {addr}: {e}")))
+}
+
+async fn run(listen: &str, config: Config) -> Result<(), Failure> {
     use std::io::Write;
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    // First stdout line: lets scripts and tests use port 0 without polling.
+    let listener = bind(listen).await?;
+    let state = evi_server::AppState::open(config)?;
+    // First stdout line, once the data folder is open: lets scripts and tests
+    // use port 0 without polling.
     println!("listening on {}", listener.local_addr()?);
     std::io::stdout().flush()?;
-    evi_server::serve(listener, config, shutdown_signal()).await
+    Ok(evi_server::serve_state(listener, state, shutdown_signal()).await?)
 }

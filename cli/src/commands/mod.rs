@@ -1,6 +1,5 @@
 //! One module per command group, one file per subcommand.
 
-pub mod completions;
 pub mod sessions;
 pub mod sync;
 

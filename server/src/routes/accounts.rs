@@ -91,12 +91,17 @@ pub async fn register(
             ));
         }
         Registration::Open => None,
-        Registration::Invite => Some(
-            req.invite
-                .as_deref()
-                .map(auth::token_hash)
-                .ok_or_else(|| ApiError::from(crate::store::StoreError::InvalidInvite))?,
-        ),
+        Registration::Invite => {
+            Some(req.invite.as_deref().map(auth::token_hash).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    ErrorCode::InvalidInvite,
+                    "this server registers new accounts only with an invite code: its operator \
+                     makes one on the server machine with `evi-server invite --data DIR` \
+                     (DIR: the server's data folder)",
+                )
+            })?)
+        }
     };
     let hash = state.passwords.hash(req.password).await?;
     let (device, token) = new_device(req.device)?;

@@ -6,5 +6,6 @@ mod blobs;
 mod common;
 mod crash;
 mod meta;
+mod operator;
 mod records;
 mod secrets;

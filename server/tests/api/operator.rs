@@ -1,0 +1,244 @@
+//! What an operator sees in the first hour: the start-up log, `evi-server
+//! invite`, a taken or named `--listen` address, and the answer a user gets
+//! from an invite-only server without a code.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::common::{PASSWORD, TestServer};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The binary with no `EVI_SERVER_*` setting from the environment.
+fn server_cmd() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evi-server"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("EVI_SERVER_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// Runs the binary to its end: (stdout, stderr, exit code).
+fn run(args: &[&str], data: &Path) -> (String, String, i32) {
+    let out = server_cmd()
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// The server's log lines without their timestamps, once it has answered a
+/// request (so everything it logs before serving is written).
+async fn start_lines(srv: &TestServer) -> Vec<String> {
+    let (st, _) = srv.anon().get("/healthz").await;
+    assert_eq!(st, StatusCode::OK);
+    srv.log()
+        .lines()
+        .map(|l| {
+            l.split_once(' ')
+                .map_or(l, |(_, rest)| rest)
+                .trim_start()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn start_logs_version_data_folder_registration_and_limits() {
+    let srv = TestServer::start(&["--registration", "invite", "--quota-bytes", "1000000"]);
+    let lines = start_lines(&srv).await;
+    assert_eq!(
+        lines[0],
+        format!(
+            "INFO evi_server: starting evi-server version={VERSION} data={} registration=invite \
+             max_batch_bytes=8388608 max_blob_bytes=67108864 max_page_records=1000 \
+             max_page_bytes=4194304 quota_bytes=1000000 auth_rate_per_ip=60 \
+             auth_rate_per_user=10 trust_forwarded_for=false",
+            srv.data().display()
+        ),
+        "{lines:#?}"
+    );
+    assert!(lines.iter().all(|l| !l.starts_with("WARN")), "{lines:#?}");
+}
+
+#[tokio::test]
+async fn open_registration_logs_a_warning() {
+    let srv = TestServer::start(&["--registration", "open"]);
+    let lines = start_lines(&srv).await;
+    assert!(
+        lines[0].starts_with("INFO evi_server: starting evi-server version=")
+            && lines[0].contains(" registration=open "),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines[1],
+        "WARN evi_server: registration is open: anyone who can reach this server may create an \
+         account; use --registration invite (codes from `evi-server invite`) unless only you can \
+         reach it"
+    );
+}
+
+#[tokio::test]
+async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
+    let srv = TestServer::start(&["--registration", "invite"]);
+    let (out, err, code) = run(&["invite"], &srv.data());
+    assert_eq!(code, 0, "{err}");
+    let invite = out.strip_suffix('\n').unwrap();
+    assert!(
+        invite.len() == 32 && invite.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{out:?}"
+    );
+    assert_eq!(
+        err,
+        format!(
+            "one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):\n",
+            srv.data().display()
+        )
+    );
+    let (st, v) = srv
+        .anon()
+        .post(
+            "/api/v1/register",
+            json!({"user": "bob", "password": PASSWORD, "device": "d", "invite": invite}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+#[test]
+fn invite_refuses_a_folder_without_a_database() {
+    let root = tempfile::tempdir().unwrap();
+    let typo = root.path().join("evi-dta");
+    let (out, err, code) = run(&["invite"], &typo);
+    assert_eq!((out.as_str(), code), ("", 1), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "evi-server: no evi-server database in {0} (no evi-server.sqlite3 there)\n\
+             hint: pass the folder the server runs on (--data DIR or EVI_SERVER_DATA), or start \
+             the server there first: evi-server --data {0}\n",
+            typo.display()
+        )
+    );
+    assert!(!typo.exists(), "nothing is created");
+
+    // A folder that exists but never held a server: the same, and still empty.
+    std::fs::create_dir(&typo).unwrap();
+    let (_, err2, code) = run(&["invite"], &typo);
+    assert_eq!((err2, code), (err, 1));
+    assert_eq!(std::fs::read_dir(&typo).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn invite_refuses_closed_registration() {
+    let srv = TestServer::start(&["--registration", "closed"]);
+    let want = "evi-server: registration is closed: this server accepts no new accounts, with or \
+                without a code\n\
+                hint: to admit users with codes, run the server with --registration invite (or \
+                EVI_SERVER_REGISTRATION=invite)\n";
+    let (out, err, code) = run(&["invite", "--registration", "closed"], &srv.data());
+    assert_eq!((out.as_str(), err.as_str(), code), ("", want, 2));
+    let out = server_cmd()
+        .args(["invite", "--data"])
+        .arg(srv.data())
+        .env("EVI_SERVER_REGISTRATION", "closed")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stderr), want);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn address_in_use_names_the_address() {
+    let srv = TestServer::start(&[]);
+    let root = tempfile::tempdir().unwrap();
+    let (out, err, code) = run(&["--listen", &srv.addr], &root.path().join("data"));
+    assert_eq!((out.as_str(), code), ("", 1), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "evi-server: cannot listen on {}: address already in use\n\
+             hint: another evi-server or another program is listening there: stop it, or choose \
+             another address with --listen (port 0 picks a free one)\n",
+            srv.addr
+        )
+    );
+}
+
+#[test]
+fn listen_without_a_port_is_a_usage_error() {
+    let root = tempfile::tempdir().unwrap();
+    let (out, err, code) = run(&["--listen", "localhost"], &root.path().join("data"));
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        (
+            "",
+            "evi-server: --listen localhost: expected HOST:PORT, for example 127.0.0.1:8787\n",
+            2
+        )
+    );
+}
+
+#[tokio::test]
+async fn listen_resolves_host_names() {
+    let root = tempfile::tempdir().unwrap();
+    let mut child = server_cmd()
+        .args(["--listen", "localhost:0", "--data"])
+        .arg(root.path().join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: std::net::SocketAddr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    let resp = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn invite_mode_without_a_code_says_how_the_operator_makes_one() {
+    let srv = TestServer::start(&["--registration", "invite"]);
+    let (st, v) = srv
+        .anon()
+        .post(
+            "/api/v1/register",
+            json!({"user": "bob", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v,
+        json!({
+            "code": "invalid_invite",
+            "message": "this server registers new accounts only with an invite code: its \
+                        operator makes one on the server machine with `evi-server invite --data \
+                        DIR` (DIR: the server's data folder)"
+        })
+    );
+}
