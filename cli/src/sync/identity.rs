@@ -60,7 +60,7 @@ pub enum IdentityError {
     Malformed(String),
     #[error("wrong passphrase for this key file")]
     WrongPassphrase,
-    #[error("not an age-encrypted file: {0}")]
+    #[error("not an exported evi key (expected an age file): {0}")]
     NotAgeFile(String),
     #[error(
         "this age file is not passphrase-protected (expected the output of `evi sync key export` or `age -p`)"

@@ -57,6 +57,9 @@ const MAX_NAME_LEN: usize = 128;
 /// This device's journal name, `<device name>-<short device id>`: the
 /// stream it pushes to and the folder its journal lands in elsewhere.
 pub fn journal_name(account: &Account) -> String {
+    if let Some(kept) = &account.journal {
+        return kept.clone();
+    }
     let short = short_device_id(&account.device_id);
     let keep = MAX_NAME_LEN - 1 - short.len();
     let device: String = account.device.chars().take(keep).collect();
@@ -455,6 +458,7 @@ mod tests {
             user: "u".into(),
             device: device.into(),
             device_id: id.into(),
+            ..Account::default()
         };
         // Two ULIDs made in the same second share their first 8 characters.
         let a = journal_name(&acct("laptop", "01jxk3m9q4r8v2w6y05zb7x0qa"));

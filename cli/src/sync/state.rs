@@ -22,13 +22,32 @@ use serde::{Deserialize, Serialize};
 use crate::home::EviHome;
 
 /// The account this device syncs with.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Account {
     pub server: String,
     pub user: String,
     /// This device's name (path-safe: it names its journal folder elsewhere).
     pub device: String,
+    /// The server's id of the device this home's token belongs to.
     pub device_id: String,
+    /// The server's ids of the devices this home synced as before it logged
+    /// in again (`evi sync login` after a revoke): what they pushed is this
+    /// home's own, so pull passes over it as over `device_id`'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_device_ids: Vec<String>,
+    /// The name this home's checkpoint journal was first pushed under, kept
+    /// when it logs in again as a new device, so other devices go on holding
+    /// one journal of it (`None`: named for `device` and `device_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
+}
+
+impl Account {
+    /// Whether the server device `id` is this home (now or before it logged
+    /// in again).
+    pub fn is_own_device(&self, id: &str) -> bool {
+        self.device_id == id || self.earlier_device_ids.iter().any(|d| d == id)
+    }
 }
 
 /// How far one transcript file was pushed, and how it looked then.

@@ -86,6 +86,7 @@ fn compute() -> Value {
         user: "alice".into(),
         device: "laptop".into(),
         device_id: "01JXK3M9Q4R8V2W6Y05ZB7X0QA".into(),
+        ..Account::default()
     };
     let journal_name = &journal::journal_name(&account);
     let journal_lines_v2 = [

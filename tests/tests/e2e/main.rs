@@ -4,6 +4,7 @@
 mod common;
 mod convergence;
 mod device_names;
+mod first_hour_account;
 mod handoff;
 mod sessions;
 mod sync;

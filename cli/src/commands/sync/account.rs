@@ -1,4 +1,10 @@
 //! `evi sync init` and `evi sync login`: put a device on an account.
+//!
+//! A failed `init` writes nothing: the new key stays in memory until the
+//! server created the account. `login` in a home that is set up already (its
+//! token revoked, say) logs in again as the same account: a new token, the
+//! same key (checked against the account's key check value first), and the
+//! rest of the sync state as it was.
 
 use std::io::{IsTerminal, Read};
 
@@ -6,12 +12,15 @@ use clap::Args;
 use evi_shared::SessionId;
 use evi_shared::api::{AuthResponse, ErrorCode, LoginRequest, RegisterRequest};
 
+use evi_shared::limits::{PASSWORD_MAX_LEN, PASSWORD_MIN_LEN};
+
+use super::key::identity_error;
 use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::fsutil::replace_file;
 use crate::sync::client::Client;
 use crate::sync::context::lock_wait;
-use crate::sync::error::SyncError;
+use crate::sync::journal::journal_name;
 use crate::sync::lock::SyncLock;
 use crate::sync::state::{Account, SyncPaths, SyncState};
 use crate::sync::{Identity, SyncKeys};
@@ -84,19 +93,71 @@ fn password(args: &AccountArgs, confirm: bool) -> Result<String, CommandError> {
     Ok(p)
 }
 
-/// Checks the home is not set up yet and takes the lock.
-fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock), CommandError> {
+/// Takes the lock and reads what the home is set up as (its account, if any).
+fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock, SyncState), CommandError> {
     let paths = SyncPaths::new(&ctx.home);
     let lock = SyncLock::acquire(&paths.lock(), lock_wait()).map_err(|e| sync_error(e.into()))?;
     let state = SyncState::load(&paths.state())?;
-    if let Some(a) = state.account {
-        return Err(user_error(format!(
-            "this eVi home already syncs as {} on {} (device {})",
-            a.user, a.server, a.device
-        ))
-        .hinted("use another EVI_HOME, or move the sync folder away to start over"));
+    Ok((paths, lock, state))
+}
+
+/// `evi sync login` in a home set up for `have`: only as the same user on
+/// the same server (anything else would mix two accounts in one state).
+fn check_same_account(have: &Account, args: &AccountArgs) -> Result<(), CommandError> {
+    let server = args.server.trim_end_matches('/');
+    if have.server == server && have.user == args.user {
+        return Ok(());
     }
-    Ok((paths, lock))
+    Err(user_error(format!(
+        "this eVi home syncs as {} on {} (device {}), not as {} on {}",
+        have.user, have.server, have.device, args.user, server
+    ))
+    .hinted(format!(
+        "to log this device in again: evi sync login --server {} --user {}",
+        have.server, have.user
+    ))
+    .hinted(format!(
+        "to sync with another account, use another EVI_HOME (the sync folder here holds the key \
+         of {}'s account)",
+        have.user
+    )))
+}
+
+/// Why the key here cannot be used for the account, and how to get the
+/// right one.
+fn key_mismatch(paths: &SyncPaths, identity: &Identity, user: &str, server: &str) -> CommandError {
+    let path = paths.identity();
+    user_error(format!(
+        "the key in {} (fingerprint {}) is not the key of {user}'s account on {server}",
+        path.display(),
+        identity.fingerprint()
+    ))
+    .hinted(format!(
+        "move it away: mv {} {}",
+        path.display(),
+        paths.dir.join("identity.unused.txt").display()
+    ))
+    .hinted(
+        "then bring the account's key: on your first device `evi sync key export -o key.age`, \
+         copy key.age here, `evi sync key import key.age`, and log in again",
+    )
+}
+
+/// A password the server would refuse for a new account, refused here
+/// before anything is sent.
+fn check_new_password(pw: &str) -> Result<(), CommandError> {
+    if pw.len() < PASSWORD_MIN_LEN {
+        return Err(user_error(format!(
+            "the password is too short: evi-server needs at least {PASSWORD_MIN_LEN} bytes"
+        ))
+        .hinted("choose a longer one (EVI_SYNC_PASSWORD, --password-stdin or the prompt)"));
+    }
+    if pw.len() > PASSWORD_MAX_LEN {
+        return Err(user_error(format!(
+            "the password is too long: evi-server takes at most {PASSWORD_MAX_LEN} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// The name the server gave this device: the one asked for, or `NAME-2`
@@ -117,30 +178,59 @@ fn given_name(asked: &str, auth: &AuthResponse) -> String {
     given.to_owned()
 }
 
-/// Stores the token and the account under the name the server gave the
+/// The account after logging in as `auth`. A home that synced before (it
+/// logs in again) stays what it was to other devices: its journal keeps its
+/// name, and what its earlier device ids pushed stays its own.
+fn account_after(
+    earlier: Option<&Account>,
+    server: &str,
+    device: &str,
+    auth: &AuthResponse,
+) -> Account {
+    let mut account = Account {
+        server: server.to_owned(),
+        user: auth.user.clone(),
+        device: device.to_owned(),
+        device_id: auth.device_id.clone(),
+        ..Account::default()
+    };
+    if let Some(old) = earlier {
+        account.journal = Some(journal_name(old));
+        account.earlier_device_ids = old.earlier_device_ids.clone();
+        if old.device_id != auth.device_id && !account.is_own_device(&old.device_id) {
+            account.earlier_device_ids.push(old.device_id.clone());
+        }
+    }
+    account
+}
+
+/// Stores the account and the token under the name the server gave the
 /// device (told on stderr when it is not the one asked for): the device is
-/// set up. Returns that name.
+/// set up. Everything else in `state` (the cursor, how far each file was
+/// pushed) is kept. Returns that name.
 fn finish(
     paths: &SyncPaths,
+    mut state: SyncState,
     server: &str,
     asked: &str,
     auth: AuthResponse,
 ) -> Result<String, CommandError> {
     let device = given_name(asked, &auth);
-    let user = auth.user.clone();
-    replace_file(&paths.token(), auth.token.as_bytes())?;
-    let state = SyncState {
-        account: Some(Account {
-            server: server.to_owned(),
-            user: auth.user,
-            device: device.clone(),
-            device_id: auth.device_id,
-        }),
-        ..SyncState::default()
-    };
+    state.account = Some(account_after(
+        state.account.as_ref(),
+        server,
+        &device,
+        &auth,
+    ));
+    // The state first: killed between the two, the home holds the old token,
+    // and logging in again mends it.
     state.save(&paths.state())?;
+    replace_file(&paths.token(), auth.token.as_bytes())?;
     if device != asked {
-        eprintln!("note: another device of {user} is already called {asked}; this one is {device}");
+        eprintln!(
+            "note: another device of {} is already called {asked}; this one is {device}",
+            auth.user
+        );
     }
     Ok(device)
 }
@@ -150,18 +240,41 @@ fn authed(server: &str, auth: &AuthResponse) -> Result<Client, CommandError> {
     Client::new(server, Some(auth.token.clone())).map_err(client_error)
 }
 
+/// The key in this home, with what to do when it is damaged.
+fn load_identity(paths: &SyncPaths) -> Result<Identity, CommandError> {
+    Identity::load(&paths.identity()).map_err(identity_error)
+}
+
 pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
-    let (paths, _lock) = begin(ctx)?;
+    let (paths, _lock, state) = begin(ctx)?;
+    if let Some(a) = &state.account {
+        return Err(user_error(format!(
+            "this eVi home already syncs as {} on {} (device {})",
+            a.user, a.server, a.device
+        ))
+        .hinted(format!(
+            "to log this device in again (after a revoke, say): evi sync login --server {} --user {}",
+            a.server, a.user
+        ))
+        .hinted("to create another account, use another EVI_HOME"));
+    }
     let device = device_name(args.account.device.as_deref())?;
-    let identity = if paths.identity().exists() {
+    // A new key lives in memory until the account exists: a failed init
+    // leaves no key behind that a later `key import` or `login` trips on.
+    let existing = paths.identity().exists();
+    let identity = if existing {
         eprintln!("using the existing identity {}", paths.identity().display());
-        Identity::load(&paths.identity()).map_err(|e| sync_error(e.into()))?
+        load_identity(&paths)?
     } else {
-        Identity::create(&paths.identity()).map_err(|e| sync_error(e.into()))?
+        Identity::generate()
     };
     let keys = SyncKeys::derive(&identity);
     let pw = password(&args.account, true)?;
-    let client = Client::new(&args.account.server, None).map_err(client_error)?;
+    check_new_password(&pw)?;
+    let nothing_kept =
+        "nothing was written on this device: run `evi sync init` again once that is fixed";
+    let client = Client::new(&args.account.server, None)
+        .map_err(|e| client_error(e).hinted(nothing_kept))?;
     let auth = client
         .register(&RegisterRequest {
             user: args.account.user.clone(),
@@ -172,15 +285,35 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
         .map_err(|e| match e.code() {
             Some(ErrorCode::UserExists) => user_error(format!(
                 "the account {} already exists on {}",
-                args.account.user, args.account.server
+                args.account.user,
+                client.server()
             ))
-            .hinted("on a new device use `evi sync login` with the key imported"),
-            _ => client_error(e),
+            .hinted(format!(
+                "to add this device to it: on your first device `evi sync key export -o key.age`, \
+                 here `evi sync key import key.age`, then `evi sync login --server {} --user {}`",
+                client.server(),
+                args.account.user
+            ))
+            .hinted("to create a new account, choose another --user"),
+            _ => client_error(e).hinted(nothing_kept),
         })?;
+    if !existing {
+        identity
+            .save_new(&paths.identity())
+            .map_err(|e| sync_error(e.into()))?;
+    }
     authed(client.server(), &auth)?
         .set_key_check(&keys.key_check_value())
-        .map_err(client_error)?;
-    let device = finish(&paths, client.server(), &device, auth)?;
+        .map_err(|e| {
+            client_error(e).hinted(format!(
+                "the account exists and its key is in {}: finish with `evi sync login --server {} \
+                 --user {}`",
+                paths.identity().display(),
+                client.server(),
+                args.account.user
+            ))
+        })?;
+    let device = finish(&paths, SyncState::default(), client.server(), &device, auth)?;
     println!(
         "sync set up: {} on {} as device {device}\nkey fingerprint {}\n\
          back up your key (and move it to other devices): evi sync key export -o key.age",
@@ -192,15 +325,26 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
 }
 
 pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
-    let (paths, _lock) = begin(ctx)?;
-    let device = device_name(args.account.device.as_deref())?;
+    let (paths, _lock, state) = begin(ctx)?;
+    // Set up already (its token revoked, say): log in again as the same
+    // account, keeping the key and what was synced.
+    let again = state.account.clone();
+    if let Some(have) = &again {
+        check_same_account(have, &args.account)?;
+    }
+    let asked = args
+        .account
+        .device
+        .as_deref()
+        .or(again.as_ref().map(|a| a.device.as_str()));
+    let device = device_name(asked)?;
     if !paths.identity().exists() {
         return Err(user_error("this device has no sync key yet").hinted(
             "on a device that has it run `evi sync key export -o key.age`, copy the file here, \
              then `evi sync key import key.age`",
         ));
     }
-    let identity = Identity::load(&paths.identity()).map_err(|e| sync_error(e.into()))?;
+    let identity = load_identity(&paths)?;
     let keys = SyncKeys::derive(&identity);
     let pw = password(&args.account, false)?;
     let client = Client::new(&args.account.server, None).map_err(client_error)?;
@@ -216,20 +360,44 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
         Some(kcv) if !keys.matches_key_check(&kcv) => {
             // Leave no usable token behind for a device that cannot sync.
             let _ = authed.revoke(&auth.device_id);
-            return Err(sync_error(SyncError::KeyMismatch));
+            return Err(key_mismatch(
+                &paths,
+                &identity,
+                &args.account.user,
+                client.server(),
+            ));
         }
         Some(_) => {}
         None => authed
             .set_key_check(&keys.key_check_value())
             .map_err(client_error)?,
     }
-    let device = finish(&paths, client.server(), &device, auth)?;
-    println!(
-        "logged in: {} on {} as device {device} (key {})",
-        args.account.user,
-        client.server(),
-        identity.fingerprint()
-    );
+    let state = if again.is_some() {
+        state
+    } else {
+        SyncState::default()
+    };
+    let device = finish(&paths, state, client.server(), &device, auth)?;
+    match &again {
+        Some(old) => {
+            // The old token is done with; if the server still takes it, it
+            // would only linger in `evi sync devices`.
+            let _ = authed.revoke(&old.device_id);
+            println!(
+                "logged in again: {} on {} as device {device} (key {}); what this device synced \
+                 before is kept",
+                args.account.user,
+                client.server(),
+                identity.fingerprint()
+            );
+        }
+        None => println!(
+            "logged in: {} on {} as device {device} (key {})",
+            args.account.user,
+            client.server(),
+            identity.fingerprint()
+        ),
+    }
     Ok(())
 }
 

@@ -1,8 +1,11 @@
 //! `evi sync key export|import`: the identity wrapped with a passphrase as a
 //! standard age (scrypt) file, so the `age` command can open it too.
+//!
+//! Import never overwrites a usable key; a damaged one (unreadable as an age
+//! identity) is moved aside to `sync/identity.damaged.txt` first.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use age::secrecy::SecretString;
 use clap::{Args, Subcommand};
@@ -10,14 +13,28 @@ use clap::{Args, Subcommand};
 use super::{Ctx, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::fsutil::write_new_file;
-use crate::sync::Identity;
 use crate::sync::state::SyncPaths;
+use crate::sync::{Identity, IdentityError};
+
+/// The passphrase for scripts (else a prompt).
+const PASSPHRASE_ENV: &str = "EVI_KEY_PASSPHRASE";
 
 #[derive(Debug, Subcommand)]
+#[command(
+    after_help = "The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt; it must not be empty."
+)]
 pub enum KeyCommand {
-    /// Write the identity, passphrase-protected, to a file or stdout.
+    /// Write the key, protected by a passphrase (EVI_KEY_PASSPHRASE or a prompt), to a file or stdout.
+    ///
+    /// The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt (asked
+    /// twice); it must not be empty. The file is a standard age file:
+    /// `age -d` opens it too.
     Export(ExportArgs),
-    /// Store an exported identity on this device.
+    /// Store an exported key on this device (its passphrase from EVI_KEY_PASSPHRASE or a prompt).
+    ///
+    /// The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt. A key
+    /// already here is never overwritten (a damaged one is moved aside to
+    /// sync/identity.damaged.txt).
     Import(ImportArgs),
 }
 
@@ -41,30 +58,68 @@ pub fn run(ctx: &Ctx, cmd: KeyCommand) -> CommandResult {
     }
 }
 
-/// `EVI_KEY_PASSPHRASE`, else a prompt (twice when choosing one).
+/// What an empty passphrase is refused with: it would leave the key
+/// unprotected.
+const EMPTY_PASSPHRASE: &str =
+    "the key passphrase must not be empty: an empty one would leave the key unprotected";
+
+/// `EVI_KEY_PASSPHRASE`, else a prompt (twice when choosing one); never
+/// empty.
 fn passphrase(confirm: bool) -> Result<SecretString, CommandError> {
-    if let Ok(p) = std::env::var("EVI_KEY_PASSPHRASE") {
+    if let Some(p) = std::env::var_os(PASSPHRASE_ENV) {
+        if p.is_empty() {
+            return Err(
+                usage_error(format!("{EMPTY_PASSPHRASE} ({PASSPHRASE_ENV} is empty)")).hinted(
+                    format!("set {PASSPHRASE_ENV} to the passphrase, or unset it to be asked"),
+                ),
+            );
+        }
+        let p = p
+            .into_string()
+            .map_err(|_| usage_error(format!("{PASSPHRASE_ENV} is not valid UTF-8")))?;
         return Ok(p.into());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(usage_error("no key passphrase given").hinted("set EVI_KEY_PASSPHRASE"));
+        return Err(usage_error("no key passphrase given").hinted(format!("set {PASSPHRASE_ENV}")));
     }
     let p = rpassword::prompt_password("key passphrase: ")?;
+    if p.is_empty() {
+        return Err(user_error(EMPTY_PASSPHRASE));
+    }
     if confirm && rpassword::prompt_password("again: ")? != p {
         return Err(user_error("the passphrases differ"));
-    }
-    if p.is_empty() {
-        return Err(user_error(
-            "an empty passphrase would leave the key unprotected",
-        ));
     }
     Ok(p.into())
 }
 
+/// A key that cannot be loaded, with what to do about it.
+pub fn identity_error(e: IdentityError) -> CommandError {
+    let damaged = matches!(e, IdentityError::Malformed(_));
+    let err = sync_error(e.into());
+    if damaged {
+        err.hinted("import your key backup: evi sync key import FILE")
+    } else {
+        err
+    }
+}
+
+/// Where a damaged identity file is moved before a key is imported: beside
+/// it, never over an earlier one.
+fn damaged_path(paths: &SyncPaths) -> PathBuf {
+    std::iter::once(paths.dir.join("identity.damaged.txt"))
+        .chain((2..).map(|n| paths.dir.join(format!("identity.damaged-{n}.txt"))))
+        .find(|p| !p.exists())
+        .expect("some name is free")
+}
+
 fn cmd_key_export(ctx: &Ctx, args: ExportArgs) -> CommandResult {
     let paths = SyncPaths::new(&ctx.home);
-    let identity = Identity::load(&paths.identity())
-        .map_err(|e| sync_error(e.into()).hinted("run `evi sync init` first, or import a key"))?;
+    let identity = Identity::load(&paths.identity()).map_err(|e| match e {
+        IdentityError::NotFound(_) => {
+            sync_error(e.into()).hinted("run `evi sync init` first, or import a key")
+        }
+        other => identity_error(other),
+    })?;
     let pass = passphrase(true)?;
     let bytes = identity.export(&pass).map_err(|e| sync_error(e.into()))?;
     match args.output {
@@ -84,27 +139,75 @@ fn cmd_key_export(ctx: &Ctx, args: ExportArgs) -> CommandResult {
     Ok(())
 }
 
+/// What is wrong with a file given to `key import`, and how to get a good one.
+fn import_error(file: &Path, e: IdentityError) -> CommandError {
+    let export = "on the device that has the key run `evi sync key export -o key.age`, \
+                  and import that file";
+    match e {
+        IdentityError::NotAgeFile(_) => user_error(format!(
+            "{} is not an exported evi key (expected an age file)",
+            file.display()
+        ))
+        .hinted(export),
+        IdentityError::NotPassphraseProtected | IdentityError::NoIdentityInside(_) => {
+            user_error(format!("{}: {e}", file.display())).hinted(export)
+        }
+        IdentityError::WrongPassphrase => user_error(format!("{}: {e}", file.display())).hinted(
+            format!("set {PASSPHRASE_ENV} to the passphrase it was exported with"),
+        ),
+        other => sync_error(other.into()),
+    }
+}
+
 fn cmd_key_import(ctx: &Ctx, args: ImportArgs) -> CommandResult {
     let paths = SyncPaths::new(&ctx.home);
     let bytes = std::fs::read(&args.file)
         .map_err(|e| user_error(format!("cannot read {}: {e}", args.file.display())))?;
     let pass = passphrase(false)?;
-    let identity = Identity::import(&bytes, &pass).map_err(|e| sync_error(e.into()))?;
-    if paths.identity().exists() {
-        let have = Identity::load(&paths.identity()).map_err(|e| sync_error(e.into()))?;
-        if have.fingerprint() == identity.fingerprint() {
+    let identity = Identity::import(&bytes, &pass).map_err(|e| import_error(&args.file, e))?;
+    let path = paths.identity();
+    match Identity::load(&path) {
+        Ok(have) if have.fingerprint() == identity.fingerprint() => {
             eprintln!("this device already has key {}", have.fingerprint());
             return Ok(());
         }
-        return Err(user_error(format!(
-            "this device already has another key ({}); it is never overwritten",
-            have.fingerprint()
-        ))
-        .hinted("use another EVI_HOME, or move sync/identity.txt away yourself"));
+        Ok(have) => {
+            return Err(user_error(format!(
+                "this device already has another key ({}) in {}; it is never overwritten",
+                have.fingerprint(),
+                path.display()
+            ))
+            .hinted(format!(
+                "if {} (key {}) is the right one, move the key here away first: mv {} {}",
+                args.file.display(),
+                identity.fingerprint(),
+                path.display(),
+                paths.dir.join("identity.unused.txt").display()
+            ))
+            .hinted(format!(
+                "then run `evi sync key import {}` again",
+                args.file.display()
+            )));
+        }
+        Err(IdentityError::NotFound(_)) => {}
+        Err(IdentityError::Malformed(_)) => {
+            // Unusable as it is, and maybe worth a look: kept, aside.
+            let aside = damaged_path(&paths);
+            std::fs::rename(&path, &aside).map_err(|e| {
+                user_error(format!(
+                    "cannot move the damaged {} aside: {e}",
+                    path.display()
+                ))
+            })?;
+            eprintln!(
+                "moved the damaged key file {} to {}",
+                path.display(),
+                aside.display()
+            );
+        }
+        Err(other) => return Err(sync_error(other.into())),
     }
-    identity
-        .save_new(&paths.identity())
-        .map_err(|e| sync_error(e.into()))?;
+    identity.save_new(&path).map_err(|e| sync_error(e.into()))?;
     println!(
         "key {} imported; now run `evi sync login`",
         identity.fingerprint()
