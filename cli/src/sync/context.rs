@@ -44,7 +44,7 @@ impl SyncContext {
             .ctx(|| format!("cannot read the device token {}", paths.token().display()))?;
         let identity = Identity::load(&paths.identity())?;
         let keys = SyncKeys::derive(&identity);
-        let client = Client::new(&account.server, Some(token.trim().to_owned()))?;
+        let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
         Ok(Self {
             home: home.clone(),
             paths,

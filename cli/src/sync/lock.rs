@@ -1,10 +1,13 @@
 //! One sync at a time per home: an advisory lock on `sync/lock`, holding the
-//! pid of its owner so a second command can say who holds it.
+//! pid of its owner so a second command can say who holds it, both when it
+//! starts waiting (a [`notice`]) and when it gives up.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use super::notice::notice;
 
 /// Held until dropped (the OS releases it if the process dies).
 #[derive(Debug)]
@@ -24,7 +27,8 @@ pub enum LockError {
 }
 
 impl SyncLock {
-    /// Takes the lock, waiting up to `wait` for another holder to finish.
+    /// Takes the lock, waiting up to `wait` for another holder to finish
+    /// (and saying so once when the wait starts).
     pub fn acquire(path: &Path, wait: Duration) -> Result<Self, LockError> {
         let io = |source| LockError::Io {
             path: path.display().to_string(),
@@ -41,17 +45,23 @@ impl SyncLock {
             .open(path)
             .map_err(io)?;
         let start = Instant::now();
+        let mut told = false;
         loop {
             match file.try_lock() {
                 Ok(()) => break,
                 Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < wait => {
+                    if !told {
+                        told = true;
+                        notice(&format!(
+                            "waiting for evi sync (pid {}) …",
+                            holder(&mut file)
+                        ));
+                    }
                     std::thread::sleep(Duration::from_millis(100));
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    let mut pid = String::new();
-                    let _ = file.read_to_string(&mut pid);
                     return Err(LockError::Busy {
-                        pid: pid.trim().to_owned(),
+                        pid: holder(&mut file),
                     });
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
@@ -61,5 +71,15 @@ impl SyncLock {
         file.rewind().map_err(io)?;
         write!(file, "{}", std::process::id()).map_err(io)?;
         Ok(Self { _file: file })
+    }
+}
+
+/// The pid the holder wrote, or `?` while it has not yet.
+fn holder(file: &mut File) -> String {
+    let mut pid = String::new();
+    let _ = file.rewind().and_then(|()| file.read_to_string(&mut pid));
+    match pid.trim() {
+        "" => "?".to_owned(),
+        p => p.to_owned(),
     }
 }

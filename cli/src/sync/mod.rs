@@ -27,6 +27,7 @@ pub mod journal;
 pub mod keys;
 pub mod line_blobs;
 pub mod lock;
+pub mod notice;
 pub mod pending;
 pub mod progress;
 pub mod pull;

@@ -32,7 +32,8 @@ fn a_second_sync_waits_then_names_the_holder() {
     assert_eq!(run.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&run.stderr),
-        "error: another evi sync is running in this home (pid 4242); wait for it to finish\n\
+        "waiting for evi sync (pid 4242) …\n\
+         error: another evi sync is running in this home (pid 4242); wait for it to finish\n\
          hint: set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer\n"
     );
     holder.unlock().unwrap();

@@ -8,8 +8,10 @@ mod transfer;
 use clap::Subcommand;
 
 use super::Ctx;
-use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::sync::client::{ClientError, is_unauthorized};
+use evi_shared::api::ErrorCode;
+
+use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
+use crate::sync::client::{Cause, ClientError, is_unauthorized};
 use crate::sync::context::SyncContext;
 use crate::sync::error::SyncError;
 
@@ -39,6 +41,7 @@ pub enum SyncCommand {
 }
 
 pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
+    tell_notices();
     match cmd {
         SyncCommand::Init(a) => account::cmd_sync_init(ctx, a),
         SyncCommand::Login(a) => account::cmd_sync_login(ctx, a),
@@ -53,11 +56,22 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
 
 /// Opens the home's sync context (taking the lock).
 pub fn open(ctx: &Ctx) -> Result<SyncContext, CommandError> {
+    tell_notices();
     SyncContext::open(&ctx.home).map_err(sync_error)
+}
+
+/// The engine's notices (waits, retries) go to stderr, one line each.
+fn tell_notices() {
+    crate::sync::notice::set_sink(|msg| eprintln!("{msg}"));
 }
 
 /// A sync failure as the user reads it, with what to do.
 pub fn sync_error(e: SyncError) -> CommandError {
+    if let SyncError::Client(c) = &e
+        && let Some(err) = client_failure(c)
+    {
+        return err;
+    }
     let hint = match &e {
         SyncError::NotSetUp => Some(
             "run `evi sync init --server URL --user NAME` on your first device, \
@@ -65,9 +79,6 @@ pub fn sync_error(e: SyncError) -> CommandError {
         ),
         SyncError::Client(c) if is_unauthorized(c) => {
             Some("this device's token is no longer valid (revoked?): run `evi sync login` again")
-        }
-        SyncError::Client(ClientError::Transport { .. }) => {
-            Some("check that evi-server is running and the URL is right")
         }
         SyncError::KeyMismatch => Some(
             "import the identity of your first device: there `evi sync key export -o key.age`, \
@@ -85,6 +96,65 @@ pub fn sync_error(e: SyncError) -> CommandError {
         Some(h) => err.hinted(h),
         None => err,
     }
+}
+
+/// What the client says about the URL, the network, the credentials and
+/// the server, when it is more than the error's text.
+fn client_failure(c: &ClientError) -> Option<CommandError> {
+    const EXAMPLE: &str = "for example --server http://127.0.0.1:8787";
+    let err = match c {
+        ClientError::UrlScheme { url } if !url.contains("://") => {
+            usage_error(c).hinted(format!("for example --server http://{url}"))
+        }
+        ClientError::UrlScheme { .. } | ClientError::BadUrl { .. } => {
+            usage_error(c).hinted(EXAMPLE)
+        }
+        ClientError::Api {
+            code: ErrorCode::InvalidCredentials,
+            ..
+        } => user_error("wrong user name or password").hinted(
+            "check the user name (--user) and the password \
+             (EVI_SYNC_PASSWORD, --password-stdin or the prompt)",
+        ),
+        ClientError::Api {
+            code: ErrorCode::RateLimited,
+            retry_after,
+            ..
+        } => {
+            user_error("rate limited by the server (too many attempts)").hinted(match retry_after {
+                Some(s) => format!("try again in {s} s"),
+                None => "try again in a minute".to_owned(),
+            })
+        }
+        ClientError::Transport { url, cause, .. } => {
+            let hint = match cause {
+                Cause::Refused => "start evi-server, or check the host and port \
+                                   (evi-server prints the address it listens on)"
+                    .to_owned(),
+                Cause::Tls(_) if cause.is_plain_http() => format!(
+                    "the server does not speak TLS there: try {}",
+                    url.replacen("https://", "http://", 1)
+                ),
+                Cause::Tls(_) => "check the server's TLS certificate \
+                                  (is it trusted on this machine?)"
+                    .to_owned(),
+                Cause::Timeout => "check the host and port, and that no firewall is in the \
+                                   way; a busy server may also answer late"
+                    .to_owned(),
+                Cause::UnknownHost(_) => "check the host name in the server URL".to_owned(),
+                Cause::Other(_) => {
+                    "check that evi-server is running and the URL is right".to_owned()
+                }
+            };
+            user_error(c).hinted(hint)
+        }
+        ClientError::NotEviServer { root, .. } => user_error(c).hinted(match root {
+            Some(root) => format!("evi-server answers at {root}: use that as the server URL"),
+            None => format!("the server URL is where evi-server listens, with no path ({EXAMPLE})"),
+        }),
+        _ => return None,
+    };
+    Some(err)
 }
 
 pub fn client_error(e: ClientError) -> CommandError {
