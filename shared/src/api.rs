@@ -358,7 +358,18 @@ pub struct PullResponse {
     pub more: bool,
 }
 
-/// `GET /api/v1/status`: what the account holds.
+/// Query of `GET /api/v1/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema, IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct StatusQuery {
+    /// The calling device's pull cursor: when given, the answer counts
+    /// `pending_for_device` after it.
+    #[serde(default)]
+    pub after: Option<u64>,
+}
+
+/// `GET /api/v1/status?after=SEQ`: what the account holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct StatusResponse {
@@ -371,6 +382,11 @@ pub struct StatusResponse {
     /// The per-user quota, if the server sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_bytes: Option<u64>,
+    /// Records with a seq above the query's `after` that the calling device
+    /// did not push (records stored without a device count): what its pull
+    /// would apply. Absent without `after`, and from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_for_device: Option<u64>,
 }
 
 /// Body of `POST /api/v1/blobs/missing` and `POST /api/v1/blobs/purge`.
@@ -463,6 +479,14 @@ mod tests {
         assert_eq!(old.device_name, "");
         let q: PullQuery = serde_json::from_str("{}").unwrap();
         assert_eq!(q.after, 0);
+        let q: StatusQuery = serde_json::from_str("{}").unwrap();
+        assert_eq!(q.after, None);
+        // An older server's status: the client falls back to its own count.
+        let s: StatusResponse = serde_json::from_str(
+            r#"{"newest_seq":4,"records":4,"entries":9,"blobs":0,"bytes_used":10}"#,
+        )
+        .unwrap();
+        assert_eq!(s.pending_for_device, None);
         let bad = format!(
             r#"{{"stream":"{}","kind":"entries","entry_ids":["../x"],"ciphertext":""}}"#,
             "a".repeat(64)

@@ -37,9 +37,14 @@ impl SyncContext {
     /// Opens a home set up with `evi sync init` or `login`, taking the lock.
     pub fn open(home: &EviHome) -> Result<Self, SyncError> {
         let paths = SyncPaths::new(home);
+        // Before the lock, which would create `sync/`: a home that is not set
+        // up stays as it is.
+        if !paths.state().is_file() {
+            return Err(not_set_up(home));
+        }
         let lock = SyncLock::acquire(&paths.lock(), lock_wait())?;
         let state = SyncState::load(&paths.state()).ctx(|| "cannot read the sync state".into())?;
-        let account = state.account.clone().ok_or(SyncError::NotSetUp)?;
+        let account = state.account.clone().ok_or_else(|| not_set_up(home))?;
         let token = std::fs::read_to_string(paths.token())
             .ctx(|| format!("cannot read the device token {}", paths.token().display()))?;
         let identity = Identity::load(&paths.identity())?;
@@ -62,5 +67,12 @@ impl SyncContext {
         self.state
             .save(&self.paths.state())
             .ctx(|| "cannot save the sync state".into())
+    }
+}
+
+fn not_set_up(home: &EviHome) -> SyncError {
+    SyncError::NotSetUp {
+        home: home.root().to_owned(),
+        note: home.absent().map(|a| format!(": {a}")).unwrap_or_default(),
     }
 }

@@ -9,8 +9,12 @@ use super::{BlobError, IdentityError, SegmentError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("this eVi home is not set up for sync")]
-    NotSetUp,
+    /// `note` is empty, or says why after a colon (no folder at `home`).
+    #[error("the eVi home {} is not set up for sync{note}", .home.display())]
+    NotSetUp {
+        home: std::path::PathBuf,
+        note: String,
+    },
     #[error(transparent)]
     Identity(#[from] IdentityError),
     #[error(transparent)]

@@ -87,14 +87,16 @@ impl Catalog {
         Ok(())
     }
 
-    /// Session ids starting with `prefix`: the exact id alone if it exists.
+    /// Session ids starting with `prefix`, ignoring ASCII case (ULIDs are
+    /// written in upper case, typed in lower): the exact id alone if it
+    /// exists.
     pub fn matching(&self, prefix: &str) -> Vec<&SessionId> {
         if let Some(id) = self.sessions.keys().find(|id| id.as_str() == prefix) {
             return vec![id];
         }
         self.sessions
             .keys()
-            .filter(|id| id.as_str().starts_with(prefix))
+            .filter(|id| starts_with_ignore_case(id.as_str(), prefix))
             .collect()
     }
 
@@ -112,4 +114,11 @@ impl Catalog {
         });
         v
     }
+}
+
+/// Whether `s` starts with `prefix`, ASCII letters compared without case.
+pub fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
+    s.as_bytes()
+        .get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
 }

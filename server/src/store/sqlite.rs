@@ -487,6 +487,20 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn pending_for_device(&self, user: UserId, device: &str, after: u64) -> StoreResult<u64> {
+        let device = device.to_owned();
+        self.read(move |c| {
+            let n: i64 = c.query_row(
+                "SELECT COUNT(*) FROM records WHERE user_id = ?1 AND seq > ?2
+                 AND (device_id IS NULL OR device_id <> ?3)",
+                params![user, after as i64, device],
+                |r| r.get(0),
+            )?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
     async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
         self.read(move |c| {
             let mut st =

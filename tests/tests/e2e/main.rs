@@ -5,6 +5,7 @@ mod common;
 mod convergence;
 mod device_names;
 mod first_hour_account;
+mod first_hour_sessions;
 mod first_hour_network;
 mod handoff;
 mod sessions;

@@ -201,6 +201,15 @@ fn empty_listings_say_why() {
     assert_eq!(
         run.stderr,
         format!(
+            "warning: there is no eVi home at {} (EVI_HOME points to a folder that does not exist)\n",
+            home.display()
+        )
+    );
+    std::fs::create_dir_all(&home).unwrap();
+    let run = dev.evi(&["sessions", "list"]);
+    assert_eq!(
+        run.stderr,
+        format!(
             "no sessions: {}/transcripts does not exist (eVi has written no transcript in this home yet)\n",
             home.display()
         )

@@ -243,7 +243,8 @@ fn a_revoked_device_can_no_longer_sync() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: no device named \"nosuch\"\nhint: `evi sync devices` lists them\n"
+        "error: no device is named \"nosuch\" or has an id starting with it\n\
+         hint: `evi sync devices` lists them\n"
     );
 }
 

@@ -8,7 +8,7 @@ use evi_shared::Day;
 use serde::Serialize;
 
 use super::{Ctx, fmt_minute, fmt_rfc3339, scan, short_id};
-use crate::command_error::{CommandResult, user_error};
+use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::{finish, stdout, width};
 use crate::message::{Message, one_line, strip_goal};
 use crate::transcript::SessionTree;
@@ -42,6 +42,9 @@ struct Row {
 }
 
 pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
+    if args.limit == 0 {
+        return Err(usage_error("--limit must be at least 1"));
+    }
     let catalog = scan(ctx)?;
     let today = Local::now().date_naive();
     let first_day = today
@@ -147,7 +150,9 @@ fn print_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
 /// Says on stderr why there is nothing to list.
 fn explain_empty(ctx: &Ctx, total: usize, days: u32) {
     let dir = ctx.home.transcripts_dir();
-    let msg = if !dir.is_dir() && !ctx.config.tools.transcripts {
+    let msg = if ctx.home.absent().is_some() {
+        return; // `scan` said there is no home
+    } else if !dir.is_dir() && !ctx.config.tools.transcripts {
         format!(
             "no sessions: transcripts are turned off (`[tools] transcripts = false` in {})",
             ctx.home.config_file().display()

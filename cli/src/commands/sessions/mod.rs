@@ -52,8 +52,15 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
     }
 }
 
-/// Scans the transcripts folder, printing a warning per skipped path.
+/// Scans the transcripts folder, printing a warning per skipped path (and
+/// one when the home itself does not exist: reading creates nothing).
 pub fn scan(ctx: &Ctx) -> Result<Catalog, CommandError> {
+    if let Some(why) = ctx.home.absent() {
+        super::warn(&format!(
+            "there is no eVi home at {} ({why})",
+            ctx.home.root().display()
+        ));
+    }
     let dir = ctx.home.transcripts_dir();
     let catalog = Catalog::scan(&dir)
         .map_err(|e| user_error(format!("cannot read {}: {e}", dir.display())))?;

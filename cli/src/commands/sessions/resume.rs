@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::process::Command;
+use std::time::Duration;
 
 use clap::Args;
 use evi_shared::SessionId;
@@ -10,11 +11,11 @@ use evi_shared::SessionId;
 use super::handoff::sync_set_up;
 use super::{Ctx, scan};
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::sync::{open as open_sync, sync_error};
+use crate::commands::sync::{client_error, open as open_sync, sync_error};
 use crate::commands::{finish, stdout};
 use crate::resume::rebuild;
 use crate::sync::progress::Quiet;
-use crate::sync::pull::pull;
+use crate::sync::pull::{PullOptions, PullReport, pull};
 use crate::transcript::recent::most_recent;
 use crate::transcript::{Catalog, SessionTree};
 
@@ -34,30 +35,69 @@ pub struct ContinueArgs {
     pub print: bool,
 }
 
-/// Pulls, for a session that is not here yet.
-fn pull_now(ctx: &Ctx) -> Result<Catalog, CommandError> {
+/// How long the pull before resuming a session that is here may take per
+/// request: an unreachable server must not hold the resume up.
+const QUICK_PULL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Pulls, quietly: the catalog after it, and what it brought in.
+fn pull_now(ctx: &Ctx, quick: bool) -> Result<(Catalog, PullReport), CommandError> {
     let mut sync = open_sync(ctx)?;
-    let r = pull(&mut sync, &Quiet, Default::default()).map_err(sync_error)?;
-    eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
+    if quick {
+        sync.client = sync
+            .client
+            .fail_fast(QUICK_PULL_TIMEOUT)
+            .map_err(client_error)?;
+    }
+    let r = pull(&mut sync, &Quiet, PullOptions::default()).map_err(sync_error)?;
     drop(sync);
-    scan(ctx)
+    // Scanned again without repeating the warnings the first scan printed.
+    let dir = ctx.home.transcripts_dir();
+    let catalog = Catalog::scan(&dir)
+        .map_err(|e| user_error(format!("cannot read {}: {e}", dir.display())))?;
+    Ok((catalog, r))
+}
+
+/// The catalog to resume from: when sync is set up, pulled first, so that a
+/// session another device went on with resumes in its newest state. `here`
+/// says whether what is wanted is on this device already: then a failed pull
+/// is a warning and the local copy is resumed; else it is the error.
+fn pulled_first(ctx: &Ctx, catalog: Catalog, here: bool) -> Result<Catalog, CommandError> {
+    if !sync_set_up(ctx) {
+        return Ok(catalog);
+    }
+    match pull_now(ctx, here) {
+        Ok((catalog, r)) => {
+            if r.entries > 0 {
+                eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
+            }
+            Ok(catalog)
+        }
+        Err(e) if here => {
+            super::super::warn(&format!(
+                "could not pull first ({}): resuming the copy on this device, which may be older",
+                e.message
+            ));
+            Ok(catalog)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
-    let mut catalog = scan(ctx)?;
-    if catalog.matching(&args.id).is_empty() && sync_set_up(ctx) {
+    let catalog = scan(ctx)?;
+    let here = !catalog.matching(&args.id).is_empty();
+    if !here && sync_set_up(ctx) {
         eprintln!("session {} is not on this device; pulling first", args.id);
-        catalog = pull_now(ctx)?;
     }
+    let catalog = pulled_first(ctx, catalog, here)?;
     let (id, _) = super::resolve(&catalog, &args.id)?;
     resume(ctx, &catalog, id, args.print)
 }
 
 pub fn cmd_sessions_continue(ctx: &Ctx, args: ContinueArgs) -> CommandResult {
-    let mut catalog = scan(ctx)?;
-    if catalog.sessions.is_empty() && sync_set_up(ctx) {
-        catalog = pull_now(ctx)?;
-    }
+    let catalog = scan(ctx)?;
+    let here = !catalog.sessions.is_empty();
+    let catalog = pulled_first(ctx, catalog, here)?;
     let id = most_recent(&catalog)?
         .ok_or_else(|| user_error("there is no session to continue in this eVi home"))?;
     resume(ctx, &catalog, id, args.print)

@@ -3,15 +3,17 @@
 use std::io::Write;
 
 use clap::Args;
+use evi_shared::api::Device;
 
 use super::transfer::JsonArgs;
 use super::{Ctx, client_error, open};
-use crate::command_error::{CommandResult, user_error};
+use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::{finish, stdout};
+use crate::transcript::catalog::starts_with_ignore_case;
 
 #[derive(Debug, Args)]
 pub struct RevokeArgs {
-    /// Device name or id.
+    /// Device name, id, or unambiguous prefix of its id.
     pub device: String,
 }
 
@@ -53,28 +55,7 @@ pub fn cmd_sync_devices(ctx: &Ctx, args: JsonArgs) -> CommandResult {
 pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
     let sync = open(ctx)?;
     let list = sync.client.devices().map_err(client_error)?;
-    let found: Vec<_> = list
-        .devices
-        .iter()
-        .filter(|d| d.id == args.device || d.name == args.device)
-        .collect();
-    let d = match found.as_slice() {
-        [d] => *d,
-        [] => {
-            return Err(user_error(format!("no device named {:?}", args.device))
-                .hinted("`evi sync devices` lists them"));
-        }
-        many => {
-            let ids: Vec<&str> = many.iter().map(|d| d.id.as_str()).collect();
-            return Err(user_error(format!(
-                "{} devices are named {:?}: {}",
-                many.len(),
-                args.device,
-                ids.join(", ")
-            ))
-            .hinted("revoke by id"));
-        }
-    };
+    let d = find_device(&list.devices, &args.device)?;
     sync.client.revoke(&d.id).map_err(client_error)?;
     println!(
         "revoked {} ({}){}",
@@ -87,4 +68,44 @@ pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
         }
     );
     Ok(())
+}
+
+/// The device `wanted` names: its exact id, its name, or an unambiguous
+/// prefix of its id (ASCII case ignored, as for session ids).
+fn find_device<'a>(devices: &'a [Device], wanted: &str) -> Result<&'a Device, CommandError> {
+    if let Some(d) = devices.iter().find(|d| d.id == wanted) {
+        return Ok(d);
+    }
+    let named: Vec<_> = devices.iter().filter(|d| d.name == wanted).collect();
+    match named.as_slice() {
+        [d] => return Ok(d),
+        [] => {}
+        many => {
+            let ids: Vec<&str> = many.iter().map(|d| d.id.as_str()).collect();
+            return Err(user_error(format!(
+                "{} devices are named {wanted:?}: {}",
+                many.len(),
+                ids.join(", ")
+            ))
+            .hinted("revoke by id"));
+        }
+    }
+    let by_id: Vec<_> = devices
+        .iter()
+        .filter(|d| !wanted.is_empty() && starts_with_ignore_case(&d.id, wanted))
+        .collect();
+    match by_id.as_slice() {
+        [d] => Ok(d),
+        [] => Err(user_error(format!(
+            "no device is named {wanted:?} or has an id starting with it"
+        ))
+        .hinted("`evi sync devices` lists them")),
+        many => {
+            let mut msg = format!("`{wanted}` matches {} device ids:", many.len());
+            for d in many {
+                msg.push_str(&format!("\n  {}  {}", d.id, d.name));
+            }
+            Err(user_error(msg).hinted("type more characters of the id"))
+        }
+    }
 }

@@ -73,7 +73,7 @@ pub fn sync_error(e: SyncError) -> CommandError {
         return err;
     }
     let hint = match &e {
-        SyncError::NotSetUp => Some(
+        SyncError::NotSetUp { .. } => Some(
             "run `evi sync init --server URL --user NAME` on your first device, \
              or `evi sync login --server URL --user NAME` on another",
         ),

@@ -8,11 +8,13 @@ use serde::Serialize;
 use super::{Ctx, client_error, open, sync_error};
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
+use crate::commands::sessions::fmt_minute;
 use crate::commands::{finish, stdout};
 use crate::sync::pending::PendingStore;
 use crate::sync::progress::{Bar, Progress, Quiet};
 use crate::sync::pull::{PullOptions, pull};
 use crate::sync::push::{changed_files, push};
+use crate::transcript::line::parse_ts;
 
 #[derive(Debug, Args)]
 pub struct JsonArgs {
@@ -109,7 +111,9 @@ struct Status {
     last_pull: Option<String>,
     /// Transcript files changed since the last push.
     local_changed_files: u64,
-    /// Records on the server not pulled yet (None when the server is unreachable).
+    /// Records on the server that other devices pushed and this one has not
+    /// pulled yet (None when the server is unreachable; from a server older
+    /// than `pending_for_device`, every record after the cursor).
     remote_pending_records: Option<u64>,
     cursor: u64,
     server_error: Option<String>,
@@ -195,9 +199,17 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
     let sync = open(ctx)?;
     let changed = changed_files(&sync).map_err(sync_error)?;
     let waiting = waiting(&sync)?;
-    let remote = sync.client.status();
+    let remote = sync.client.status_after(sync.state.cursor);
     let (pending, server_error) = match remote {
-        Ok(s) => (Some(s.newest_seq.saturating_sub(sync.state.cursor)), None),
+        // An older server does not count per device: every record after the
+        // cursor, this device's own too.
+        Ok(s) => (
+            Some(
+                s.pending_for_device
+                    .unwrap_or_else(|| s.newest_seq.saturating_sub(sync.state.cursor)),
+            ),
+            None,
+        ),
         Err(e) => (None, Some(client_error(e).message)),
     };
     let s = Status {
@@ -217,7 +229,11 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
     if args.json {
         return print_json(&s);
     }
-    let never = || "never".to_owned();
+    // Local time, as `evi sessions list` shows it (`--json` keeps RFC 3339).
+    let when = |t: &Option<String>| match t.as_deref() {
+        None => "never".to_owned(),
+        Some(t) => parse_ts(t).map_or_else(|| t.to_owned(), fmt_minute),
+    };
     let mut out = stdout();
     writeln!(out, "server:    {}", s.server)?;
     writeln!(out, "user:      {}", s.user)?;
@@ -227,16 +243,8 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         "key:       {}",
         s.key_fingerprint.clone().unwrap_or_default()
     )?;
-    writeln!(
-        out,
-        "last push: {}",
-        s.last_push.clone().unwrap_or_else(never)
-    )?;
-    writeln!(
-        out,
-        "last pull: {}",
-        s.last_pull.clone().unwrap_or_else(never)
-    )?;
+    writeln!(out, "last push: {}", when(&s.last_push))?;
+    writeln!(out, "last pull: {}", when(&s.last_pull))?;
     writeln!(
         out,
         "to push:   {} changed transcript files",
