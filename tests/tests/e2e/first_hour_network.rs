@@ -3,9 +3,9 @@
 //! limit, and a lock another sync holds (issue 9). Each test asserts the
 //! lines the user reads and the exit code.
 //!
-//! `init` and `login` may add hints of their own after these (what was or
-//! was not written on this device), so their output is checked from the
-//! start; the other commands' output is checked whole.
+//! After a failed request `init` and `login` may add hints of their own
+//! (what was or was not written on this device), so their output is checked
+//! from the start; the other commands' output is checked whole.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -172,28 +172,31 @@ fn https_to_a_plain_http_server_names_the_tls_handshake_and_suggests_http() {
 }
 
 #[test]
-fn a_server_url_without_a_scheme_is_a_usage_error_before_any_request() {
+fn a_server_url_without_a_scheme_is_a_usage_error_before_anything_else() {
     // Nothing listens there: the URL is refused before any request.
     let url = format!("127.0.0.1:{}", free_port());
     let expected = format!(
         "error: the server URL needs http:// or https:// (got \"{url}\")\n\
          hint: for example --server http://{url}\n"
     );
-    assert_starts(&init(&Device::new(), &url), 2, &expected);
+    let dev = Device::new();
+    let run = init(&dev, &url);
+    assert_eq!((run.code, run.stderr.as_str()), (2, expected.as_str()));
+    assert!(!dev.home().join("sync").exists(), "nothing was written");
+    // `login` too, before it looks for a key.
+    let run = dev.sync(&["sync", "login", "--server", &url, "--user", "pat"]);
+    assert_eq!((run.code, run.stderr.as_str()), (2, expected.as_str()));
 
-    let server = TestServer::start();
-    let a = Device::new();
-    a.init(&server, "pat", "laptop");
-    let run = login(&Device::new(), &a, &url, crate::common::PASSWORD);
-    assert_starts(&run, 2, &expected);
-
-    let run = init(&Device::new(), "ftp://127.0.0.1:8787");
-    assert_starts(
-        &run,
-        2,
-        "error: the server URL needs http:// or https:// (got \"ftp://127.0.0.1:8787\")\n\
-         hint: for example --server http://127.0.0.1:8787\n",
+    let run = init(&dev, "ftp://127.0.0.1:8787");
+    assert_eq!(
+        (run.code, run.stderr.as_str()),
+        (
+            2,
+            "error: the server URL needs http:// or https:// (got \"ftp://127.0.0.1:8787\")\n\
+             hint: for example --server http://127.0.0.1:8787\n"
+        )
     );
+    assert!(!dev.home().join("sync").exists(), "nothing was written");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use super::key::identity_error;
 use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::fsutil::replace_file;
-use crate::sync::client::Client;
+use crate::sync::client::{Client, check_server_url};
 use crate::sync::context::lock_wait;
 use crate::sync::journal::journal_name;
 use crate::sync::lock::SyncLock;
@@ -246,6 +246,8 @@ fn load_identity(paths: &SyncPaths) -> Result<Identity, CommandError> {
 }
 
 pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
+    // A usage error before the lock, the key or a password prompt.
+    check_server_url(&args.account.server).map_err(client_error)?;
     let (paths, _lock, state) = begin(ctx)?;
     if let Some(a) = &state.account {
         return Err(user_error(format!(
@@ -325,6 +327,8 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
 }
 
 pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
+    // A usage error before the lock, the key or a password prompt.
+    check_server_url(&args.account.server).map_err(client_error)?;
     let (paths, _lock, state) = begin(ctx)?;
     // Set up already (its token revoked, say): log in again as the same
     // account, keeping the key and what was synced.
