@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::command_error::{CommandError, is_broken_pipe};
+use crate::commands::completions::{self, CompletionsArgs, ManArgs};
 use crate::commands::{self, Ctx, sessions::SessionsCommand, sync::SyncCommand};
 
 /// Sessions, sync and handoff for eVi transcripts.
@@ -17,12 +18,17 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Read, export and fork sessions.
+    /// List, show, export and fork sessions; handoff and resume carry one to another device.
     #[command(subcommand)]
     Sessions(SessionsCommand),
     /// Sync transcripts and checkpoints with an evi-server, end-to-end encrypted.
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(CompletionsArgs),
+    /// Write man pages for evi and every subcommand into a folder.
+    #[command(hide = true)]
+    Man(ManArgs),
 }
 
 /// Parses the process arguments, runs the command, reports errors.
@@ -43,10 +49,12 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), CommandError> {
-    let ctx = Ctx::load()?;
     match cli.command {
-        Command::Sessions(cmd) => commands::sessions::run(&ctx, cmd),
-        Command::Sync(cmd) => commands::sync::run(&ctx, cmd),
+        Command::Sessions(cmd) => commands::sessions::run(&Ctx::load()?, cmd),
+        Command::Sync(cmd) => commands::sync::run(&Ctx::load()?, cmd),
+        // Generated from the arguments alone: no eVi home needed.
+        Command::Completions(a) => completions::cmd_completions(a),
+        Command::Man(a) => completions::cmd_man(a),
     }
 }
 

@@ -1,5 +1,6 @@
 //! One module per command group, one file per subcommand.
 
+pub mod completions;
 pub mod sessions;
 pub mod sync;
 

@@ -19,8 +19,11 @@ use crate::transcript::SessionTree;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
+    /// Markdown: the active branch as a readable document.
     Md,
+    /// One self-contained HTML page of the active branch.
     Html,
+    /// The whole tree, every entry with its id and parent.
     Json,
 }
 
@@ -28,6 +31,7 @@ pub enum Format {
 pub struct ExportArgs {
     /// Session id or unambiguous prefix.
     pub id: String,
+    /// Output format.
     #[arg(short, long, value_enum, default_value = "md")]
     pub format: Format,
     /// Write to this file instead of stdout.

@@ -36,6 +36,7 @@ pub struct PullArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// Print JSON (stable, documented in README.md; times in RFC 3339).
     #[arg(long)]
     pub json: bool,
 }
