@@ -67,8 +67,10 @@ fn login_after_a_revoke_logs_in_again_keeping_the_key_and_the_state() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = b.sync(&["sync", "pull"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("`evi sync login`"), "{}", r.stderr);
 
-    let r = login(&b, &server.url, "pat", &[]);
+    // As the hint says: the server and user are the ones configured.
+    let r = b.sync(&["sync", "login"]);
     assert_eq!(
         (r.code, r.stdout.as_str(), r.stderr.as_str()),
         (
@@ -447,4 +449,45 @@ fn key_import_of_a_garbage_file_and_a_damaged_key_say_what_to_do() {
     );
     assert_eq!(std::fs::read(&aside).unwrap(), b"AGE-SECRET-KEY-1DAMAGED\n");
     a.sync_ok(&["push"]);
+}
+
+#[test]
+fn login_again_with_a_live_token_changes_nothing() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let b = Device::new();
+    let fp = init(&a, &server.url, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let (token, state) = (b.token(), b.state());
+    let r = b.sync(&["sync", "login"]);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            0,
+            format!(
+                "already logged in: pat on {} as device desktop (key {fp}); nothing to do\n",
+                server.url
+            )
+            .as_str(),
+            ""
+        )
+    );
+    assert_eq!((b.token(), b.state()), (token, state));
+    let devices = json(&b.sync_ok(&["devices", "--json"]));
+    assert_eq!(devices["devices"].as_array().unwrap().len(), 2, "{devices}");
+}
+
+#[test]
+fn login_without_an_account_in_a_new_home_asks_for_one() {
+    let dev = Device::new();
+    let r = dev.sync(&["sync", "login", "--user", "pat"]);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            2,
+            "",
+            "error: this eVi home is not set up for sync yet: name the account\n\
+             hint: evi sync login --server URL --user NAME\n"
+        )
+    );
 }

@@ -4,7 +4,8 @@
 //! server created the account. `login` in a home that is set up already (its
 //! token revoked, say) logs in again as the same account: a new token, the
 //! same key (checked against the account's key check value first), and the
-//! rest of the sync state as it was.
+//! rest of the sync state as it was; while its token still works, login
+//! changes nothing (a second device of the same home would only linger).
 
 use std::io::{IsTerminal, Read};
 
@@ -36,8 +37,45 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
-    #[command(flatten)]
-    pub account: AccountArgs,
+    /// Server URL, e.g. http://127.0.0.1:8787 (default: the one this home
+    /// syncs with, when it is set up).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Account name (default: the one this home syncs as, when it is set up).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// This device's name (default: its name so far, else the host name).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Read the password from stdin (else EVI_SYNC_PASSWORD, else a prompt).
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+impl LoginArgs {
+    /// The account to log in to: as given, the rest from the one this home
+    /// syncs with.
+    fn resolve(self, have: Option<&Account>) -> Result<AccountArgs, CommandError> {
+        let (server, user) = match (self.server, self.user, have) {
+            (Some(s), Some(u), _) => (s, u),
+            (s, u, Some(a)) => (
+                s.unwrap_or_else(|| a.server.clone()),
+                u.unwrap_or_else(|| a.user.clone()),
+            ),
+            _ => {
+                return Err(usage_error(
+                    "this eVi home is not set up for sync yet: name the account",
+                )
+                .hinted("evi sync login --server URL --user NAME"));
+            }
+        };
+        Ok(AccountArgs {
+            server,
+            user,
+            device: self.device,
+            password_stdin: self.password_stdin,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -240,6 +278,20 @@ fn authed(server: &str, auth: &AuthResponse) -> Result<Client, CommandError> {
     Client::new(server, Some(auth.token.clone())).map_err(client_error)
 }
 
+/// Whether the server still takes this home's token and the key matches
+/// the account's: logging in again would only make a second device.
+fn still_logged_in(paths: &SyncPaths, have: &Account, keys: &SyncKeys) -> bool {
+    let Ok(token) = std::fs::read_to_string(paths.token()) else {
+        return false;
+    };
+    let Ok(client) = Client::new(&have.server, Some(token.trim().to_owned())) else {
+        return false;
+    };
+    client
+        .key_check()
+        .is_ok_and(|kcv| kcv.is_none_or(|k| keys.matches_key_check(&k)))
+}
+
 /// The key in this home, with what to do when it is damaged.
 fn load_identity(paths: &SyncPaths) -> Result<Identity, CommandError> {
     Identity::load(&paths.identity()).map_err(identity_error)
@@ -326,18 +378,20 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
     Ok(())
 }
 
-pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
+pub fn cmd_sync_login(ctx: &Ctx, login: LoginArgs) -> CommandResult {
     // A usage error before the lock, the key or a password prompt.
-    check_server_url(&args.account.server).map_err(client_error)?;
+    if let Some(server) = &login.server {
+        check_server_url(server).map_err(client_error)?;
+    }
     let (paths, _lock, state) = begin(ctx)?;
     // Set up already (its token revoked, say): log in again as the same
     // account, keeping the key and what was synced.
     let again = state.account.clone();
+    let args = login.resolve(again.as_ref())?;
     if let Some(have) = &again {
-        check_same_account(have, &args.account)?;
+        check_same_account(have, &args)?;
     }
     let asked = args
-        .account
         .device
         .as_deref()
         .or(again.as_ref().map(|a| a.device.as_str()));
@@ -350,11 +404,23 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
     }
     let identity = load_identity(&paths)?;
     let keys = SyncKeys::derive(&identity);
-    let pw = password(&args.account, false)?;
-    let client = Client::new(&args.account.server, None).map_err(client_error)?;
+    if let Some(have) = &again
+        && still_logged_in(&paths, have, &keys)
+    {
+        println!(
+            "already logged in: {} on {} as device {} (key {}); nothing to do",
+            have.user,
+            have.server,
+            have.device,
+            identity.fingerprint()
+        );
+        return Ok(());
+    }
+    let pw = password(&args, false)?;
+    let client = Client::new(&args.server, None).map_err(client_error)?;
     let auth = client
         .login(&LoginRequest {
-            user: args.account.user.clone(),
+            user: args.user.clone(),
             password: pw,
             device: device.clone(),
         })
@@ -364,12 +430,7 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
         Some(kcv) if !keys.matches_key_check(&kcv) => {
             // Leave no usable token behind for a device that cannot sync.
             let _ = authed.revoke(&auth.device_id);
-            return Err(key_mismatch(
-                &paths,
-                &identity,
-                &args.account.user,
-                client.server(),
-            ));
+            return Err(key_mismatch(&paths, &identity, &args.user, client.server()));
         }
         Some(_) => {}
         None => authed
@@ -390,14 +451,14 @@ pub fn cmd_sync_login(ctx: &Ctx, args: LoginArgs) -> CommandResult {
             println!(
                 "logged in again: {} on {} as device {device} (key {}); what this device synced \
                  before is kept",
-                args.account.user,
+                args.user,
                 client.server(),
                 identity.fingerprint()
             );
         }
         None => println!(
             "logged in: {} on {} as device {device} (key {})",
-            args.account.user,
+            args.user,
             client.server(),
             identity.fingerprint()
         ),
