@@ -12,7 +12,11 @@ fn evi(args: &[&str]) -> Output {
         .env("EVI_HOME", &missing)
         .output()
         .expect("run evi");
-    assert!(!missing.exists(), "evi {args:?} created {}", missing.display());
+    assert!(
+        !missing.exists(),
+        "evi {args:?} created {}",
+        missing.display()
+    );
     out
 }
 
@@ -24,7 +28,10 @@ fn completions_for_every_shell_go_to_stdout() {
         let script = String::from_utf8(out.stdout).expect("utf-8 script");
         assert!(script.contains("evi"), "{shell}: no `evi` in the script");
         assert!(script.contains("sync"), "{shell}: no `sync` in the script");
-        assert!(script.contains("handoff"), "{shell}: no `handoff` in the script");
+        assert!(
+            script.contains("handoff"),
+            "{shell}: no `handoff` in the script"
+        );
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{shell}: stderr");
     }
 }
@@ -61,7 +68,8 @@ fn man_writes_a_page_per_command() {
         "evi-sessions-handoff.1",
         "evi-completions.1",
     ] {
-        let text = std::fs::read_to_string(pages.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        let text =
+            std::fs::read_to_string(pages.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
         assert!(text.starts_with(".ie \\n(.g .ds Aq"), "{page} is not roff");
     }
     // The hidden command documents nothing about itself.

@@ -60,6 +60,22 @@ fn help(args: &[&str]) -> String {
 }
 
 #[test]
+fn key_commands_name_the_passphrase_variable() {
+    for path in [
+        &["sync", "key"][..],
+        &["sync", "key", "export"],
+        &["sync", "key", "import"],
+    ] {
+        let text = help(path);
+        assert!(
+            text.contains("EVI_KEY_PASSPHRASE"),
+            "evi {} --help does not name EVI_KEY_PASSPHRASE:\n{text}",
+            path.join(" ")
+        );
+    }
+}
+
+#[test]
 fn sessions_blurb_lists_handoff_and_resume() {
     let text = help(&[]);
     let line = text

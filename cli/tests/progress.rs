@@ -105,8 +105,14 @@ fn units_follow_the_engine_labels() {
 fn rate_waits_until_it_settled_then_stays_in_whole_seconds() {
     let eta = Duration::from_millis(9_400);
     // Nothing done yet, or too early to tell: no rate, no time left.
-    assert_eq!(rate_text(Unit::Sessions, 0, Duration::from_secs(5), 0.0, eta), "");
-    assert_eq!(rate_text(Unit::Sessions, 3, Duration::from_millis(400), 7.5, eta), "");
+    assert_eq!(
+        rate_text(Unit::Sessions, 0, Duration::from_secs(5), 0.0, eta),
+        ""
+    );
+    assert_eq!(
+        rate_text(Unit::Sessions, 3, Duration::from_millis(400), 7.5, eta),
+        ""
+    );
     assert_eq!(
         rate_text(Unit::Sessions, 12, Duration::from_secs(4), 3.24, eta),
         ", 3.2/s, 9 seconds left"
@@ -116,7 +122,13 @@ fn rate_waits_until_it_settled_then_stays_in_whole_seconds() {
         ", 231/s, 9 seconds left"
     );
     assert_eq!(
-        rate_text(Unit::Bytes, 9_000_000, Duration::from_secs(3), 2_500_000.0, eta),
+        rate_text(
+            Unit::Bytes,
+            9_000_000,
+            Duration::from_secs(3),
+            2_500_000.0,
+            eta
+        ),
         ", 2.50 MB/s, 9 seconds left"
     );
 }
