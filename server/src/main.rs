@@ -25,6 +25,7 @@ struct Cli {
     /// Folder for the database and blob files [default: $XDG_DATA_HOME/evi-server or ~/.local/share/evi-server]
     #[arg(long, env = "EVI_SERVER_DATA", global = true)]
     data: Option<PathBuf>,
+    /// Who may create an account.
     #[arg(
         long,
         env = "EVI_SERVER_REGISTRATION",
@@ -36,6 +37,8 @@ struct Cli {
     /// Serve Prometheus metrics at http://ADDR/metrics (off by default).
     #[arg(long, env = "EVI_SERVER_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// Log lines on stderr as plain text or one JSON object each (level
+    /// filter in EVI_SERVER_LOG, e.g. `debug` or `evi_server=debug`).
     #[arg(
         long,
         env = "EVI_SERVER_LOG_FORMAT",
@@ -46,12 +49,18 @@ struct Cli {
     /// Per-user storage quota in bytes (off by default).
     #[arg(long, env = "EVI_SERVER_QUOTA_BYTES")]
     quota_bytes: Option<u64>,
+    /// Largest push request body in bytes (the JSON as sent).
     #[arg(long, env = "EVI_SERVER_MAX_BATCH_BYTES", default_value_t = Limits::default().max_batch_bytes)]
     max_batch_bytes: u64,
+    /// Largest blob upload in bytes (larger blobs travel in parts); a proxy's
+    /// body limit in front must allow it.
     #[arg(long, env = "EVI_SERVER_MAX_BLOB_BYTES", default_value_t = Limits::default().max_blob_bytes)]
     max_blob_bytes: u64,
+    /// Most records in one pull page.
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_RECORDS", default_value_t = Limits::default().max_page_records)]
     max_page_records: u32,
+    /// Most ciphertext bytes in one pull page (a larger record still goes
+    /// alone).
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_BYTES", default_value_t = Limits::default().max_page_bytes)]
     max_page_bytes: u64,
     /// Register/login attempts per minute from one address.
@@ -73,14 +82,19 @@ enum Command {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum RegistrationArg {
+    /// Anyone who can reach the server may register.
     Open,
+    /// Registering needs a one-time code from `evi-server invite`.
     Invite,
+    /// No new accounts; existing ones keep working.
     Closed,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
+    /// Human-readable lines.
     Text,
+    /// One JSON object per line, for log collectors.
     Json,
 }
 
