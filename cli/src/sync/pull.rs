@@ -61,7 +61,11 @@ pub fn pull(
         let mut opened = Vec::with_capacity(page.records.len());
         for r in &page.records {
             // What this device pushed is here already (unless asked for all).
-            if !opts.all && r.device.as_deref().is_some_and(|d| ctx.account.is_own_device(d)) {
+            if !opts.all
+                && r.device
+                    .as_deref()
+                    .is_some_and(|d| ctx.account.is_own_device(d))
+            {
                 continue;
             }
             let kind = SegmentKind::from_str(&r.kind).map_err(|e| SyncError::Segment {

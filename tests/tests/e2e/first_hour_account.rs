@@ -431,6 +431,17 @@ fn key_import_of_a_garbage_file_and_a_damaged_key_say_what_to_do() {
         r.stderr
     );
     assert_eq!(hint, "import your key backup: evi sync key import FILE\n");
+    // The same way out wherever the key is loaded.
+    for cmd in ["push", "pull", "status"] {
+        let r = a.sync(&["sync", cmd]);
+        assert_eq!(r.code, 1, "{cmd}");
+        assert!(
+            r.stderr
+                .ends_with("\nhint: import your key backup: evi sync key import FILE\n"),
+            "{cmd}: {}",
+            r.stderr
+        );
+    }
 
     let r = a.sync(&["sync", "key", "import", backup.to_str().unwrap()]);
     let aside = path.with_file_name("identity.damaged.txt");
@@ -489,5 +500,26 @@ fn login_without_an_account_in_a_new_home_asks_for_one() {
             "error: this eVi home is not set up for sync yet: name the account\n\
              hint: evi sync login --server URL --user NAME\n"
         )
+    );
+}
+
+#[test]
+fn push_with_a_key_that_is_not_the_accounts_says_which_file_to_move() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let other = Device::new();
+    init(&a, &server.url, "pat", "laptop");
+    init(&other, &server.url, "sam", "laptop");
+    // A's key swapped for another account's, its token still valid.
+    std::fs::copy(other.identity_path(), a.identity_path()).unwrap();
+    let r = a.sync(&["sync", "push"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.stdout, "");
+    assert_eq!(
+        r.stderr,
+        "error: this device's key does not match the account's: it was not made from the same \
+         identity\n\
+         hint: move sync/identity.txt (in the eVi home) away, then on your first device \
+         `evi sync key export -o key.age`, here `evi sync key import key.age`\n"
     );
 }

@@ -94,13 +94,8 @@ fn passphrase(confirm: bool) -> Result<SecretString, CommandError> {
 
 /// A key that cannot be loaded, with what to do about it.
 pub fn identity_error(e: IdentityError) -> CommandError {
-    let damaged = matches!(e, IdentityError::Malformed(_));
-    let err = sync_error(e.into());
-    if damaged {
-        err.hinted("import your key backup: evi sync key import FILE")
-    } else {
-        err
-    }
+    // `sync_error` hints at the key backup for a damaged identity.
+    sync_error(e.into())
 }
 
 /// Where a damaged identity file is moved before a key is imported: beside

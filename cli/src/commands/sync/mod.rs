@@ -81,9 +81,12 @@ pub fn sync_error(e: SyncError) -> CommandError {
             Some("this device's token is no longer valid (revoked?): run `evi sync login` again")
         }
         SyncError::KeyMismatch => Some(
-            "import the identity of your first device: there `evi sync key export -o key.age`, \
-             here `evi sync key import key.age`",
+            "move sync/identity.txt (in the eVi home) away, then on your first device \
+             `evi sync key export -o key.age`, here `evi sync key import key.age`",
         ),
+        SyncError::Identity(crate::sync::IdentityError::Malformed(_)) => {
+            Some("import your key backup: evi sync key import FILE")
+        }
         SyncError::Segment { .. } | SyncError::Blob { .. } => Some(
             "nothing from that record was written; the server may be compromised or its data \
              damaged",
