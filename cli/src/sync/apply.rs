@@ -437,15 +437,15 @@ impl SessionAppender {
         }
     }
 
-    /// Makes every append durable: the files, and the names of new ones
-    /// (new day folders were made durable when created).
-    pub fn sync(&mut self) -> io::Result<()> {
+    /// Makes every append's bytes durable, and adds to `dirs` the day
+    /// folders whose new file names the caller must fsync (once each, however
+    /// many sessions created a file there; new day folders themselves were
+    /// made durable when created).
+    pub fn sync(&mut self, dirs: &mut BTreeSet<PathBuf>) -> io::Result<()> {
         for f in std::mem::take(&mut self.written) {
             f.sync_all()?;
         }
-        for dir in std::mem::take(&mut self.new_files_in) {
-            crate::fsutil::sync_dir(&dir)?;
-        }
+        dirs.append(&mut self.new_files_in);
         Ok(())
     }
 }

@@ -131,9 +131,13 @@ impl Incoming {
     /// Makes what [`Self::apply`] did durable: appended files and their new
     /// folders, and the waiting entries.
     pub fn sync(&mut self) -> Result<(), SyncError> {
+        let mut dirs = BTreeSet::new();
         for a in self.appenders.values_mut() {
-            a.sync()
+            a.sync(&mut dirs)
                 .ctx(|| format!("cannot write session {}", a.session))?;
+        }
+        for dir in dirs {
+            crate::fsutil::sync_dir(&dir).ctx(|| format!("cannot sync {}", dir.display()))?;
         }
         self.pending
             .save()
