@@ -456,7 +456,7 @@ impl std::fmt::Debug for Held {
 
 /// `(id, parentId)` a line names itself (`parentId: Some(None)` is null), and
 /// the bytes a wrapper carries.
-fn named(raw: &[u8]) -> (Option<String>, Option<Option<String>>, Option<Vec<u8>>) {
+pub fn named(raw: &[u8]) -> (Option<String>, Option<Option<String>>, Option<Vec<u8>>) {
     use base64::Engine as _;
     let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(raw) else {
         return (None, None, None);

@@ -39,9 +39,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
 
-use crate::common::{Device, Run, bin};
+use crate::common::{Device, Run, bin, derive_id, named};
 
 const DEVICES: usize = 3;
 const SESSIONS: usize = 2;
@@ -216,20 +215,6 @@ fn devices(server: &Server) -> Vec<Device> {
     devs
 }
 
-/// DESIGN.md "Entry identity", written again here on purpose.
-fn derive_id(parent: Option<&str>, raw: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(b"evi-entry-v1");
-    h.update([0]);
-    h.update(parent.unwrap_or("").as_bytes());
-    h.update([0]);
-    h.update(raw);
-    h.finalize()[..16].iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 /// What a line says about its own place in the tree.
 #[derive(Default)]
 struct Explicit {
@@ -241,16 +226,7 @@ struct Explicit {
 }
 
 fn explicit(raw: &[u8]) -> Explicit {
-    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(raw) else {
-        return Explicit::default();
-    };
-    let id = m.get("id").and_then(|v| v.as_str()).map(str::to_owned);
-    let parent = m.get("parentId").map(|v| v.as_str().map(str::to_owned));
-    let wrapped = id
-        .as_ref()
-        .and(m.get("eviRawLine"))
-        .and_then(|v| v.as_str())
-        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok());
+    let (id, parent, wrapped) = named(raw);
     Explicit {
         id,
         parent,
