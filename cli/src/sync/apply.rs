@@ -458,7 +458,8 @@ fn stat(path: &std::path::Path) -> io::Result<Option<Disk>> {
     }
 }
 
-fn ends_in_newline(path: &std::path::Path, size: u64) -> io::Result<bool> {
+/// Whether the file's byte at `size - 1` is a newline (`size` > 0).
+pub fn ends_in_newline(path: &std::path::Path, size: u64) -> io::Result<bool> {
     let mut b = [0u8; 1];
     File::open(path)?.read_exact_at(&mut b, size - 1)?;
     Ok(b[0] == b'\n')

@@ -187,13 +187,7 @@ fn waiting(sync: &crate::sync::context::SyncContext) -> std::io::Result<Vec<Wait
 }
 
 fn ends_mid_line(path: &std::path::Path, size: u64) -> bool {
-    use std::os::unix::fs::FileExt;
-    let mut b = [0u8; 1];
-    size > 0
-        && std::fs::File::open(path)
-            .and_then(|f| f.read_exact_at(&mut b, size - 1))
-            .is_ok()
-        && b[0] != b'\n'
+    size > 0 && matches!(crate::sync::apply::ends_in_newline(path, size), Ok(false))
 }
 
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
