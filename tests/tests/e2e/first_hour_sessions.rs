@@ -340,4 +340,32 @@ fn resume_pulls_a_stale_copy_first_and_says_when_it_cannot() {
     );
     assert_eq!(resumed, format!("resumed {A} (3 messages restored)\n"));
     assert!(run.stdout.contains("one more thing"));
+
+    // Something on the port takes the connection and never answers: the
+    // pull gives up after its short timeout and says that it timed out.
+    let addr = server.url.trim_start_matches("http://");
+    let hole = std::net::TcpListener::bind(addr).expect("bind the server's old port");
+    let held = std::thread::spawn(move || {
+        let conn = hole.accept();
+        std::thread::sleep(Duration::from_secs(15));
+        drop(conn);
+    });
+    let start = Instant::now();
+    let run = b.evi(&["sessions", "resume", A, "--print"]);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "warning: could not pull first (cannot reach {}: timed out): \
+             resuming the copy on this device, which may be older\n\
+             resumed {A} (3 messages restored)\n",
+            server.url
+        )
+    );
+    drop(held);
 }

@@ -4,7 +4,7 @@
 //! ends up with every entry exactly once.
 
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{Device, Rng, TestServer};
 
@@ -77,17 +77,37 @@ fn assert_complete(server: &TestServer, dev: &Device, local: u64) {
     );
 }
 
+/// How long an uninterrupted first push of this corpus takes here, measured
+/// on a second account with the same files: kill times are drawn from it, so
+/// they land inside the push whatever the build profile or machine speed.
+fn full_push_time(server: &TestServer, seed: u64) -> Duration {
+    let probe = Device::new();
+    corpus(&probe, &mut Rng::new(seed), 300);
+    probe.init(server, "probe", "probe");
+    let started = Instant::now();
+    let out = spawn_push(&probe).wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    started.elapsed()
+}
+
 #[test]
 fn push_killed_at_random_points_then_rerun() {
     let server = TestServer::start();
+    const SEED: u64 = 0x5eed_0001;
+    let full = full_push_time(&server, SEED).as_micros() as u64;
     let a = Device::new();
-    let mut rng = Rng::new(0x5eed_0001);
+    let mut rng = Rng::new(SEED);
     let local = corpus(&a, &mut rng, 300);
     a.init(&server, "alice", "laptop");
     let mut mid_push = 0;
     for _ in 0..10 {
         let mut child = spawn_push(&a);
-        std::thread::sleep(Duration::from_millis(rng.range(5, 250)));
+        // Anywhere from the start to three quarters of a whole push.
+        std::thread::sleep(Duration::from_micros(rng.range(full / 50, full * 3 / 4)));
         if child.try_wait().unwrap().is_none() {
             mid_push += 1;
         }
@@ -96,7 +116,7 @@ fn push_killed_at_random_points_then_rerun() {
     }
     assert!(
         mid_push >= 5,
-        "only {mid_push} of 10 kills hit a running push"
+        "only {mid_push} of 10 kills hit a running push (a whole push takes {full} µs)"
     );
     let out = a.sync_ok(&["push"]);
     assert!(out.starts_with("pushed "), "{out}");
@@ -110,16 +130,24 @@ fn push_killed_at_random_points_then_rerun() {
 #[test]
 fn server_killed_mid_push_then_restarted() {
     let mut server = TestServer::start();
+    const SEED: u64 = 0x5eed_0002;
+    let full = full_push_time(&server, SEED).as_micros() as u64;
     let a = Device::new();
-    let mut rng = Rng::new(0x5eed_0002);
+    let mut rng = Rng::new(SEED);
     let mut local = corpus(&a, &mut rng, 300);
     a.init(&server, "alice", "laptop");
+    let mut mid_push = 0;
     for round in 0..3 {
         if round > 0 {
             local += more(&a, round, 3);
         }
-        let child = spawn_push(&a);
-        std::thread::sleep(Duration::from_millis(rng.range(20, 200)));
+        let mut child = spawn_push(&a);
+        // The first push is a whole one; the later ones send a third of the
+        // sessions' last lines and are over sooner, so some may finish first.
+        std::thread::sleep(Duration::from_micros(rng.range(full / 10, full / 2)));
+        if child.try_wait().unwrap().is_none() {
+            mid_push += 1;
+        }
         server.restart();
         // The client retries through the restart and finishes.
         let out = child.wait_with_output().unwrap();
@@ -129,6 +157,10 @@ fn server_killed_mid_push_then_restarted() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    assert!(
+        mid_push >= 1,
+        "no restart hit a running push (a whole push takes {full} µs)"
+    );
     assert!(a.sync_ok(&["push"]).starts_with("pushed 0 entries"));
     assert_complete(&server, &a, local);
 }
