@@ -3,6 +3,7 @@
 
 mod common;
 mod convergence;
+mod deploy;
 mod device_names;
 mod first_hour_account;
 mod first_hour_network;
