@@ -1,11 +1,13 @@
 //! What the `evi` client and `evi-server` must agree on, in one place: the
 //! formats of ids that cross the wire or name files, the limits both sides
-//! enforce, and (in [`api`]) the request and response types of the HTTP API.
+//! enforce, (in [`api`]) the request and response types of the HTTP API, and
+//! (in [`frames`]) the binary body that carries ciphertext in bulk.
 //!
-//! Nothing here does I/O; both sides parse untrusted strings through these
+//! Nothing here does I/O of its own (frames read from any `Read`); both sides parse untrusted strings through these
 //! types before using them, so a malformed id is rejected at the edge.
 
 pub mod api;
+pub mod frames;
 pub mod ids;
 pub mod limits;
 
