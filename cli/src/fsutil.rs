@@ -103,6 +103,36 @@ pub fn create_dir_all_durable(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes these written files durable together. Many files at once (a pull
+/// page of new sessions) take one `syncfs` of the filesystem holding them on
+/// Linux: one journal commit instead of one blocking `fsync` each (2,861
+/// files cost about 10 s one by one on a virtio disk). A few files, other
+/// systems, or files on more than one filesystem are fsynced one by one.
+pub fn sync_files(files: Vec<fs::File>) -> io::Result<()> {
+    /// Below this many files one by one is as fast and touches only them.
+    const BATCH_FROM: usize = 8;
+    #[cfg(target_os = "linux")]
+    if files.len() >= BATCH_FROM && one_filesystem(&files)? {
+        return rustix::fs::syncfs(&files[0]).map_err(io::Error::from);
+    }
+    for f in files {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn one_filesystem(files: &[fs::File]) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let first = files[0].metadata()?.dev();
+    for f in &files[1..] {
+        if f.metadata()?.dev() != first {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

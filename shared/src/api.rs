@@ -157,6 +157,11 @@ pub struct Capabilities {
     /// Most ciphertext bytes in one pull page (a single larger record still comes alone).
     pub max_page_bytes: u64,
     pub registration: Registration,
+    /// Whether `POST /records` takes, and `GET /records` can answer, the
+    /// framed binary body of [`crate::frames`] (false from older servers,
+    /// which only speak the JSON forms).
+    #[serde(default)]
+    pub frames: bool,
 }
 
 /// `POST /api/v1/register` (no auth): creates the account and its first device.

@@ -441,12 +441,12 @@ impl SessionAppender {
     /// folders whose new file names the caller must fsync (once each, however
     /// many sessions created a file there; new day folders themselves were
     /// made durable when created).
-    pub fn sync(&mut self, dirs: &mut BTreeSet<PathBuf>) -> io::Result<()> {
-        for f in std::mem::take(&mut self.written) {
-            f.sync_all()?;
-        }
+    /// Hands over what [`Self::sync`] would make durable: the files written
+    /// since, and the folders that got new files (for a caller that syncs
+    /// many sessions' writes together).
+    pub fn take_unsynced(&mut self, dirs: &mut BTreeSet<PathBuf>) -> Vec<File> {
         dirs.append(&mut self.new_files_in);
-        Ok(())
+        std::mem::take(&mut self.written)
     }
 }
 

@@ -20,14 +20,16 @@ use std::time::Duration;
 use evi_shared::KeyedId;
 use evi_shared::api::{
     AuthResponse, BlobNames, BlobStored, Capabilities, DevicesResponse, ErrorBody, ErrorCode,
-    KeyCheckRequest, KeyCheckResponse, LoginRequest, MissingResponse, PullResponse, PushRequest,
-    PushResponse, RegisterRequest, StatusResponse,
+    KeyCheckRequest, KeyCheckResponse, LoginRequest, MissingResponse, PullResponse, PushResponse,
+    RegisterRequest, StatusResponse,
 };
 use reqwest::StatusCode;
 use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 
 use super::notice::notice;
+use super::records::{self, OutSegment, Page};
+use evi_shared::frames;
 
 /// A failed call.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,14 @@ pub enum ClientError {
         url: String,
         #[source]
         source: reqwest::Error,
+    },
+    /// A framed page that does not read: cut short (a lost connection) or
+    /// malformed.
+    #[error("unreadable page from {url}: {source}")]
+    BadFrames {
+        url: String,
+        #[source]
+        source: evi_shared::frames::FrameError,
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -164,6 +174,10 @@ impl ClientError {
             // 501: what answered does not implement the method at all.
             Self::Api { status, .. } => (*status >= 500 && *status != 501) || *status == 429,
             Self::Transport { cause, .. } => !matches!(cause, Cause::Tls(_)),
+            Self::BadFrames { source, .. } => matches!(
+                source,
+                evi_shared::frames::FrameError::Truncated | evi_shared::frames::FrameError::Io(_)
+            ),
             _ => false,
         }
     }
@@ -225,6 +239,10 @@ impl std::fmt::Debug for Client {
 
 /// The one retry of a refused connection to a server never reached.
 const FIRST_CONTACT_RETRY: Duration = Duration::from_millis(300);
+
+/// Largest record body a pull reads: above any server's batch limit (a
+/// record is one segment of one batch), so only a hostile length is refused.
+const MAX_RECORD_BYTES: u32 = 256 << 20;
 
 /// How long the `/healthz` probe of a strange answer may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -472,12 +490,64 @@ impl Client {
         self.send(|| self.http.put(&url).json(&body)).map(drop)
     }
 
-    pub fn push(&self, req: &PushRequest) -> Result<PushResponse, ClientError> {
-        self.post("/records", req)
+    /// Stores a batch, as a framed body when the server takes one
+    /// (`framed`, from its capabilities), else as JSON.
+    pub fn push(&self, segments: &[OutSegment], framed: bool) -> Result<PushResponse, ClientError> {
+        if !framed {
+            return self.post("/records", &records::json_batch(segments));
+        }
+        let url = self.url("/records");
+        // Built once; each retry sends the same bytes without a copy.
+        let body = bytes::Bytes::from(records::framed_batch(segments));
+        let resp = self.send(|| {
+            self.http
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, frames::CONTENT_TYPE)
+                .body(body.clone())
+        })?;
+        self.json(resp)
     }
 
-    pub fn pull(&self, after: u64) -> Result<PullResponse, ClientError> {
-        self.get(&format!("/records?after={after}"))
+    /// One page of records after `after`. With `framed`, asks for the framed
+    /// body and reads it as it arrives; a server that answers JSON anyway is
+    /// read as JSON. A page cut short is fetched again (as a lost connection
+    /// is), never taken as a shorter page.
+    pub fn pull(&self, after: u64, framed: bool) -> Result<Page, ClientError> {
+        let url = self.url(&format!("/records?after={after}"));
+        if !framed {
+            let resp = self.send(|| self.http.get(&url))?;
+            return self.json::<PullResponse>(resp).map(Page::from);
+        }
+        let mut attempt = 1;
+        loop {
+            let resp = self.send(|| {
+                self.http
+                    .get(&url)
+                    .header(reqwest::header::ACCEPT, frames::CONTENT_TYPE)
+            })?;
+            let is_framed = resp
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with(frames::CONTENT_TYPE));
+            if !is_framed {
+                return self.json::<PullResponse>(resp).map(Page::from);
+            }
+            match records::read_framed_page(resp, MAX_RECORD_BYTES) {
+                Ok(page) => return Ok(page),
+                Err(source) => {
+                    let err = ClientError::BadFrames {
+                        url: self.base.clone(),
+                        source,
+                    };
+                    if !err.is_transient() || attempt >= self.attempts {
+                        return Err(err);
+                    }
+                    notice(&format!("{err}; retrying…"));
+                    attempt += 1;
+                }
+            }
+        }
     }
 
     pub fn status(&self) -> Result<StatusResponse, ClientError> {

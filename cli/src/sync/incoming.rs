@@ -132,13 +132,16 @@ impl Incoming {
     /// folders, and the waiting entries.
     pub fn sync(&mut self) -> Result<(), SyncError> {
         let mut dirs = BTreeSet::new();
+        let mut files = Vec::new();
         for a in self.appenders.values_mut() {
-            a.sync(&mut dirs)
-                .ctx(|| format!("cannot write session {}", a.session))?;
+            files.extend(a.take_unsynced(&mut dirs));
         }
+        // A folder's fsync makes its new entries durable; opened here, the
+        // folders go into the same batch as the files.
         for dir in dirs {
-            crate::fsutil::sync_dir(&dir).ctx(|| format!("cannot sync {}", dir.display()))?;
+            files.push(std::fs::File::open(&dir).ctx(|| format!("cannot sync {}", dir.display()))?);
         }
+        crate::fsutil::sync_files(files).ctx(|| "cannot make the pulled entries durable".into())?;
         self.pending
             .save()
             .ctx(|| "cannot save the entries that wait in sync/pending".into())

@@ -32,6 +32,7 @@ pub mod pending;
 pub mod progress;
 pub mod pull;
 pub mod push;
+pub mod records;
 pub mod segment;
 pub mod state;
 

@@ -11,6 +11,7 @@ use super::error::SyncError;
 use super::incoming::drain_pending;
 use super::journal::{apply_journal, fetch_blobs, journal_blobs};
 use super::progress::Progress;
+use super::records::{Page, PulledRecord};
 use super::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
@@ -46,77 +47,61 @@ pub fn pull(
 ) -> Result<PullReport, SyncError> {
     let mut report = PullReport::default();
     let status = ctx.client.status()?;
+    let framed = ctx.client.capabilities()?.frames;
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
-    let mut after = if opts.all { 0 } else { ctx.state.cursor };
-    progress.start("pulling", status.newest_seq.saturating_sub(after));
+    let first = if opts.all { 0 } else { ctx.state.cursor };
+    progress.start("pulling", status.newest_seq.saturating_sub(first));
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
-    loop {
-        let page = ctx.client.pull(after)?;
-        if page.records.is_empty() {
-            break;
-        }
-        // Verify the whole page before writing anything.
-        let mut opened = Vec::with_capacity(page.records.len());
-        for r in &page.records {
-            // What this device pushed is here already (unless asked for all).
-            if !opts.all
-                && r.device
-                    .as_deref()
-                    .is_some_and(|d| ctx.account.is_own_device(d))
-            {
-                continue;
+    // The next page downloads while this one is verified and written.
+    std::thread::scope(|scope| -> Result<(), SyncError> {
+        let (tx, pages) = std::sync::mpsc::sync_channel(1);
+        let client = ctx.client.clone();
+        scope.spawn(move || fetch_pages(&client, first, framed, tx));
+        for page in pages {
+            let page = page?;
+            if page.records.is_empty() {
+                break;
             }
-            let kind = SegmentKind::from_str(&r.kind).map_err(|e| SyncError::Segment {
-                seq: r.seq,
-                source: e,
-            })?;
-            let seg = open(
-                &ctx.keys,
-                &ctx.identity,
-                &r.stream,
-                kind,
-                &r.entry_ids,
-                &r.ciphertext.0,
-            )
-            .map_err(|source| SyncError::Segment { seq: r.seq, source })?;
-            opened.push(seg);
-        }
-        // Blobs the page's journals name are fetched and verified before
-        // anything is written: a blob that fails its hash leaves the home as
-        // it was. (A blob landing before its journal line is the safe order.)
-        let mut named = Vec::new();
-        for seg in &opened {
-            if let OpenedSegment::Journal { device, lines } = seg {
-                named.extend(journal_blobs(ctx, device, lines)?);
-            }
-        }
-        report.blobs += fetch_blobs(ctx, &named)?;
-        for seg in opened {
-            match seg {
-                OpenedSegment::Entries { session, entries } => {
-                    incoming.queue(session, entries);
-                }
-                OpenedSegment::Journal { device, lines } => {
-                    let (appended, _) = apply_journal(ctx, &device, lines)?;
-                    report.journal_lines += appended;
+            // Verify the whole page before writing anything.
+            let opened = open_page(ctx, &page.records, opts.all)?;
+            // Blobs the page's journals name are fetched and verified before
+            // anything is written: a blob that fails its hash leaves the home
+            // as it was. (A blob landing before its journal line is the safe
+            // order.)
+            let mut named = Vec::new();
+            for seg in &opened {
+                if let OpenedSegment::Journal { device, lines } = seg {
+                    named.extend(journal_blobs(ctx, device, lines)?);
                 }
             }
-            report.records += 1;
+            report.blobs += fetch_blobs(ctx, &named)?;
+            for seg in opened {
+                match seg {
+                    OpenedSegment::Entries { session, entries } => {
+                        incoming.queue(session, entries);
+                    }
+                    OpenedSegment::Journal { device, lines } => {
+                        let (appended, _) = apply_journal(ctx, &device, lines)?;
+                        report.journal_lines += appended;
+                    }
+                }
+                report.records += 1;
+            }
+            incoming.apply(ctx)?;
+            incoming.sync()?;
+            // Entries that wait are safe in sync/pending/: the cursor moves
+            // past every record of the page.
+            ctx.state.cursor = ctx.state.cursor.max(page.next_after);
+            ctx.save_state()?;
+            progress.inc(page.records.len() as u64);
+            if !page.more {
+                break;
+            }
         }
-        incoming.apply(ctx)?;
-        incoming.sync()?;
-        // Entries that wait are safe in sync/pending/: the cursor moves past
-        // every record of the page.
-        after = page.next_after;
-        ctx.state.cursor = ctx.state.cursor.max(after);
-        ctx.save_state()?;
-        progress.inc(page.records.len() as u64);
-        if !page.more {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     progress.finish();
     let applied = &incoming.applied;
     report.entries = applied.entries;
@@ -132,4 +117,85 @@ pub fn pull(
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
     Ok(report)
+}
+
+/// Downloads pages from `after` on into `tx` until the last one (or an
+/// error, which is sent too); stops when the receiver is gone.
+fn fetch_pages(
+    client: &super::client::Client,
+    mut after: u64,
+    framed: bool,
+    tx: std::sync::mpsc::SyncSender<Result<Page, SyncError>>,
+) {
+    loop {
+        let page = client.pull(after, framed).map_err(SyncError::from);
+        let last = match &page {
+            Ok(p) => p.records.is_empty() || !p.more,
+            Err(_) => true,
+        };
+        if let Ok(p) = &page {
+            after = p.next_after;
+        }
+        if tx.send(page).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Opens (decrypts and checks) a page's records, but this device's own
+/// unless `all`, in order, on all cores: each record is independent.
+fn open_page(
+    ctx: &SyncContext,
+    records: &[PulledRecord],
+    all: bool,
+) -> Result<Vec<OpenedSegment>, SyncError> {
+    let wanted: Vec<&PulledRecord> = records
+        .iter()
+        .filter(|r| {
+            // What this device pushed is here already (unless asked for all).
+            all || !r
+                .head
+                .device
+                .as_deref()
+                .is_some_and(|d| ctx.account.is_own_device(d))
+        })
+        .collect();
+    let open_one = |r: &PulledRecord| -> Result<OpenedSegment, SyncError> {
+        let h = &r.head;
+        let kind = SegmentKind::from_str(&h.kind).map_err(|e| SyncError::Segment {
+            seq: h.seq,
+            source: e,
+        })?;
+        open(
+            &ctx.keys,
+            &ctx.identity,
+            &h.stream,
+            kind,
+            &h.entry_ids,
+            &r.ciphertext,
+        )
+        .map_err(|source| SyncError::Segment { seq: h.seq, source })
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    if threads == 1 || wanted.len() < 2 {
+        return wanted.into_iter().map(open_one).collect();
+    }
+    let chunk = wanted.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = wanted
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|r| open_one(r))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(wanted.len());
+        for h in handles {
+            out.extend(h.join().expect("opening a segment does not panic")?);
+        }
+        Ok(out)
+    })
 }

@@ -12,7 +12,8 @@
 use std::io::Read;
 use std::ops::ControlFlow;
 
-use evi_shared::api::{ErrorCode, PushRequest, Segment};
+use evi_shared::api::ErrorCode;
+use evi_shared::frames::SegmentHead;
 use evi_shared::{Day, SessionId};
 
 use super::context::SyncContext;
@@ -21,6 +22,7 @@ use super::incoming::drain_pending;
 use super::journal;
 use super::line_blobs::upload_line;
 use super::progress::Progress;
+use super::records::OutSegment;
 use super::state::{FileState, Stat, line_hash};
 use super::{Entry, SealedSegment, seal};
 use crate::transcript::entry_id::IdChain;
@@ -73,7 +75,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     drain_pending(ctx)?;
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
-    let mut up = Uploader::new(caps.max_batch_bytes);
+    let mut up = Uploader::new(caps.max_batch_bytes, caps.frames);
     let mut report = PushReport::default();
     progress.start("pushing", catalog.sessions.len() as u64);
     for (session, files) in &catalog.sessions {
@@ -107,7 +109,9 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
 /// they are acknowledged.
 pub(super) struct Uploader {
     max_bytes: u64,
-    segments: Vec<Segment>,
+    /// Whether the server takes framed bodies (else JSON).
+    framed: bool,
+    segments: Vec<OutSegment>,
     bytes: u64,
     marks: Vec<Mark>,
 }
@@ -119,22 +123,20 @@ pub(super) enum Mark {
 }
 
 impl Uploader {
-    fn new(max_bytes: u64) -> Self {
+    fn new(max_bytes: u64, framed: bool) -> Self {
         Self {
             max_bytes,
+            framed,
             segments: Vec::new(),
             bytes: 0,
             marks: Vec::new(),
         }
     }
 
-    /// Budget for one segment's plaintext so that its JSON fits a batch.
+    /// Budget for one segment's plaintext so that it fits a batch (as
+    /// base64 in JSON, a third larger, when the server wants JSON).
     pub(super) fn segment_budget(&self) -> usize {
         (SEGMENT_TARGET as u64).min(self.max_bytes / 3) as usize
-    }
-
-    fn json_size(seg: &SealedSegment) -> u64 {
-        (seg.ciphertext.len() as u64).div_ceil(3) * 4 + seg.entry_ids.len() as u64 * 67 + 256
     }
 
     /// Queues a segment (uploading the batch first if it would overflow).
@@ -145,11 +147,19 @@ impl Uploader {
         seg: SealedSegment,
         marks: Vec<Mark>,
     ) -> Result<(), SyncError> {
-        let size = Self::json_size(&seg);
+        let seg = OutSegment {
+            head: SegmentHead {
+                stream: seg.stream,
+                kind: seg.kind.as_str().to_owned(),
+                entry_ids: seg.entry_ids,
+            },
+            ciphertext: seg.ciphertext,
+        };
+        let size = seg.wire_size(self.framed);
         let room = self.max_bytes * 9 / 10;
         if size > room {
             return Err(SyncError::TooLarge {
-                stream: seg.stream.to_string(),
+                stream: seg.head.stream.to_string(),
                 size,
                 max: self.max_bytes,
             });
@@ -158,12 +168,7 @@ impl Uploader {
             self.flush(ctx, report)?;
         }
         self.bytes += size;
-        self.segments.push(Segment {
-            stream: seg.stream,
-            kind: seg.kind.as_str().to_owned(),
-            entry_ids: seg.entry_ids,
-            ciphertext: seg.ciphertext.into(),
-        });
+        self.segments.push(seg);
         self.marks.extend(marks);
         Ok(())
     }
@@ -180,10 +185,8 @@ impl Uploader {
         report: &mut PushReport,
     ) -> Result<(), SyncError> {
         if !self.segments.is_empty() {
-            let req = PushRequest {
-                segments: std::mem::take(&mut self.segments),
-            };
-            let resp = ctx.client.push(&req)?;
+            let resp = ctx.client.push(&self.segments, self.framed)?;
+            self.segments.clear();
             report.segments_stored += resp.stored;
             report.segments_dropped += resp.dropped;
             report.bytes_sent += self.bytes;

@@ -11,6 +11,11 @@ use crate::common::{Device, Rng, TestServer};
 /// Writes `sessions` sessions of about 10 KB each over two days; returns
 /// the number of entries written.
 fn corpus(dev: &Device, rng: &mut Rng, sessions: usize) -> u64 {
+    named_corpus(dev, rng, "s", sessions)
+}
+
+/// [`corpus`] with session names starting with `prefix`.
+fn named_corpus(dev: &Device, rng: &mut Rng, prefix: &str, sessions: usize) -> u64 {
     let mut entries = 0;
     for s in 0..sessions {
         for day in ["2026-06-08", "2026-06-09"] {
@@ -27,7 +32,7 @@ fn corpus(dev: &Device, rng: &mut Rng, sessions: usize) -> u64 {
                 );
                 entries += 1;
             }
-            dev.write(day, &format!("s{s:03}"), &bytes);
+            dev.write(day, &format!("{prefix}{s:03}"), &bytes);
         }
     }
     entries
@@ -103,20 +108,37 @@ fn push_killed_at_random_points_then_rerun() {
     let mut rng = Rng::new(SEED);
     let local = corpus(&a, &mut rng, 300);
     a.init(&server, "alice", "laptop");
+    let mut local = local;
     let mut mid_push = 0;
-    for _ in 0..10 {
+    let mut finished = Vec::new();
+    // Kill times are drawn below `hi`, at first three quarters of a whole
+    // push; a push that ended before its kill halves it (the machine is
+    // faster now than when measured, or less was left to send).
+    let mut hi = full * 3 / 4;
+    for round in 0..10 {
+        if round > 0 {
+            // Every push has something of its own to send: new sessions, so
+            // that every segment is wholly new or wholly sent before.
+            local += named_corpus(&a, &mut rng, &format!("r{round}-"), 30);
+        }
         let mut child = spawn_push(&a);
-        // Anywhere from the start to three quarters of a whole push.
-        std::thread::sleep(Duration::from_micros(rng.range(full / 50, full * 3 / 4)));
-        if child.try_wait().unwrap().is_none() {
-            mid_push += 1;
+        std::thread::sleep(Duration::from_micros(rng.range(hi / 50, hi)));
+        match child.try_wait().unwrap() {
+            None => mid_push += 1,
+            Some(status) => {
+                hi = (hi / 2).max(1000);
+                let mut err = String::new();
+                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+                finished.push(format!("{status}: {err}"));
+            }
         }
         child.kill().unwrap();
         child.wait().unwrap();
     }
     assert!(
         mid_push >= 5,
-        "only {mid_push} of 10 kills hit a running push (a whole push takes {full} µs)"
+        "only {mid_push} of 10 kills hit a running push (a whole push takes {full} µs); \
+         the others had ended: {finished:#?}"
     );
     let out = a.sync_ok(&["push"]);
     assert!(out.starts_with("pushed "), "{out}");
@@ -137,16 +159,19 @@ fn server_killed_mid_push_then_restarted() {
     let mut local = corpus(&a, &mut rng, 300);
     a.init(&server, "alice", "laptop");
     let mut mid_push = 0;
-    for round in 0..3 {
+    // As in the test above: a push that ended before the restart halves the
+    // bound restart times are drawn below.
+    let mut hi = full / 2;
+    for round in 0..5 {
         if round > 0 {
             local += more(&a, round, 3);
         }
         let mut child = spawn_push(&a);
-        // The first push is a whole one; the later ones send a third of the
-        // sessions' last lines and are over sooner, so some may finish first.
-        std::thread::sleep(Duration::from_micros(rng.range(full / 10, full / 2)));
+        std::thread::sleep(Duration::from_micros(rng.range(hi / 5, hi)));
         if child.try_wait().unwrap().is_none() {
             mid_push += 1;
+        } else {
+            hi = (hi / 2).max(1000);
         }
         server.restart();
         // The client retries through the restart and finishes.

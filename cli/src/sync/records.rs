@@ -1,0 +1,204 @@
+//! Records on the wire as the client sends and reads them: the framed binary
+//! body ([`evi_shared::frames`]) with a server that speaks it, the JSON forms
+//! with an older one. Push and pull see only these types, whichever it was.
+
+use std::io::Read;
+
+use evi_shared::api::{PullResponse, PushRequest, Segment};
+use evi_shared::frames::{
+    self, FrameError, FrameReader, PageEnd, RecordHead, SegmentHead, Tag, frame_size,
+};
+
+/// A sealed segment on its way up.
+#[derive(Debug, Clone)]
+pub struct OutSegment {
+    pub head: SegmentHead,
+    pub ciphertext: Vec<u8>,
+}
+
+/// A record as pulled, not yet verified.
+#[derive(Debug, Clone)]
+pub struct PulledRecord {
+    pub head: RecordHead,
+    pub ciphertext: Vec<u8>,
+}
+
+/// One pull page.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub records: Vec<PulledRecord>,
+    /// Cursor for the next call.
+    pub next_after: u64,
+    /// Whether more records existed when the page was read.
+    pub more: bool,
+}
+
+/// Bytes of keyed id in a head, quoted, with its comma.
+const ID_IN_JSON: u64 = 67;
+
+impl OutSegment {
+    /// What this segment adds to a batch body: exact enough to keep a batch
+    /// under the server's limit (ids dominate the head; the rest is a bound).
+    pub fn wire_size(&self, framed: bool) -> u64 {
+        let head = (self.head.entry_ids.len() as u64 + 1) * ID_IN_JSON + 64;
+        let body = self.ciphertext.len() as u64;
+        if framed {
+            frame_size(head as usize, body as usize) as u64
+        } else {
+            body.div_ceil(3) * 4 + head + 64
+        }
+    }
+}
+
+/// A push batch as a framed body.
+pub fn framed_batch(segments: &[OutSegment]) -> Vec<u8> {
+    let total: u64 = segments.iter().map(|s| s.wire_size(true)).sum();
+    let mut out = Vec::with_capacity(total as usize + 16);
+    out.extend_from_slice(frames::MAGIC);
+    for s in segments {
+        frames::write_frame(&mut out, Tag::Segment, &s.head, &s.ciphertext);
+    }
+    frames::write_frame(&mut out, Tag::End, &serde_json::json!({}), &[]);
+    out
+}
+
+/// A push batch as the JSON request older servers take.
+pub fn json_batch(segments: &[OutSegment]) -> PushRequest {
+    PushRequest {
+        segments: segments
+            .iter()
+            .map(|s| Segment {
+                stream: s.head.stream.clone(),
+                kind: s.head.kind.clone(),
+                entry_ids: s.head.entry_ids.clone(),
+                ciphertext: s.ciphertext.clone().into(),
+            })
+            .collect(),
+    }
+}
+
+/// Reads a framed pull page: record frames, then the end frame. A body cut
+/// short is an error, never a shorter page.
+pub fn read_framed_page(body: impl Read, max_body: u32) -> Result<Page, FrameError> {
+    let mut reader = FrameReader::new(body, max_body);
+    let mut page = Page::default();
+    while let Some(frame) = reader.next_frame()? {
+        match frame.tag {
+            Tag::Record => {
+                let head: RecordHead = frame.head()?;
+                page.records.push(PulledRecord {
+                    head,
+                    ciphertext: frame.body,
+                });
+            }
+            Tag::End => {
+                let end: PageEnd = frame.head()?;
+                page.next_after = end.next_after;
+                page.more = end.more;
+            }
+            Tag::Segment => return Err(FrameError::BadTag(Tag::Segment as u8)),
+        }
+    }
+    Ok(page)
+}
+
+impl From<PullResponse> for Page {
+    fn from(r: PullResponse) -> Self {
+        Self {
+            records: r
+                .records
+                .into_iter()
+                .map(|r| PulledRecord {
+                    head: RecordHead {
+                        seq: r.seq,
+                        stream: r.stream,
+                        kind: r.kind,
+                        entry_ids: r.entry_ids,
+                        device: r.device,
+                    },
+                    ciphertext: r.ciphertext.0,
+                })
+                .collect(),
+            next_after: r.next_after,
+            more: r.more,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evi_shared::KeyedId;
+
+    fn id(c: char) -> KeyedId {
+        c.to_string().repeat(64).parse().unwrap()
+    }
+
+    fn seg(ids: usize, body: usize) -> OutSegment {
+        OutSegment {
+            head: SegmentHead {
+                stream: id('a'),
+                kind: "entries".into(),
+                entry_ids: (0..ids).map(|_| id('b')).collect(),
+            },
+            ciphertext: vec![7; body],
+        }
+    }
+
+    #[test]
+    fn wire_size_bounds_both_encodings() {
+        for (ids, body) in [(1, 0), (1, 10), (300, 4 << 20), (5000, 100)] {
+            let s = seg(ids, body);
+            let framed = framed_batch(std::slice::from_ref(&s)).len() as u64;
+            assert!(s.wire_size(true) + 32 >= framed, "{ids} {body}");
+            let json = serde_json::to_vec(&json_batch(std::slice::from_ref(&s)))
+                .unwrap()
+                .len() as u64;
+            assert!(s.wire_size(false) + 32 >= json, "{ids} {body}");
+        }
+    }
+
+    #[test]
+    fn a_framed_batch_reads_back_as_the_server_would() {
+        let body = framed_batch(&[seg(2, 5), seg(1, 0)]);
+        let mut r = FrameReader::new(&body[..], 1 << 20);
+        let f = r.next_frame().unwrap().unwrap();
+        assert_eq!(f.tag, Tag::Segment);
+        assert_eq!(f.head::<SegmentHead>().unwrap().entry_ids.len(), 2);
+        assert_eq!(f.body, vec![7; 5]);
+        assert_eq!(r.next_frame().unwrap().unwrap().tag, Tag::Segment);
+        assert_eq!(r.next_frame().unwrap().unwrap().tag, Tag::End);
+        assert!(r.next_frame().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_page_without_its_end_frame_is_refused() {
+        let mut body = frames::MAGIC.to_vec();
+        let head = RecordHead {
+            seq: 3,
+            stream: id('a'),
+            kind: "entries".into(),
+            entry_ids: vec![id('c')],
+            device: None,
+        };
+        frames::write_frame(&mut body, Tag::Record, &head, b"x");
+        assert!(matches!(
+            read_framed_page(&body[..], 100),
+            Err(FrameError::Truncated)
+        ));
+        frames::write_frame(
+            &mut body,
+            Tag::End,
+            &PageEnd {
+                next_after: 3,
+                more: false,
+            },
+            &[],
+        );
+        let page = read_framed_page(&body[..], 100).unwrap();
+        assert_eq!(page.records.len(), 1);
+        assert_eq!(page.records[0].head.seq, 3);
+        assert_eq!(page.next_after, 3);
+        assert!(!page.more);
+    }
+}
