@@ -1,6 +1,7 @@
 //! `evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200]
-//! [--seed 42] [--big-days-ago 2]`: writes a synthetic eVi home for the
-//! benchmark in `bench/sessions.sh`.
+//! [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P]
+//! [--huge-lines N]`: writes a synthetic eVi home for the benchmarks in
+//! `bench/sessions.sh` and `bench/sync.sh`.
 //!
 //! The home looks like a heavy user's week: `transcripts/<day>/<ulid>.jsonl`
 //! over the last 7 days (UTC, relative to today), one big session spanning
@@ -11,6 +12,15 @@
 //! that increases through each session; about one session in twenty (and the
 //! big one) also holds branch lines with explicit `id`/`parentId`, as `evi
 //! sync pull` appends them. Each file's mtime is the time of its last line.
+//!
+//! Line shape options (all off by default, so a home from the defaults stays
+//! the same byte for byte): `--lognormal-lines` draws the size of every
+//! prose and tool-output line from a log-normal distribution (a long tail up
+//! to 200 KB) instead of a uniform range; `--tool-pct P` keeps tool turns at
+//! about P% of the home's bytes (a turn gets tool rounds only while the
+//! share is below P); `--huge-lines N` puts N tool outputs of 2-6 MB (a
+//! `cat` of a log) into N sessions, taken from the budget of the others
+//! (at most half of it: in a small home they are smaller).
 //!
 //! Sizes, contents and ids depend only on the seed; times are placed relative
 //! to the moment it runs (no line is in the future). It ends with
@@ -224,6 +234,52 @@ fn prose_between(rng: &mut Rng, lo: usize, hi: usize) -> String {
     prose(rng, n)
 }
 
+/// The line-shape options, and what has been written so far (for
+/// `--tool-pct`).
+#[derive(Default)]
+struct Shape {
+    lognormal: bool,
+    tool_pct: Option<u64>,
+    tool_bytes: u64,
+    all_bytes: u64,
+}
+
+impl Shape {
+    /// A prose length: uniform in `lo..hi`, or with `--lognormal-lines`
+    /// log-normal around the same middle, clamped to `lo / 4..hi * 20`.
+    fn prose_len(&self, rng: &mut Rng, lo: usize, hi: usize) -> usize {
+        if self.lognormal {
+            lognormal(rng, (lo + hi) as f64 / 3.0, 1.0, lo / 4, hi * 20)
+        } else {
+            rng.range(lo, hi)
+        }
+    }
+
+    fn tool_len(&self, rng: &mut Rng) -> usize {
+        if self.lognormal {
+            lognormal(rng, 1_500.0, 1.3, 60, 200_000)
+        } else if rng.chance(0.05) {
+            rng.range(10_000, 30_000)
+        } else {
+            rng.range(300, 6_000)
+        }
+    }
+
+    /// How many tool rounds the next user turn gets.
+    fn tool_rounds(&self, rng: &mut Rng) -> usize {
+        match self.tool_pct {
+            Some(pct) if self.tool_bytes * 100 >= pct * self.all_bytes => 0,
+            Some(_) => rng.range(1, 5),
+            None => rng.range(0, 5),
+        }
+    }
+}
+
+/// `median * e^(sigma * N(0,1))`, clamped to `lo..=hi`.
+fn lognormal(rng: &mut Rng, median: f64, sigma: f64, lo: usize, hi: usize) -> usize {
+    ((median * (sigma * rng.normal()).exp()) as usize).clamp(lo, hi)
+}
+
 /// Tool output of about `n` bytes: compiler, grep or file lines.
 fn tool_output(rng: &mut Rng, n: usize) -> String {
     let mut s = String::with_capacity(n + 128);
@@ -346,12 +402,19 @@ struct Plan {
     start: DateTime<Utc>,
     duration: TimeDelta,
     branches: bool,
+    /// The size of one huge tool output in this session (`--huge-lines`).
+    huge: Option<usize>,
 }
 
 /// Writes a session of about `plan.target` bytes. The time of a line is its
 /// byte position mapped onto `start..start + duration`, so the lines of a
 /// session of any size spread evenly over its span.
-fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::io::Result<()> {
+fn write_session(
+    rng: &mut Rng,
+    w: &mut SessionWriter<'_>,
+    plan: &Plan,
+    shape: &mut Shape,
+) -> std::io::Result<()> {
     let span_ms = plan.duration.num_milliseconds().max(1) as f64;
     let mut prev = plan.start;
     let mut ts_next = |rng: &mut Rng, bytes: u64| {
@@ -374,9 +437,13 @@ fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::
     let mut branch_done = vec![false; branch_at.len()];
     let mut call_n = 0u64;
     let mut first = true;
+    let mut huge = plan.huge;
     while w.bytes < plan.target {
+        let turn_start = w.bytes;
+        let mut turn_tool = 0;
         // A user turn.
-        let mut text = prose_between(rng, 40, 700);
+        let n = shape.prose_len(rng, 40, 700);
+        let mut text = prose(rng, n);
         if first && rng.chance(0.3) {
             text = format!("[ongoing goal: {}] {text}", prose_between(rng, 20, 80));
         }
@@ -392,7 +459,8 @@ fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::
             false,
         )?;
         // Tool rounds: an assistant turn with calls, then one tool turn each.
-        for _ in 0..rng.range(0, 5) {
+        let rounds = shape.tool_rounds(rng).max(usize::from(huge.is_some()));
+        for _ in 0..rounds {
             if w.bytes >= plan.target {
                 break;
             }
@@ -419,7 +487,8 @@ fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::
                 })
                 .collect();
             let t = ts_next(rng, w.bytes);
-            let say = prose_between(rng, 0, 300);
+            let n = shape.prose_len(rng, 0, 300);
+            let say = prose(rng, n);
             w.write(
                 t,
                 &format!(
@@ -431,12 +500,12 @@ fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::
                 false,
             )?;
             for (id, name) in &calls {
-                let size = if rng.chance(0.05) {
-                    rng.range(10_000, 30_000)
-                } else {
-                    rng.range(300, 6_000)
+                let size = match huge.take() {
+                    Some(size) => size,
+                    None => shape.tool_len(rng),
                 };
                 let out = tool_output(rng, size);
+                let before = w.bytes;
                 let t = ts_next(rng, w.bytes);
                 w.write(
                     t,
@@ -447,11 +516,13 @@ fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::
                     ),
                     false,
                 )?;
+                turn_tool += w.bytes - before;
             }
         }
         // The answer.
         let t = ts_next(rng, w.bytes);
-        let answer = prose_between(rng, 80, 1800);
+        let n = shape.prose_len(rng, 80, 1800);
+        let answer = prose(rng, n);
         w.write(
             t,
             &format!(
@@ -485,6 +556,8 @@ fn write_session(rng: &mut Rng, w: &mut SessionWriter<'_>, plan: &Plan) -> std::
                 parent = id;
             }
         }
+        shape.tool_bytes += turn_tool;
+        shape.all_bytes += w.bytes - turn_start;
     }
     w.close()
 }
@@ -496,9 +569,12 @@ struct Args {
     big_mb: u64,
     seed: u64,
     big_days_ago: u64,
+    lognormal_lines: bool,
+    tool_pct: Option<u64>,
+    huge_lines: u64,
 }
 
-const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2]";
+const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P] [--huge-lines N]";
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
@@ -509,6 +585,9 @@ fn parse_args() -> Result<Args, String> {
         big_mb: 200,
         seed: 42,
         big_days_ago: 2,
+        lognormal_lines: false,
+        tool_pct: None,
+        huge_lines: 0,
     };
     let mut dir = None;
     while let Some(a) = it.next() {
@@ -523,6 +602,9 @@ fn parse_args() -> Result<Args, String> {
             "--big-mb" => args.big_mb = num("--big-mb")?,
             "--seed" => args.seed = num("--seed")?,
             "--big-days-ago" => args.big_days_ago = num("--big-days-ago")?.min(5),
+            "--lognormal-lines" => args.lognormal_lines = true,
+            "--tool-pct" => args.tool_pct = Some(num("--tool-pct")?.min(95)),
+            "--huge-lines" => args.huge_lines = num("--huge-lines")?,
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if dir.is_none() => dir = Some(PathBuf::from(s)),
@@ -532,6 +614,9 @@ fn parse_args() -> Result<Args, String> {
     args.dir = dir.ok_or("DIR is required")?;
     if args.sessions < 2 || args.big_mb >= args.total_mb {
         return Err("need --sessions >= 2 and --big-mb < --total-mb".into());
+    }
+    if args.huge_lines >= args.sessions as u64 {
+        return Err("need --huge-lines < --sessions".into());
     }
     Ok(args)
 }
@@ -565,6 +650,11 @@ fn run(args: &Args) -> std::io::Result<String> {
     let big_start = midnight(args.big_days_ago + 1) + TimeDelta::hours(12);
     let big_end = (big_start + TimeDelta::hours(24)).min(now - TimeDelta::minutes(1));
     let big_id = ulid(&mut rng, big_start);
+    let mut shape = Shape {
+        lognormal: args.lognormal_lines,
+        tool_pct: args.tool_pct,
+        ..Shape::default()
+    };
     let mut w = SessionWriter::new(&transcripts, big_id.clone(), true);
     write_session(
         &mut rng,
@@ -574,7 +664,9 @@ fn run(args: &Args) -> std::io::Result<String> {
             start: big_start,
             duration: big_end - big_start,
             branches: true,
+            huge: None,
         },
+        &mut shape,
     )?;
     let mut total = w.bytes;
     let mut lines = w.lines;
@@ -582,11 +674,21 @@ fn run(args: &Args) -> std::io::Result<String> {
 
     // The others: log-normal sizes scaled to the rest of the budget.
     let n = args.sessions - 1;
-    let rest = (args.total_mb - args.big_mb) * MB;
+    let mut rest = (args.total_mb - args.big_mb) * MB;
     let weights: Vec<f64> = (0..n).map(|_| (rng.normal() * 0.9).exp()).collect();
     let sum: f64 = weights.iter().sum();
-    for wgt in weights {
-        let target = ((rest as f64 * wgt / sum) as u64).max(2_000);
+    // Huge lines: sessions spread over the list, sizes from the others' budget.
+    // They take at most half of it, so a small home stays small.
+    let mut huge: Vec<Option<usize>> = vec![None; n];
+    let huge_cap = (rest / 2 / args.huge_lines.max(1)) as usize;
+    for k in 0..args.huge_lines as usize {
+        let size = rng.range(2_000_000, 6_000_000).min(huge_cap);
+        huge[(k * n) / args.huge_lines as usize + rng.range(0, n / args.huge_lines as usize)] =
+            Some(size);
+        rest = rest.saturating_sub(size as u64);
+    }
+    for (wgt, huge) in weights.into_iter().zip(huge) {
+        let target = ((rest as f64 * wgt / sum) as u64).max(2_000) + huge.map_or(0, |h| h as u64);
         // Longer sessions last longer: 5 minutes to a few hours.
         let minutes = (5.0 + target as f64 / 50_000.0 * 40.0 * (0.5 + rng.unit())).min(300.0);
         let duration = TimeDelta::seconds((minutes * 60.0) as i64);
@@ -604,14 +706,31 @@ fn run(args: &Args) -> std::io::Result<String> {
                 start,
                 duration,
                 branches,
+                huge,
             },
+            &mut shape,
         )?;
         total += w.bytes;
         lines += w.lines;
         files += w.files;
     }
+    // The shape options are named only when used, so a default home's
+    // summary reads as before.
+    let mut shape_note = String::new();
+    if args.lognormal_lines {
+        shape_note.push_str(" lognormal_lines=1");
+    }
+    if args.tool_pct.is_some() || args.lognormal_lines || args.huge_lines > 0 {
+        shape_note.push_str(&format!(
+            " tool_pct={:.1}",
+            shape.tool_bytes as f64 * 100.0 / shape.all_bytes.max(1) as f64
+        ));
+    }
+    if args.huge_lines > 0 {
+        shape_note.push_str(&format!(" huge_lines={}", args.huge_lines));
+    }
     let summary = format!(
-        "sessions={} files={files} lines={lines} bytes={total} seed={} generated={}\nbig_session={big_id}\n",
+        "sessions={} files={files} lines={lines} bytes={total} seed={} generated={}{shape_note}\nbig_session={big_id}\n",
         args.sessions,
         args.seed,
         now.to_rfc3339_opts(SecondsFormat::Secs, true)
