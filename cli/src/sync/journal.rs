@@ -44,8 +44,9 @@ use sha2::{Digest, Sha256};
 
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
-use super::push::{Mark, PushReport, Uploader, prefix_intact};
+use super::push::{Mark, PushReport, prefix_intact};
 use super::state::{Account, JournalState, Stat, line_hash};
+use super::uploader::Uploader;
 use super::{JournalLine, seal_journal};
 use crate::transcript::lines::walk_file;
 
@@ -177,7 +178,7 @@ fn send_lines(
     mark: JournalState,
 ) -> Result<(), SyncError> {
     if lines.is_empty() {
-        up.mark(vec![Mark::Journal(mark)]);
+        up.mark("checkpoint journal".into(), vec![Mark::Journal(mark)]);
         return Ok(());
     }
     let shas: BTreeSet<String> = lines.iter().filter_map(|l| blob_of(&l.line)).collect();

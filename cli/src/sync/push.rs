@@ -13,25 +13,21 @@ use std::io::Read;
 use std::ops::ControlFlow;
 
 use evi_shared::api::ErrorCode;
-use evi_shared::frames::SegmentHead;
 use evi_shared::{Day, SessionId};
 
+use super::Entry;
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
 use super::incoming::drain_pending;
 use super::journal;
 use super::line_blobs::upload_line;
 use super::progress::Progress;
-use super::records::OutSegment;
 use super::state::{FileState, Stat, line_hash};
-use super::{Entry, SealedSegment, seal};
+use super::uploader::Uploader;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
 use crate::transcript::lines::walk_file;
 use crate::transcript::{Catalog, SessionFile};
-
-/// Plaintext bytes gathered before a segment is sealed.
-const SEGMENT_TARGET: usize = 4 << 20;
 
 /// What a push did.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -75,18 +71,15 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     drain_pending(ctx)?;
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
-    let mut up = Uploader::new(caps.max_batch_bytes, caps.frames);
+    let mut up = Uploader::new(ctx, caps.max_batch_bytes, caps.frames);
     let mut report = PushReport::default();
     progress.start("pushing", catalog.sessions.len() as u64);
     for (session, files) in &catalog.sessions {
-        let before = report.entries;
+        // Entries and sessions are counted as their segments join a batch.
         match push_session(ctx, &mut up, &mut report, session, files) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
             Err(e) => return Err(e),
-        }
-        if report.entries > before {
-            report.sessions += 1;
         }
         progress.inc(1);
     }
@@ -105,106 +98,10 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     Ok(report)
 }
 
-/// Segments waiting to go up, and the file states that become true once
-/// they are acknowledged.
-pub(super) struct Uploader {
-    max_bytes: u64,
-    /// Whether the server takes framed bodies (else JSON).
-    framed: bool,
-    segments: Vec<OutSegment>,
-    bytes: u64,
-    marks: Vec<Mark>,
-}
-
 /// A state to record once everything before it is on the server.
 pub(super) enum Mark {
     File(String, FileState),
     Journal(super::state::JournalState),
-}
-
-impl Uploader {
-    fn new(max_bytes: u64, framed: bool) -> Self {
-        Self {
-            max_bytes,
-            framed,
-            segments: Vec::new(),
-            bytes: 0,
-            marks: Vec::new(),
-        }
-    }
-
-    /// Budget for one segment's plaintext so that it fits a batch (as
-    /// base64 in JSON, a third larger, when the server wants JSON).
-    pub(super) fn segment_budget(&self) -> usize {
-        (SEGMENT_TARGET as u64).min(self.max_bytes / 3) as usize
-    }
-
-    /// Queues a segment (uploading the batch first if it would overflow).
-    pub(super) fn add(
-        &mut self,
-        ctx: &mut SyncContext,
-        report: &mut PushReport,
-        seg: SealedSegment,
-        marks: Vec<Mark>,
-    ) -> Result<(), SyncError> {
-        let seg = OutSegment {
-            head: SegmentHead {
-                stream: seg.stream,
-                kind: seg.kind.as_str().to_owned(),
-                entry_ids: seg.entry_ids,
-            },
-            ciphertext: seg.ciphertext,
-        };
-        let size = seg.wire_size(self.framed);
-        let room = self.max_bytes * 9 / 10;
-        if size > room {
-            return Err(SyncError::TooLarge {
-                stream: seg.head.stream.to_string(),
-                size,
-                max: self.max_bytes,
-            });
-        }
-        if self.bytes + size > room {
-            self.flush(ctx, report)?;
-        }
-        self.bytes += size;
-        self.segments.push(seg);
-        self.marks.extend(marks);
-        Ok(())
-    }
-
-    /// States that need no upload, recorded with the next batch.
-    pub(super) fn mark(&mut self, marks: Vec<Mark>) {
-        self.marks.extend(marks);
-    }
-
-    /// Uploads the queued batch, then records its marks durably.
-    pub(super) fn flush(
-        &mut self,
-        ctx: &mut SyncContext,
-        report: &mut PushReport,
-    ) -> Result<(), SyncError> {
-        if !self.segments.is_empty() {
-            let resp = ctx.client.push(&self.segments, self.framed)?;
-            self.segments.clear();
-            report.segments_stored += resp.stored;
-            report.segments_dropped += resp.dropped;
-            report.bytes_sent += self.bytes;
-        }
-        self.bytes = 0;
-        if self.marks.is_empty() {
-            return Ok(());
-        }
-        for m in self.marks.drain(..) {
-            match m {
-                Mark::File(rel, fs) => {
-                    ctx.state.files.insert(rel, fs);
-                }
-                Mark::Journal(j) => ctx.state.journal = j,
-            }
-        }
-        ctx.save_state()
-    }
 }
 
 /// The relative name of a transcript file in the state.
@@ -249,19 +146,12 @@ impl Gather<'_> {
         let mut marks = std::mem::take(&mut self.pending);
         marks.extend(current);
         if self.entries.is_empty() {
-            up.mark(marks);
+            up.mark(format!("session {}", self.session), marks);
             return Ok(());
         }
-        let sealed = seal(&ctx.keys, &ctx.identity, self.session, &self.entries).map_err(|e| {
-            SyncError::Io {
-                context: format!("cannot seal session {}", self.session),
-                source: std::io::Error::other(e),
-            }
-        })?;
-        report.entries += self.entries.len() as u64;
-        self.entries.clear();
         self.bytes = 0;
-        up.add(ctx, report, sealed, marks)
+        let entries = std::mem::take(&mut self.entries);
+        up.seal_and_add(ctx, report, self.session, entries, marks)
     }
 }
 
