@@ -164,6 +164,13 @@ async fn main() -> std::process::ExitCode {
         per_user_per_minute: cli.auth_rate_per_user.max(1),
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
+    config.fault = match evi_server::fault::Fault::from_env() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("evi-server: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
 
     let result = match cli.command {
         Some(Command::Invite) => invite(&config).await,
@@ -297,7 +304,7 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, Failure> {
 async fn run(listen: &str, config: Config) -> Result<(), Failure> {
     use std::io::Write;
     let listener = bind(listen).await?;
-    let state = evi_server::AppState::open(config)?;
+    let state = evi_server::AppState::open(config).await?;
     // First stdout line, once the data folder is open: lets scripts and tests
     // use port 0 without polling.
     println!("listening on {}", listener.local_addr()?);

@@ -96,6 +96,8 @@ pub enum ErrorCode {
     KeyCheckMismatch,
     /// 413: the request is larger than the advertised limit.
     PayloadTooLarge,
+    /// 415: the request body's `Content-Type` is not one this endpoint reads.
+    UnsupportedMediaType,
     /// 429: too many attempts; retry after the `Retry-After` seconds.
     RateLimited,
     /// 500: the server failed; the request may be retried.
