@@ -49,7 +49,7 @@ struct Cli {
     /// Per-user storage quota in bytes (off by default).
     #[arg(long, env = "EVI_SERVER_QUOTA_BYTES")]
     quota_bytes: Option<u64>,
-    /// Largest push request body in bytes (the JSON as sent).
+    /// Largest push request body in bytes, as sent (JSON or framed).
     #[arg(long, env = "EVI_SERVER_MAX_BATCH_BYTES", default_value_t = Limits::default().max_batch_bytes)]
     max_batch_bytes: u64,
     /// Largest blob upload in bytes (larger blobs travel in parts); a proxy's
@@ -59,8 +59,8 @@ struct Cli {
     /// Most records in one pull page.
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_RECORDS", default_value_t = Limits::default().max_page_records)]
     max_page_records: u32,
-    /// Most ciphertext bytes in one pull page (a larger record still goes
-    /// alone).
+    /// Most bytes in one pull page: ciphertext on the JSON page, the whole
+    /// body on the framed page (a larger record still goes alone).
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_BYTES", default_value_t = Limits::default().max_page_bytes)]
     max_page_bytes: u64,
     /// Register/login attempts per minute from one address.

@@ -156,7 +156,8 @@ pub struct Capabilities {
     pub max_blob_bytes: u64,
     /// Most records in one pull page.
     pub max_page_records: u32,
-    /// Most ciphertext bytes in one pull page (a single larger record still comes alone).
+    /// Most bytes in one pull page: ciphertext on the JSON page, the whole body
+    /// on the framed page (a single larger record still comes alone).
     pub max_page_bytes: u64,
     pub registration: Registration,
 }
