@@ -101,26 +101,26 @@ pub trait BodyStore: Send + Sync + 'static {
     /// Exactly the body at `r`, streamed; a body shorter than `r.len` ends
     /// the stream with an error.
     async fn open(&self, user: UserId, r: &BodyRef) -> Result<BodyStream, BodyError>;
+    /// Several bodies whole, in order: for pages of small records, where a
+    /// stream per body would cost more than its bytes. The caller bounds the
+    /// total (see `SMALL_RUN_BYTES` in the framed pull). Errors as `open`.
+    async fn read_small(&self, user: UserId, refs: Vec<BodyRef>) -> Result<Vec<Bytes>, BodyError> {
+        use futures_util::TryStreamExt as _;
+        let mut out = Vec::with_capacity(refs.len());
+        for r in &refs {
+            let mut body = Vec::with_capacity(usize::try_from(r.len).unwrap_or(0));
+            let mut s = self.open(user, r).await?;
+            while let Some(chunk) = s.try_next().await? {
+                body.extend_from_slice(&chunk);
+            }
+            out.push(body.into());
+        }
+        Ok(out)
+    }
     /// Every pack stored, with its owner.
     async fn list_packs(&self) -> Result<Vec<(UserId, PackName)>, BodyError>;
     /// Deletes a pack (nothing if it is gone already).
     async fn remove_pack(&self, user: UserId, pack: &PackName) -> Result<(), BodyError>;
-}
-
-/// The whole body at `r` in memory (for the JSON page, which is bounded by
-/// the page byte limit anyway).
-pub async fn read_all(
-    store: &dyn BodyStore,
-    user: UserId,
-    r: &BodyRef,
-) -> Result<Vec<u8>, BodyError> {
-    use futures_util::TryStreamExt as _;
-    let mut s = store.open(user, r).await?;
-    let mut out = Vec::with_capacity(usize::try_from(r.len).unwrap_or(0));
-    while let Some(chunk) = s.try_next().await? {
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
 }
 
 /// Removes every pack that no record references (`referenced`, read from

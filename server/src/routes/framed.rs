@@ -133,6 +133,83 @@ pub fn page_budget(max_page_bytes: u64) -> (u64, PageCost) {
     (max_page_bytes.saturating_sub(page_overhead()), cost)
 }
 
+/// Bodies up to this size are read whole, several at once (up to this
+/// total per read), and go out as one chunk with their frame prefixes; larger
+/// ones stream in chunks. So at most about this much of a page is in memory.
+const SMALL_RUN_BYTES: u64 = 256 * 1024;
+
+/// Consecutive records sent together: small ones read in one go, or one
+/// large body streamed.
+enum Run {
+    Small(Vec<StoredRecord>),
+    Large(StoredRecord),
+}
+
+fn runs(records: Vec<StoredRecord>) -> Vec<Run> {
+    let mut out = Vec::new();
+    let mut small = Vec::new();
+    let mut small_bytes = 0;
+    for r in records {
+        let len = r.body.len();
+        if (len > SMALL_RUN_BYTES || small_bytes + len > SMALL_RUN_BYTES) && !small.is_empty() {
+            out.push(Run::Small(std::mem::take(&mut small)));
+            small_bytes = 0;
+        }
+        if len > SMALL_RUN_BYTES {
+            out.push(Run::Large(r));
+        } else {
+            small_bytes += len;
+            small.push(r);
+        }
+    }
+    if !small.is_empty() {
+        out.push(Run::Small(small));
+    }
+    out
+}
+
+fn prefix_of(r: &StoredRecord) -> Vec<u8> {
+    frames::frame_prefix(
+        Tag::Record,
+        &head_json(r),
+        u32::try_from(r.body.len()).unwrap_or(u32::MAX),
+    )
+}
+
+/// The frames of a run of small records, as one chunk.
+async fn small_run(
+    bodies: &dyn BodyStore,
+    user: UserId,
+    records: Vec<StoredRecord>,
+) -> std::io::Result<Bytes> {
+    let refs = records
+        .iter()
+        .filter_map(|r| match &r.body {
+            StoredBody::Stored(rf) => Some(rf.clone()),
+            StoredBody::Inline(_) => None,
+        })
+        .collect();
+    let mut read = bodies
+        .read_small(user, refs)
+        .await
+        .map_err(std::io::Error::other)?
+        .into_iter();
+    let mut out = Vec::new();
+    for r in &records {
+        out.extend_from_slice(&prefix_of(r));
+        match &r.body {
+            StoredBody::Inline(b) => out.extend_from_slice(b),
+            StoredBody::Stored(_) => {
+                let b = read
+                    .next()
+                    .ok_or_else(|| std::io::Error::other("body store returned too few bodies"))?;
+                out.extend_from_slice(&b);
+            }
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
 /// The framed page body, streamed.
 pub fn page_body(
     bodies: Arc<dyn BodyStore>,
@@ -141,26 +218,29 @@ pub fn page_body(
     end: PageEnd,
 ) -> Body {
     let start = stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(frames::MAGIC)) });
-    let records = stream::iter(records)
-        .map(move |r| {
-            let prefix = frames::frame_prefix(
-                Tag::Record,
-                &head_json(&r),
-                u32::try_from(r.body.len()).unwrap_or(u32::MAX),
-            );
-            let prefix = stream::once(async move { Ok(Bytes::from(prefix)) });
-            let body = match r.body {
-                StoredBody::Inline(b) => stream::once(async move { Ok(Bytes::from(b)) }).boxed(),
-                StoredBody::Stored(rf) => {
-                    let bodies = bodies.clone();
-                    stream::once(async move {
-                        bodies.open(user, &rf).await.map_err(std::io::Error::other)
-                    })
-                    .try_flatten()
-                    .boxed()
+    let records = stream::iter(runs(records))
+        .map(move |run| {
+            let bodies = bodies.clone();
+            match run {
+                Run::Small(records) => {
+                    stream::once(async move { small_run(&*bodies, user, records).await }).boxed()
                 }
-            };
-            prefix.chain(body)
+                Run::Large(r) => {
+                    let prefix = Bytes::from(prefix_of(&r));
+                    let prefix = stream::once(async move { Ok(prefix) });
+                    let body = match r.body {
+                        StoredBody::Inline(b) => {
+                            stream::once(async move { Ok(Bytes::from(b)) }).boxed()
+                        }
+                        StoredBody::Stored(rf) => stream::once(async move {
+                            bodies.open(user, &rf).await.map_err(std::io::Error::other)
+                        })
+                        .try_flatten()
+                        .boxed(),
+                    };
+                    prefix.chain(body).boxed()
+                }
+            }
         })
         .flatten();
     let mut end_frame = Vec::new();

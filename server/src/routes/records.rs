@@ -18,7 +18,6 @@ use super::framed::{self, Incoming, PushWire};
 use super::{ApiJson, body_bytes};
 use crate::AppState;
 use crate::auth::Authed;
-use crate::bodies;
 use crate::error::{ApiError, ApiResult};
 use crate::fault::Fault;
 use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody};
@@ -211,13 +210,29 @@ pub async fn pull(
         );
         resp
     } else {
+        // The JSON page is whole in memory anyway (bounded by max_page_bytes).
+        let refs = page
+            .records
+            .iter()
+            .filter_map(|r| match &r.body {
+                StoredBody::Stored(rf) => Some(rf.clone()),
+                StoredBody::Inline(_) => None,
+            })
+            .collect();
+        let mut read = state
+            .bodies
+            .read_small(auth.user_id, refs)
+            .await
+            .map_err(ApiError::internal)?
+            .into_iter();
         let mut records = Vec::with_capacity(page.records.len());
         for r in page.records {
             let ciphertext = match r.body {
                 StoredBody::Inline(b) => b,
-                StoredBody::Stored(rf) => bodies::read_all(&*state.bodies, auth.user_id, &rf)
-                    .await
-                    .map_err(ApiError::internal)?,
+                StoredBody::Stored(_) => read
+                    .next()
+                    .ok_or_else(|| ApiError::internal("body store returned too few bodies"))?
+                    .to_vec(),
             };
             records.push(Record {
                 seq: r.seq,
