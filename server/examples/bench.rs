@@ -4,6 +4,7 @@
 //! data folder, then for 1, 8 and 64 concurrent clients (one account each)
 //! pushes batches of 100 records of 1 KiB ciphertext, pulls them all back in
 //! pages, and meanwhile times `GET /api/v1/status` from one more client.
+//! Push and pull use the framed wire (`application/vnd.evi.frames`).
 //!
 //!     cargo run --release -p evi-server --example bench
 
@@ -14,10 +15,8 @@ use std::time::{Duration, Instant};
 use evi_server::Config;
 use evi_server::config::RateLimits;
 use evi_shared::KeyedId;
-use evi_shared::api::{
-    AuthResponse, Base64Bytes, PullResponse, PushRequest, PushResponse, RegisterRequest,
-    Registration, Segment,
-};
+use evi_shared::api::{AuthResponse, PushResponse, RegisterRequest, Registration};
+use evi_shared::frames::{self, FrameReader, PageEnd, SegmentHead, Tag};
 
 const RECORD_BYTES: usize = 1024;
 const BATCH: usize = 100;
@@ -55,33 +54,50 @@ impl Client {
         }
     }
 
-    async fn push(&self, req: &PushRequest) -> PushResponse {
+    /// A framed push of a body built up front.
+    async fn push(&self, body: &[u8]) -> PushResponse {
         fetch_json(
             self.http
                 .post(format!("{}/api/v1/records", self.base))
                 .bearer_auth(&self.token)
-                .json(req),
+                .header("content-type", frames::CONTENT_TYPE)
+                .body(body.to_vec()),
         )
         .await
     }
 
+    /// Every record in framed pages; returns (records, ciphertext bytes).
     async fn pull_all(&self) -> (usize, usize) {
         let (mut after, mut n, mut bytes) = (0, 0, 0);
         loop {
-            let p: PullResponse = fetch_json(
-                self.http
-                    .get(format!("{}/api/v1/records?after={after}", self.base))
-                    .bearer_auth(&self.token),
-            )
-            .await;
-            n += p.records.len();
-            bytes += p
-                .records
-                .iter()
-                .map(|r| r.ciphertext.0.len())
-                .sum::<usize>();
-            after = p.next_after;
-            if !p.more {
+            let body = self
+                .http
+                .get(format!("{}/api/v1/records?after={after}", self.base))
+                .bearer_auth(&self.token)
+                .header("accept", frames::CONTENT_TYPE)
+                .send()
+                .await
+                .unwrap()
+                .error_for_status()
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            let mut r = FrameReader::new(&body[..], u32::MAX);
+            let mut end = None;
+            while let Some(f) = r.next_frame().unwrap() {
+                match f.tag {
+                    Tag::Record => {
+                        n += 1;
+                        bytes += f.body.len();
+                    }
+                    Tag::End => end = Some(f.head::<PageEnd>().unwrap()),
+                    Tag::Segment => panic!("segment frame in a page"),
+                }
+            }
+            let end = end.expect("end frame");
+            after = end.next_after;
+            if !end.more {
                 return (n, bytes);
             }
         }
@@ -172,21 +188,23 @@ fn main() {
             }
             let batches = (TOTAL_RECORDS / BATCH / clients).max(1);
             // Payloads built up front so only the HTTP and storage are timed.
-            let payloads: Vec<Vec<PushRequest>> = (0..clients)
+            let payloads: Vec<Vec<Vec<u8>>> = (0..clients)
                 .map(|c| {
                     (0..batches)
-                        .map(|b| PushRequest {
-                            segments: (0..BATCH)
-                                .map(|r| {
-                                    let n = (b * BATCH + r) as u64;
-                                    Segment {
-                                        stream: id(c as u64, 0, 1),
-                                        kind: "entries".into(),
-                                        entry_ids: vec![id(c as u64, n, 2)],
-                                        ciphertext: Base64Bytes(vec![n as u8; RECORD_BYTES]),
-                                    }
-                                })
-                                .collect(),
+                        .map(|b| {
+                            let mut body = frames::start_body();
+                            for r in 0..BATCH {
+                                let n = (b * BATCH + r) as u64;
+                                let head = SegmentHead {
+                                    stream: id(c as u64, 0, 1),
+                                    kind: "entries".into(),
+                                    entry_ids: vec![id(c as u64, n, 2)],
+                                };
+                                let ct = vec![n as u8; RECORD_BYTES];
+                                frames::write_frame(&mut body, Tag::Segment, &head, &ct);
+                            }
+                            frames::write_frame(&mut body, Tag::End, &serde_json::json!({}), &[]);
+                            body
                         })
                         .collect()
                 })

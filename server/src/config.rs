@@ -49,17 +49,20 @@ impl Default for RateLimits {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Holds `evi-server.sqlite3` and `blobs/`; nothing is written elsewhere.
+    /// Holds `evi-server.sqlite3`, `bodies/` and `blobs/`; nothing is
+    /// written elsewhere.
     pub data_dir: PathBuf,
     pub registration: Registration,
     pub metrics_listen: Option<SocketAddr>,
-    /// Per-user cap on record ciphertext plus blob bytes; `None` is unlimited.
+    /// Per-user cap on record body plus blob bytes; `None` is unlimited.
     pub quota_bytes: Option<u64>,
     pub limits: Limits,
     pub rate_limits: RateLimits,
     /// Take the client address from the last `X-Forwarded-For` entry (only
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
+    /// A test hook (see [`crate::fault`]); `None` in every real run.
+    pub fault: Option<crate::fault::Fault>,
 }
 
 impl Config {
@@ -72,6 +75,7 @@ impl Config {
             limits: Limits::default(),
             rate_limits: RateLimits::default(),
             trust_forwarded_for: false,
+            fault: None,
         }
     }
 
@@ -92,5 +96,10 @@ impl Config {
 
     pub fn blobs_dir(&self) -> PathBuf {
         self.data_dir.join("blobs")
+    }
+
+    /// The pack files of record bodies (see [`crate::bodies::packs`]).
+    pub fn bodies_dir(&self) -> PathBuf {
+        self.data_dir.join("bodies")
     }
 }

@@ -61,6 +61,13 @@ impl ApiError {
             msg,
         )
     }
+    pub fn unsupported_media_type(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::UnsupportedMediaType,
+            msg,
+        )
+    }
     pub fn quota() -> Self {
         Self::new(
             StatusCode::INSUFFICIENT_STORAGE,

@@ -17,8 +17,10 @@ use tokio::net::TcpListener;
 
 pub mod auth;
 pub mod blobs;
+pub mod bodies;
 pub mod config;
 pub mod error;
+pub mod fault;
 pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
@@ -28,6 +30,8 @@ pub mod store;
 pub use config::Config;
 
 use crate::blobs::BlobDir;
+use crate::bodies::BodyStore;
+use crate::bodies::packs::PackDir;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
@@ -39,6 +43,7 @@ const SMALL_BODY_BYTES: usize = 1024 * 1024;
 pub struct Shared {
     pub config: Config,
     pub store: Arc<dyn Store>,
+    pub bodies: Arc<dyn BodyStore>,
     pub blobs: BlobDir,
     pub passwords: auth::Passwords,
     pub limiter: RateLimiter,
@@ -57,23 +62,55 @@ impl Deref for AppState {
 }
 
 impl AppState {
-    /// Opens (creating if needed) the SQLite store and blob folder under
-    /// `config.data_dir`.
-    pub fn open(config: Config) -> anyhow::Result<Self> {
+    /// Opens (creating if needed) the SQLite store, the body packs and the
+    /// blob folder under `config.data_dir`, and sweeps orphan packs (bodies
+    /// of a push that crashed before its commit). Run before listening: the
+    /// sweep is safe only while no push is in flight.
+    pub async fn open(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
         let store = SqliteStore::open(&config.db_path())
             .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
+        let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
+            format!("cannot open body folder {}", config.bodies_dir().display())
+        })?;
         let blobs = BlobDir::open(config.blobs_dir())?;
-        Ok(Self::new(config, Arc::new(store), blobs))
+        let state = Self::new(config, Arc::new(store), Arc::new(bodies), blobs);
+        state.sweep_orphan_packs().await?;
+        Ok(state)
     }
 
-    pub fn new(config: Config, store: Arc<dyn Store>, blobs: BlobDir) -> Self {
+    /// Deletes the packs no record points at; logs how many.
+    async fn sweep_orphan_packs(&self) -> anyhow::Result<()> {
+        // Packs listed before the rows are read: a pack is referenced from
+        // its commit on, so no listed pack can gain its first row unseen.
+        let packs = self.bodies.list_packs().await?;
+        if packs.is_empty() {
+            return Ok(());
+        }
+        let referenced = self.store.referenced_packs().await?;
+        let removed = bodies::sweep_orphans(&*self.bodies, packs, &referenced).await?;
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed orphan body packs left by an interrupted push"
+            );
+        }
+        Ok(())
+    }
+
+    pub fn new(
+        config: Config,
+        store: Arc<dyn Store>,
+        bodies: Arc<dyn BodyStore>,
+        blobs: BlobDir,
+    ) -> Self {
         Self(Arc::new(Shared {
             limiter: RateLimiter::new(config.rate_limits.clone()),
             config,
             store,
+            bodies,
             blobs,
             passwords: auth::Passwords::new(),
             metrics: Arc::new(Metrics::new()),
@@ -131,7 +168,7 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    serve_state(listener, AppState::open(config)?, shutdown).await
+    serve_state(listener, AppState::open(config).await?, shutdown).await
 }
 
 /// [`serve`] with the data folder already open (the binary opens it before

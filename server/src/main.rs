@@ -49,7 +49,7 @@ struct Cli {
     /// Per-user storage quota in bytes (off by default).
     #[arg(long, env = "EVI_SERVER_QUOTA_BYTES")]
     quota_bytes: Option<u64>,
-    /// Largest push request body in bytes (the JSON as sent).
+    /// Largest push request body in bytes, as sent (JSON or framed).
     #[arg(long, env = "EVI_SERVER_MAX_BATCH_BYTES", default_value_t = Limits::default().max_batch_bytes)]
     max_batch_bytes: u64,
     /// Largest blob upload in bytes (larger blobs travel in parts); a proxy's
@@ -59,8 +59,8 @@ struct Cli {
     /// Most records in one pull page.
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_RECORDS", default_value_t = Limits::default().max_page_records)]
     max_page_records: u32,
-    /// Most ciphertext bytes in one pull page (a larger record still goes
-    /// alone).
+    /// Most bytes in one pull page: ciphertext on the JSON page, the whole
+    /// body on the framed page (a larger record still goes alone).
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_BYTES", default_value_t = Limits::default().max_page_bytes)]
     max_page_bytes: u64,
     /// Register/login attempts per minute from one address.
@@ -164,6 +164,13 @@ async fn main() -> std::process::ExitCode {
         per_user_per_minute: cli.auth_rate_per_user.max(1),
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
+    config.fault = match evi_server::fault::Fault::from_env() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("evi-server: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
 
     let result = match cli.command {
         Some(Command::Invite) => invite(&config).await,
@@ -297,7 +304,7 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, Failure> {
 async fn run(listen: &str, config: Config) -> Result<(), Failure> {
     use std::io::Write;
     let listener = bind(listen).await?;
-    let state = evi_server::AppState::open(config)?;
+    let state = evi_server::AppState::open(config).await?;
     // First stdout line, once the data folder is open: lets scripts and tests
     // use port 0 without polling.
     println!("listening on {}", listener.local_addr()?);

@@ -96,6 +96,8 @@ pub enum ErrorCode {
     KeyCheckMismatch,
     /// 413: the request is larger than the advertised limit.
     PayloadTooLarge,
+    /// 415: the request body's `Content-Type` is not one this endpoint reads.
+    UnsupportedMediaType,
     /// 429: too many attempts; retry after the `Retry-After` seconds.
     RateLimited,
     /// 500: the server failed; the request may be retried.
@@ -154,7 +156,8 @@ pub struct Capabilities {
     pub max_blob_bytes: u64,
     /// Most records in one pull page.
     pub max_page_records: u32,
-    /// Most ciphertext bytes in one pull page (a single larger record still comes alone).
+    /// Most bytes in one pull page: ciphertext on the JSON page, the whole body
+    /// on the framed page (a single larger record still comes alone).
     pub max_page_bytes: u64,
     pub registration: Registration,
     /// Whether `POST /records` takes, and `GET /records` can answer, the

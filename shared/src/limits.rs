@@ -7,7 +7,7 @@ pub const SESSION_ID_MAX_LEN: usize = 128;
 /// Length in hex characters of a keyed id (HMAC-SHA256 output).
 pub const KEYED_ID_HEX_LEN: usize = 64;
 
-/// Default largest push request body, in bytes (the JSON as sent).
+/// Default largest push request body, in bytes, as sent (JSON or framed).
 pub const DEFAULT_MAX_BATCH_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Default largest blob, in bytes (the age ciphertext as uploaded).
@@ -16,8 +16,9 @@ pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024;
 /// Default most records in one pull page.
 pub const DEFAULT_MAX_PAGE_RECORDS: u32 = 1000;
 
-/// Default most ciphertext bytes in one pull page (a single larger record is
-/// still sent alone, so a page always makes progress).
+/// Default most bytes in one pull page: ciphertext on the JSON page, the
+/// whole body as sent on the framed page (a single larger record is still
+/// sent alone, so a page always makes progress).
 pub const DEFAULT_MAX_PAGE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Longest user name; names use `[A-Za-z0-9._-]`.

@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod blobs;
 pub mod devices;
+pub mod framed;
 pub mod meta;
 pub mod records;
 
@@ -21,22 +22,32 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::too_large("request body is larger than this server accepts")
-            } else {
-                ApiError::bad_request(e.body_text())
-            }
-        })?;
-        serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
-            let msg = e.to_string();
-            // IdError's message for keyed ids: see evi_shared::ids.
-            if msg.contains("keyed id") {
-                ApiError::invalid_id(msg)
-            } else {
-                ApiError::bad_request(format!("invalid JSON body: {msg}"))
-            }
-        })
+        let bytes = body_bytes(req, state).await?;
+        serde_json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|e| json_error("invalid JSON body", &e))
+    }
+}
+
+/// The whole request body, within the route's body limit (413 past it).
+pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large("request body is larger than this server accepts")
+        } else {
+            ApiError::bad_request(e.body_text())
+        }
+    })
+}
+
+/// 400 `invalid_id` for a malformed keyed id inside JSON, 400 otherwise.
+pub fn json_error(what: &str, e: &serde_json::Error) -> ApiError {
+    let msg = e.to_string();
+    // IdError's message for keyed ids: see evi_shared::ids.
+    if msg.contains("keyed id") {
+        ApiError::invalid_id(msg)
+    } else {
+        ApiError::bad_request(format!("{what}: {msg}"))
     }
 }
 

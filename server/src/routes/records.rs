@@ -1,16 +1,49 @@
 //! Push (a batch of encrypted segments, merged by entry id) and pull (pages
-//! of records after a cursor).
+//! of records after a cursor), each on two wires: JSON with base64
+//! ciphertext (older clients) and the framed binary body
+//! (`application/vnd.evi.frames`, see [`super::framed`]).
+//!
+//! A push writes its bodies to the body store first (durable), then commits
+//! the rows that point at them: a row never points at a missing body.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::{FromRequest as _, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse as _, Response};
 use evi_shared::api::{ErrorBody, PullQuery, PullResponse, PushRequest, PushResponse, Record};
+use evi_shared::frames::{self, PageEnd};
 use evi_shared::limits::KIND_MAX_LEN;
 
-use super::ApiJson;
+use super::framed::{self, Incoming, PushWire};
+use super::{ApiJson, body_bytes};
 use crate::AppState;
 use crate::auth::Authed;
 use crate::error::{ApiError, ApiResult};
-use crate::store::NewRecord;
+use crate::fault::Fault;
+use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody};
+
+/// The OpenAPI schema of a framed body: binary, described in
+/// [`evi_shared::frames`].
+pub struct FramedBody;
+
+impl utoipa::PartialSchema for FramedBody {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Binary,
+            )))
+            .description(Some(
+                "`EVIF` 0x01, then frames `tag u8 | head_len u32 BE | JSON head | body_len u32 BE | body`. \
+                 Push: `S` frames (head {stream, kind, entry_ids}, body the ciphertext), then `E` (head {}). \
+                 Pull: `R` frames (head {seq, stream, kind, entry_ids, device?}), then `E` (head {next_after, more}). \
+                 A body without its `E` frame is truncated.",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for FramedBody {}
 
 fn check_kind(kind: &str) -> ApiResult<()> {
     let ok = !kind.is_empty()
@@ -27,37 +60,49 @@ fn check_kind(kind: &str) -> ApiResult<()> {
     }
 }
 
+fn check_segment(s: &Incoming) -> ApiResult<()> {
+    check_kind(&s.kind)?;
+    if s.entry_ids.is_empty() {
+        return Err(ApiError::bad_request(
+            "a segment needs at least one entry id",
+        ));
+    }
+    Ok(())
+}
+
 /// Stores a batch of segments; answered only once it is durable. Segments
-/// whose entry ids are all stored already are dropped, so a retry adds nothing.
+/// whose entry ids are all stored already are dropped, so a retry adds
+/// nothing. The body is JSON or framed, by `Content-Type`; the answer is JSON.
 #[utoipa::path(post, path = "/api/v1/records", tag = "records", security(("bearer" = [])),
-    request_body = PushRequest,
+    request_body(description = "A batch of segments: JSON with base64 ciphertext, or framed binary.",
+        content((PushRequest = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
     responses((status = 200, body = PushResponse), (status = 400, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 507, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
+        (status = 507, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn push(
     State(state): State<AppState>,
     auth: Authed,
-    ApiJson(req): ApiJson<PushRequest>,
+    req: Request,
 ) -> ApiResult<Json<PushResponse>> {
-    let mut records = Vec::with_capacity(req.segments.len());
-    for s in req.segments {
-        check_kind(&s.kind)?;
-        if s.entry_ids.is_empty() {
-            return Err(ApiError::bad_request(
-                "a segment needs at least one entry id",
-            ));
+    let segments = match framed::push_wire(req.headers())? {
+        PushWire::Json => {
+            let ApiJson(req) = ApiJson::<PushRequest>::from_request(req, &state).await?;
+            req.segments
+                .into_iter()
+                .map(|s| Incoming {
+                    stream: s.stream,
+                    kind: s.kind,
+                    entry_ids: s.entry_ids,
+                    body: s.ciphertext.0.into(),
+                })
+                .collect()
         }
-        records.push(NewRecord {
-            device_id: auth.device_id.clone(),
-            stream: s.stream,
-            kind: s.kind,
-            entry_ids: s.entry_ids,
-            ciphertext: s.ciphertext.0,
-        });
+        PushWire::Frames => framed::read_push(&body_bytes(req, &state).await?)?,
+    };
+    for s in &segments {
+        check_segment(s)?;
     }
-    let out = state
-        .store
-        .push(auth.user_id, records, state.config.quota_bytes)
-        .await?;
+    let out = store_segments(&state, &auth, segments).await?;
     state.metrics.records_stored.inc_by(out.stored);
     state.metrics.records_dropped.inc_by(out.dropped);
     Ok(Json(PushResponse {
@@ -67,42 +112,145 @@ pub async fn push(
     }))
 }
 
-/// Records with a seq above `after`, in seq order, bounded by count and bytes.
+/// Bodies first (one durable pack), then the rows in one transaction. A
+/// pack that ends up referenced by no row (every segment a duplicate, quota,
+/// a failed commit) is removed here, or by the sweep at the next start.
+async fn store_segments(
+    state: &AppState,
+    auth: &Authed,
+    segments: Vec<Incoming>,
+) -> Result<PushOutcome, StoreError> {
+    let user = auth.user_id;
+    let refs = state
+        .bodies
+        .put_batch(user, segments.iter().map(|s| s.body.clone()).collect())
+        .await
+        .map_err(|e| StoreError::Backend(e.to_string()))?;
+    if state.config.fault == Some(Fault::CrashAfterBody) && !refs.is_empty() {
+        tracing::error!(
+            "{}=crash-after-body: aborting before the commit",
+            crate::fault::FAULT_ENV
+        );
+        std::process::abort();
+    }
+    let pack = refs.first().map(|r| r.pack.clone());
+    let records = segments
+        .into_iter()
+        .zip(refs)
+        .map(|(s, body)| NewRecord {
+            device_id: auth.device_id.clone(),
+            stream: s.stream,
+            kind: s.kind,
+            entry_ids: s.entry_ids,
+            body,
+        })
+        .collect();
+    let result = state
+        .store
+        .push(user, records, state.config.quota_bytes)
+        .await;
+    if let Some(pack) = pack
+        && !matches!(result, Ok(PushOutcome { stored: 1.., .. }))
+    {
+        let unused = match state.store.pack_referenced(user, &pack).await {
+            Ok(referenced) => !referenced,
+            Err(e) => {
+                tracing::warn!(error = %e, %pack, "cannot tell whether a pack is used; the next start sweeps it");
+                false
+            }
+        };
+        if unused && let Err(e) = state.bodies.remove_pack(user, &pack).await {
+            tracing::warn!(error = %e, %pack, "cannot remove an unused pack; the next start sweeps it");
+        }
+    }
+    result
+}
+
+/// Records with a seq above `after`, in seq order, bounded by count and
+/// bytes: a JSON page (bytes = ciphertext), or with `Accept:
+/// application/vnd.evi.frames` a framed page, streamed (bytes = the whole
+/// body as sent). A framed page that fails mid-way is cut off before its end
+/// frame.
 #[utoipa::path(get, path = "/api/v1/records", tag = "records", security(("bearer" = [])),
     params(PullQuery),
-    responses((status = 200, body = PullResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "A page of records, JSON or framed by the Accept header.",
+            content((PullResponse = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn pull(
     State(state): State<AppState>,
     auth: Authed,
+    headers: HeaderMap,
     query: Result<Query<PullQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<PullResponse>> {
+) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let max = state.config.limits.max_page_records;
     let limit = q.limit.unwrap_or(max).clamp(1, max);
+    let max_bytes = state.config.limits.max_page_bytes;
+    let frames = framed::wants_frames(&headers);
+    let (budget, cost): (u64, PageCost) = if frames {
+        framed::page_budget(max_bytes)
+    } else {
+        (max_bytes, std::sync::Arc::new(|r| r.body.len()))
+    };
     let page = state
         .store
-        .pull(
-            auth.user_id,
-            q.after,
-            limit,
-            state.config.limits.max_page_bytes,
-        )
+        .pull(auth.user_id, q.after, limit, budget, cost)
         .await?;
     let next_after = page.records.last().map_or(q.after, |r| r.seq);
-    Ok(Json(PullResponse {
-        records: page
+    let mut resp = if frames {
+        let end = PageEnd {
+            next_after,
+            more: page.more,
+        };
+        let body = framed::page_body(state.bodies.clone(), auth.user_id, page.records, end);
+        let mut resp = Response::new(body);
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(frames::CONTENT_TYPE),
+        );
+        resp
+    } else {
+        // The JSON page is whole in memory anyway (bounded by max_page_bytes).
+        let refs = page
             .records
-            .into_iter()
-            .map(|r| Record {
+            .iter()
+            .filter_map(|r| match &r.body {
+                StoredBody::Stored(rf) => Some(rf.clone()),
+                StoredBody::Inline(_) => None,
+            })
+            .collect();
+        let mut read = state
+            .bodies
+            .read_small(auth.user_id, refs)
+            .await
+            .map_err(ApiError::internal)?
+            .into_iter();
+        let mut records = Vec::with_capacity(page.records.len());
+        for r in page.records {
+            let ciphertext = match r.body {
+                StoredBody::Inline(b) => b,
+                StoredBody::Stored(_) => read
+                    .next()
+                    .ok_or_else(|| ApiError::internal("body store returned too few bodies"))?
+                    .to_vec(),
+            };
+            records.push(Record {
                 seq: r.seq,
                 stream: r.stream,
                 kind: r.kind,
                 entry_ids: r.entry_ids,
-                ciphertext: r.ciphertext.into(),
+                ciphertext: ciphertext.into(),
                 device: r.device_id,
-            })
-            .collect(),
-        next_after,
-        more: page.more,
-    }))
+            });
+        }
+        Json(PullResponse {
+            records,
+            next_after,
+            more: page.more,
+        })
+        .into_response()
+    };
+    resp.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept"));
+    Ok(resp)
 }

@@ -3,10 +3,19 @@
 //!
 //! Every method that changes data returns only once the change is durable.
 //! `push` assigns per-user seqs so that commit order equals seq order.
+//!
+//! The store keeps record metadata; record bodies are in a
+//! [`BodyStore`](crate::bodies::BodyStore), written before the rows that
+//! point at them commit (see [`crate::bodies`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use evi_shared::KeyedId;
 use evi_shared::limits::DEVICE_NAME_MAX_LEN;
+
+use crate::bodies::{BodyRef, PackName};
 
 pub mod sqlite;
 
@@ -58,7 +67,7 @@ pub struct DeviceRow {
     pub last_seen_at: i64,
 }
 
-/// A segment to store, ids already validated.
+/// A segment to store, ids already validated, its body already durable.
 #[derive(Debug, Clone)]
 pub struct NewRecord {
     /// The device that pushed it.
@@ -66,7 +75,7 @@ pub struct NewRecord {
     pub stream: KeyedId,
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
-    pub ciphertext: Vec<u8>,
+    pub body: BodyRef,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,15 +85,43 @@ pub struct PushOutcome {
     pub newest_seq: u64,
 }
 
+/// Where a stored record's body is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredBody {
+    /// In the row itself: records stored before bodies left the database.
+    Inline(Vec<u8>),
+    /// In the body store.
+    Stored(BodyRef),
+}
+
+impl StoredBody {
+    pub fn len(&self) -> u64 {
+        match self {
+            Self::Inline(b) => b.len() as u64,
+            Self::Stored(r) => r.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A record's metadata (its body is read separately, so a page's rows stay
+/// small whatever its bodies weigh).
 #[derive(Debug, Clone)]
 pub struct StoredRecord {
     pub seq: u64,
     pub stream: KeyedId,
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
-    pub ciphertext: Vec<u8>,
+    pub body: StoredBody,
     pub device_id: Option<String>,
 }
+
+/// What a record costs against a page's byte budget: the wire decides (the
+/// JSON page counts ciphertext, the framed page what it sends).
+pub type PageCost = Arc<dyn Fn(&StoredRecord) -> u64 + Send + Sync>;
 
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -159,17 +196,27 @@ pub trait Store: Send + Sync + 'static {
     /// Sets the value if unset; `KeyCheckMismatch` if a different one is set.
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()>;
     /// Stores the segments whose entry ids are not all known, in one
-    /// transaction; `QuotaExceeded` stores nothing.
+    /// transaction; `QuotaExceeded` stores nothing. Quota counts body bytes.
     async fn push(
         &self,
         user: UserId,
         records: Vec<NewRecord>,
         quota: Option<u64>,
     ) -> StoreResult<PushOutcome>;
-    /// Records with seq > `after`, at most `limit` and about `max_bytes` of
-    /// ciphertext (at least one record if any).
-    async fn pull(&self, user: UserId, after: u64, limit: u32, max_bytes: u64)
-    -> StoreResult<Page>;
+    /// Records with seq > `after`, at most `limit` and at most `max_bytes`
+    /// as counted by `cost` (at least one record if any).
+    async fn pull(
+        &self,
+        user: UserId,
+        after: u64,
+        limit: u32,
+        max_bytes: u64,
+        cost: PageCost,
+    ) -> StoreResult<Page>;
+    /// Every (user, pack) some record points at: what the orphan sweep keeps.
+    async fn referenced_packs(&self) -> StoreResult<HashSet<(UserId, PackName)>>;
+    /// Whether any record of `user` points at `pack`.
+    async fn pack_referenced(&self, user: UserId, pack: &PackName) -> StoreResult<bool>;
     async fn usage(&self, user: UserId) -> StoreResult<Usage>;
     /// How many records with seq > `after` `device` did not push (those
     /// stored without a device count): what its pull would apply.

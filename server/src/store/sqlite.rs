@@ -5,6 +5,7 @@
 //! which is what makes commit order equal seq order) and a few reader
 //! connections; every call runs on the blocking pool.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,10 +15,12 @@ use evi_shared::KeyedId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::*;
+use crate::bodies::{BodyRef, PackName};
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_init.sql"),
     include_str!("../../migrations/sqlite/0002_record_device.sql"),
+    include_str!("../../migrations/sqlite/0003_record_bodies.sql"),
 ];
 const READERS: usize = 4;
 
@@ -366,8 +369,9 @@ impl Store for SqliteStore {
                     "SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2",
                 )?;
                 let mut ins_rec = tx.prepare_cached(
-                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at, device_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at,
+                     device_id, body_pack, body_offset, body_len)
+                     VALUES (?1, ?2, ?3, ?4, ?5, x'', ?6, ?7, ?8, ?9, ?10)",
                 )?;
                 let mut ins_entry = tx.prepare_cached(
                     "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
@@ -392,15 +396,17 @@ impl Store for SqliteStore {
                         r.stream.as_str(),
                         r.kind,
                         join_ids(&r.entry_ids),
-                        r.ciphertext,
                         now,
-                        r.device_id
+                        r.device_id,
+                        r.body.pack.as_str(),
+                        r.body.offset as i64,
+                        r.body.len as i64,
                     ])?;
                     for k in &keys {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;
                     }
                     stored += 1;
-                    added += r.ciphertext.len() as i64;
+                    added += r.body.len as i64;
                 }
             }
             if let Some(q) = quota
@@ -433,36 +439,85 @@ impl Store for SqliteStore {
         after: u64,
         limit: u32,
         max_bytes: u64,
+        cost: PageCost,
     ) -> StoreResult<Page> {
         self.read(move |c| {
+            // Inline ciphertext is read only for rows stored before bodies
+            // left the database; others cost a few dozen bytes each.
             let mut st = c.prepare_cached(
-                "SELECT seq, stream, kind, entry_ids, ciphertext, device_id FROM records
-                 WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                "SELECT seq, stream, kind, entry_ids, device_id, body_pack, body_offset, body_len,
+                        CASE WHEN body_pack IS NULL THEN ciphertext END
+                 FROM records WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
             )?;
             let mut rows = st.query(params![user, after as i64, limit as i64 + 1])?;
             let mut records = Vec::new();
             let mut bytes = 0u64;
             let mut more = false;
             while let Some(r) = rows.next()? {
-                let ct: Vec<u8> = r.get(4)?;
-                let full = records.len() as u32 >= limit
-                    || (!records.is_empty() && bytes + ct.len() as u64 > max_bytes);
-                if full {
+                if records.len() as u32 >= limit {
                     more = true;
                     break;
                 }
-                bytes += ct.len() as u64;
+                let pack: Option<String> = r.get(5)?;
+                let body = match pack {
+                    Some(p) => StoredBody::Stored(BodyRef {
+                        pack: p
+                            .parse()
+                            .map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))?,
+                        offset: r.get::<_, i64>(6)? as u64,
+                        len: r.get::<_, i64>(7)? as u64,
+                    }),
+                    None => StoredBody::Inline(r.get(8)?),
+                };
                 let seq: i64 = r.get(0)?;
-                records.push(StoredRecord {
+                let rec = StoredRecord {
                     seq: seq as u64,
                     stream: parse_keyed(r.get(1)?)?,
                     kind: r.get(2)?,
                     entry_ids: split_ids(&r.get::<_, String>(3)?)?,
-                    ciphertext: ct,
-                    device_id: r.get(5)?,
-                });
+                    body,
+                    device_id: r.get(4)?,
+                };
+                let n = cost(&rec);
+                if !records.is_empty() && bytes + n > max_bytes {
+                    more = true;
+                    break;
+                }
+                bytes += n;
+                records.push(rec);
             }
             Ok(Page { records, more })
+        })
+        .await
+    }
+
+    async fn referenced_packs(&self) -> StoreResult<HashSet<(UserId, PackName)>> {
+        self.read(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT DISTINCT user_id, body_pack FROM records WHERE body_pack IS NOT NULL",
+            )?;
+            let rows =
+                st.query_map([], |r| Ok((r.get::<_, UserId>(0)?, r.get::<_, String>(1)?)))?;
+            let mut out = HashSet::new();
+            for row in rows {
+                let (user, pack) = row?;
+                let pack = pack
+                    .parse()
+                    .map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))?;
+                out.insert((user, pack));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn pack_referenced(&self, user: UserId, pack: &PackName) -> StoreResult<bool> {
+        let pack = pack.clone();
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT 1 FROM records WHERE user_id = ?1 AND body_pack = ?2 LIMIT 1",
+            )?
+            .exists(params![user, pack.as_str()])?)
         })
         .await
     }

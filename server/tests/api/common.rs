@@ -26,7 +26,11 @@ impl TestServer {
     }
 
     pub fn start_env(args: &[&str], envs: &[(&str, &str)]) -> Self {
-        let root = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), args, envs)
+    }
+
+    /// Starts on `root`, whose `data` folder may already hold a data folder.
+    pub fn start_in(root: tempfile::TempDir, args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut all = Vec::new();
         if !args.contains(&"--registration") {
             all.extend(["--registration".to_owned(), "open".to_owned()]);
@@ -69,6 +73,40 @@ impl TestServer {
         let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
         self.child = child;
         self.addr = addr;
+    }
+
+    /// Kills the process if it still runs (SIGKILL), then starts again on
+    /// the same data folder with these environment variables instead.
+    pub fn restart_env(&mut self, envs: &[(&str, &str)]) {
+        let _ = self.child.kill();
+        self.child.wait().unwrap();
+        self.envs = envs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
+        self.child = child;
+        self.addr = addr;
+    }
+
+    /// Waits for the process to end by itself.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+
+    /// The body pack files in the data folder.
+    pub fn packs(&self) -> Vec<PathBuf> {
+        let mut p = files_under(&self.data().join("bodies"));
+        p.sort();
+        p
+    }
+
+    /// The same client, pointed at this server's current address.
+    pub fn rebase(&self, api: &Api) -> Api {
+        Api {
+            base: self.url(""),
+            ..api.clone()
+        }
     }
 
     /// Waits for a process already sent SIGTERM.

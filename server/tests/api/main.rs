@@ -3,9 +3,12 @@
 
 mod accounts;
 mod blobs;
+mod bodies;
 mod common;
 mod crash;
+mod framed;
 mod meta;
 mod operator;
 mod records;
 mod secrets;
+mod wire;

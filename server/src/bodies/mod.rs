@@ -1,0 +1,146 @@
+//! Where segment bodies (record ciphertext) live, apart from their metadata.
+//!
+//! The metadata store keeps only a [`BodyRef`] per record; the bytes are in a
+//! [`BodyStore`]. The promise that makes the two safe to combine: a push
+//! writes its bodies with [`BodyStore::put_batch`], which returns only once
+//! they are durable, and only then commits the rows that point at them. So a
+//! row never points at a missing body; a crash between the two steps leaves
+//! an orphan (bodies no row references), which [`sweep_orphans`] removes.
+//!
+//! The default is [`packs::PackDir`], one pack file per push under the data
+//! folder; an object-storage backend (S3) is one more implementation.
+
+use std::collections::HashSet;
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use axum::body::Bytes;
+use futures_util::Stream;
+
+use crate::store::UserId;
+
+pub mod packs;
+
+/// Where one record's body is: `len` bytes at `offset` of pack `pack`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyRef {
+    pub pack: PackName,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A pack's name: a ULID, so names are unique without coordination and only
+/// ever `[0-9A-Z]{26}` (safe as a file or object name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PackName(String);
+
+impl PackName {
+    pub fn new() -> Self {
+        Self(ulid::Ulid::new().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for PackName {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::str::FromStr for PackName {
+    type Err = BodyError;
+
+    /// Accepts only what [`PackName::new`] makes, so a corrupt row can never
+    /// name a path outside the store.
+    fn from_str(s: &str) -> Result<Self, BodyError> {
+        let ok = s.len() == 26
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase());
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(BodyError::BadPackName(s.to_owned()))
+        }
+    }
+}
+
+impl std::fmt::Display for PackName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a body could not be stored or read. All are worth retrying except
+/// `BadPackName` and `Short` (the store or its metadata is damaged).
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("body storage: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a pack name: {0:?}")]
+    BadPackName(String),
+    #[error("pack {pack} holds fewer bytes than its records point at (wanted {want} at {offset})")]
+    Short {
+        pack: PackName,
+        offset: u64,
+        want: u64,
+    },
+}
+
+/// The bytes of one body, in chunks; ends with an error rather than early.
+pub type BodyStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
+
+#[async_trait]
+pub trait BodyStore: Send + Sync + 'static {
+    /// Stores `bodies` for `user` together (one pack, one durable write) and
+    /// returns where each went, in order. Returns only once they survive a
+    /// crash: file data and its directory entry are synced.
+    async fn put_batch(&self, user: UserId, bodies: Vec<Bytes>) -> Result<Vec<BodyRef>, BodyError>;
+    /// Exactly the body at `r`, streamed; a body shorter than `r.len` ends
+    /// the stream with an error.
+    async fn open(&self, user: UserId, r: &BodyRef) -> Result<BodyStream, BodyError>;
+    /// Several bodies whole, in order: for pages of small records, where a
+    /// stream per body would cost more than its bytes. The caller bounds the
+    /// total (see `SMALL_RUN_BYTES` in the framed pull). Errors as `open`.
+    async fn read_small(&self, user: UserId, refs: Vec<BodyRef>) -> Result<Vec<Bytes>, BodyError> {
+        use futures_util::TryStreamExt as _;
+        let mut out = Vec::with_capacity(refs.len());
+        for r in &refs {
+            let mut body = Vec::with_capacity(usize::try_from(r.len).unwrap_or(0));
+            let mut s = self.open(user, r).await?;
+            while let Some(chunk) = s.try_next().await? {
+                body.extend_from_slice(&chunk);
+            }
+            out.push(body.into());
+        }
+        Ok(out)
+    }
+    /// Every pack stored, with its owner.
+    async fn list_packs(&self) -> Result<Vec<(UserId, PackName)>, BodyError>;
+    /// Deletes a pack (nothing if it is gone already).
+    async fn remove_pack(&self, user: UserId, pack: &PackName) -> Result<(), BodyError>;
+}
+
+/// Removes every pack that no record references (`referenced`, read from
+/// the metadata store after the packs were listed); returns how many went.
+///
+/// Safe only while no push is in flight: a push's pack is unreferenced
+/// between its durable write and its commit. The server runs this at start,
+/// before it listens; with several replicas on one store it would need a
+/// grace period by pack age (ULIDs carry their creation time).
+pub async fn sweep_orphans(
+    store: &dyn BodyStore,
+    packs: Vec<(UserId, PackName)>,
+    referenced: &HashSet<(UserId, PackName)>,
+) -> Result<usize, BodyError> {
+    let mut removed = 0;
+    for (user, pack) in packs {
+        if !referenced.contains(&(user, pack.clone())) {
+            store.remove_pack(user, &pack).await?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
