@@ -86,7 +86,7 @@ impl Config {
             max_page_records: self.limits.max_page_records,
             max_page_bytes: self.limits.max_page_bytes,
             registration: self.registration,
-            frames: false,
+            frames: true,
         }
     }
 

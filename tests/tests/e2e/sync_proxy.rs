@@ -83,8 +83,13 @@ async fn forward(State(st): State<Arc<Shared>>, req: Request) -> Response {
     let mut rb = st
         .http
         .request(parts.method.clone(), format!("{}{target}", st.upstream));
+    // A records hook edits the JSON page: with one set, the client's ask
+    // for the framed page is not passed on, so the server answers JSON (as
+    // an older server would) and the client reads that.
+    let rewrite_records = st.hooks.lock().unwrap().records.is_some();
     for (k, v) in &parts.headers {
-        if k != header::HOST && k != header::CONTENT_LENGTH {
+        let framed_ask = k == header::ACCEPT && rewrite_records;
+        if k != header::HOST && k != header::CONTENT_LENGTH && !framed_ask {
             rb = rb.header(k, v);
         }
     }
