@@ -200,10 +200,7 @@ impl Uploader {
         if let Some(jobs) = &self.jobs
             && jobs.send(job).is_err()
         {
-            return Err(SyncError::Io {
-                context: "the sealing threads stopped".into(),
-                source: std::io::Error::other("sealing thread panicked"),
-            });
+            return Err(stopped("sealing"));
         }
         self.pump(ctx, report)
     }
@@ -349,10 +346,7 @@ impl Uploader {
         let batch = Batch { no, segments };
         let sent = self.batches.as_ref().is_some_and(|b| b.send(batch).is_ok());
         if !sent {
-            return Err(SyncError::Io {
-                context: "the upload threads stopped".into(),
-                source: std::io::Error::other("upload thread panicked"),
-            });
+            return Err(stopped("upload"));
         }
         Ok(())
     }
@@ -410,10 +404,7 @@ impl Uploader {
     ) -> Result<(), SyncError> {
         while self.next_in_order < self.next_idx {
             if !self.ready.contains_key(&self.next_in_order) {
-                let (idx, r) = self.sealed.recv().map_err(|_| SyncError::Io {
-                    context: "the sealing threads stopped".into(),
-                    source: std::io::Error::other("sealing thread panicked"),
-                })?;
+                let (idx, r) = self.sealed.recv().map_err(|_| stopped("sealing"))?;
                 self.ready.insert(idx, Some(r));
             }
             self.place_ready(ctx, report)?;
@@ -434,10 +425,7 @@ impl Uploader {
     ) -> Result<(), SyncError> {
         while self.next_record < upto {
             if !self.acked.contains_key(&self.next_record) {
-                let (no, r, bytes) = self.acks.recv().map_err(|_| SyncError::Io {
-                    context: "the upload threads stopped".into(),
-                    source: std::io::Error::other("upload thread panicked"),
-                })?;
+                let (no, r, bytes) = self.acks.recv().map_err(|_| stopped("upload"))?;
                 self.acked.insert(no, (r, bytes));
             }
             self.record_acked(ctx, report)?;
@@ -454,6 +442,14 @@ impl Drop for Uploader {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+}
+
+/// The error when a pool's workers are gone (one panicked).
+fn stopped(pool: &str) -> SyncError {
+    SyncError::Io {
+        context: format!("the {pool} threads stopped"),
+        source: std::io::Error::other(format!("{pool} thread panicked")),
     }
 }
 
