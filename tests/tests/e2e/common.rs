@@ -72,6 +72,20 @@ impl Device {
         }
     }
 
+    /// Takes the home's sync lock as another `evi` with `pid` would; held
+    /// until the returned file is dropped.
+    pub fn hold_sync_lock(&self, pid: u32) -> std::fs::File {
+        let path = self.home().join("sync/lock");
+        let holder = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        holder.lock().unwrap();
+        std::fs::write(&path, pid.to_string()).unwrap();
+        holder
+    }
+
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("evi")
     }

@@ -297,14 +297,7 @@ fn a_second_push_says_whom_it_waits_for_when_the_wait_starts() {
     let server = TestServer::start();
     let a = Device::new();
     a.init(&server, "pat", "laptop");
-    let lock_path = a.home().join("sync/lock");
-    let holder = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&lock_path)
-        .unwrap();
-    holder.lock().unwrap();
-    std::fs::write(&lock_path, "4242").unwrap();
+    let holder = a.hold_sync_lock(4242);
     let mut child = a
         .sync_cmd()
         .args(["sync", "push"])

@@ -15,14 +15,7 @@ fn a_second_sync_waits_then_names_the_holder() {
     let server = TestServer::start();
     let a = Device::new();
     a.init(&server, "pat", "laptop");
-    let lock_path = a.home().join("sync/lock");
-    let holder = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&lock_path)
-        .unwrap();
-    holder.lock().unwrap();
-    std::fs::write(&lock_path, "4242").unwrap();
+    let holder = a.hold_sync_lock(4242);
     let run = a
         .sync_cmd()
         .args(["sync", "push"])
