@@ -87,6 +87,7 @@ impl Config {
             max_page_bytes: self.limits.max_page_bytes,
             registration: self.registration,
             frames: true,
+            known_entries: true,
         }
     }
 

@@ -140,6 +140,7 @@ pub fn router(state: AppState) -> Router {
                 .post(records::push)
                 .layer(DefaultBodyLimit::max(batch_limit)),
         )
+        .route("/records/known", post(records::known))
         .route("/blobs/missing", post(blobs::missing))
         .route("/blobs/purge", post(blobs::purge))
         // Upload bodies are streamed with their own limit.

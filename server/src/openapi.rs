@@ -27,7 +27,7 @@ impl Modify for BearerAuth {
         accounts::register, accounts::login, accounts::change_password,
         accounts::get_key_check, accounts::put_key_check,
         devices::list, devices::revoke,
-        records::push, records::pull,
+        records::push, records::pull, records::known,
         blobs::missing, blobs::put, blobs::get, blobs::purge,
     ),
     components(schemas(evi_shared::api::ErrorCode)),

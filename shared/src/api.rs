@@ -165,6 +165,9 @@ pub struct Capabilities {
     /// which only speak the JSON forms).
     #[serde(default)]
     pub frames: bool,
+    /// Whether `POST /records/known` exists (false from older servers).
+    #[serde(default)]
+    pub known_entries: bool,
 }
 
 /// `POST /api/v1/register` (no auth): creates the account and its first device.
@@ -324,6 +327,25 @@ pub struct PushResponse {
     pub dropped: u64,
     /// The user's newest seq after this batch (0 if the account has no record).
     pub newest_seq: u64,
+}
+
+/// Body of `POST /api/v1/records/known`: keyed entry ids, at most
+/// [`crate::limits::MAX_NAMES_PER_CALL`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EntryIds {
+    pub entry_ids: Vec<KeyedId>,
+}
+
+/// Answer to `POST /api/v1/records/known`: the asked ids some record of this
+/// user already holds, in the order asked. A client that cannot tell what an
+/// interrupted push delivered asks this before sealing, so a segment never
+/// carries again what the server has (it would be stored whole, and its
+/// known entries twice).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct KnownEntries {
+    pub known: Vec<KeyedId>,
 }
 
 /// Query of `GET /api/v1/records`.

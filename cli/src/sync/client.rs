@@ -12,6 +12,7 @@
 //! never reached that refuses the connection (or whose name does not resolve)
 //! gets one short retry (it may be starting), not seconds of backoff.
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,10 +20,11 @@ use std::time::Duration;
 
 use evi_shared::KeyedId;
 use evi_shared::api::{
-    AuthResponse, BlobNames, BlobStored, Capabilities, DevicesResponse, ErrorBody, ErrorCode,
-    KeyCheckRequest, KeyCheckResponse, LoginRequest, MissingResponse, PullResponse, PushResponse,
-    RegisterRequest, StatusResponse,
+    AuthResponse, BlobNames, BlobStored, Capabilities, DevicesResponse, EntryIds, ErrorBody,
+    ErrorCode, KeyCheckRequest, KeyCheckResponse, KnownEntries, LoginRequest, MissingResponse,
+    PullResponse, PushResponse, RegisterRequest, StatusResponse,
 };
+use evi_shared::limits::MAX_NAMES_PER_CALL;
 use reqwest::StatusCode;
 use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
@@ -558,6 +560,20 @@ impl Client {
     /// what its pull would apply (`pending_for_device`).
     pub fn status_after(&self, after: u64) -> Result<StatusResponse, ClientError> {
         self.get(&format!("/status?after={after}"))
+    }
+
+    /// The subset of `ids` the server's records already hold, asked in
+    /// calls of at most [`MAX_NAMES_PER_CALL`] ids.
+    pub fn known_entries(&self, ids: &[KeyedId]) -> Result<HashSet<KeyedId>, ClientError> {
+        let mut known = HashSet::new();
+        for chunk in ids.chunks(MAX_NAMES_PER_CALL) {
+            let body = EntryIds {
+                entry_ids: chunk.to_vec(),
+            };
+            let r: KnownEntries = self.post("/records/known", &body)?;
+            known.extend(r.known);
+        }
+        Ok(known)
     }
 
     pub fn missing_blobs(&self, names: Vec<KeyedId>) -> Result<Vec<KeyedId>, ClientError> {

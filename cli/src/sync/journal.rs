@@ -108,6 +108,7 @@ pub(super) fn push_journal(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
+    careful: bool,
 ) -> Result<(), SyncError> {
     let path = ctx.home.checkpoints_dir().join("journal.jsonl");
     let Ok(stat) = Stat::of(&path) else {
@@ -122,7 +123,10 @@ pub(super) fn push_journal(
     if same_name && stat.matches(&prev.file) {
         return Ok(());
     }
-    let mut js = if same_name && stat.size >= prev.file.offset && prefix_intact(&path, &prev.file) {
+    let resumable = same_name && stat.size >= prev.file.offset && prefix_intact(&path, &prev.file);
+    // Read again whole after a rewind: most of it is on the server.
+    let careful = careful || (!resumable && prev.name.is_some());
+    let mut js = if resumable {
         prev
     } else {
         JournalState::default()
@@ -151,7 +155,7 @@ pub(super) fn push_journal(
                 file: js.file.mid_file(),
                 ..js.clone()
             };
-            if let Err(e) = send_lines(ctx, up, report, &name, &mut lines, mid) {
+            if let Err(e) = send_lines(ctx, up, report, &name, &mut lines, mid, careful) {
                 failure = Some(e);
                 return ControlFlow::Break(());
             }
@@ -164,7 +168,7 @@ pub(super) fn push_journal(
         return Err(e);
     }
     js.file.offset = end.offset;
-    send_lines(ctx, up, report, &name, &mut lines, js)
+    send_lines(ctx, up, report, &name, &mut lines, js, careful)
 }
 
 /// Uploads the blobs `lines` name, then queues the lines as one segment of
@@ -176,7 +180,11 @@ fn send_lines(
     name: &str,
     lines: &mut Vec<JournalLine>,
     mark: JournalState,
+    careful: bool,
 ) -> Result<(), SyncError> {
+    if careful {
+        super::unfinished::drop_known_lines(ctx, name, lines)?;
+    }
     if lines.is_empty() {
         up.mark("checkpoint journal".into(), vec![Mark::Journal(mark)]);
         return Ok(());

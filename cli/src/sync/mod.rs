@@ -35,6 +35,7 @@ pub mod push;
 pub mod records;
 pub mod segment;
 pub mod state;
+mod unfinished;
 pub mod uploader;
 
 pub use blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};

@@ -23,6 +23,7 @@ use super::journal;
 use super::line_blobs::upload_line;
 use super::progress::Progress;
 use super::state::{FileState, Stat, line_hash};
+use super::unfinished::{self, Unfinished};
 use super::uploader::Uploader;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
@@ -69,6 +70,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     // Entries that waited for eVi to finish a line go in first, so what is
     // read below is the home as pull would leave it.
     drain_pending(ctx)?;
+    let unfinished = Unfinished::begin(&ctx.paths, caps.known_entries)?;
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
     let mut up = Uploader::new(ctx, caps.max_batch_bytes, caps.frames);
@@ -76,7 +78,14 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     progress.start("pushing", catalog.sessions.len() as u64);
     for (session, files) in &catalog.sessions {
         // Entries and sessions are counted as their segments join a batch.
-        match push_session(ctx, &mut up, &mut report, session, files) {
+        match push_session(
+            ctx,
+            &mut up,
+            &mut report,
+            session,
+            files,
+            unfinished.careful,
+        ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
             Err(e) => return Err(e),
@@ -87,7 +96,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
     super::blob_transfer::push_missing_blobs(ctx, &mut report)?;
-    match journal::push_journal(ctx, &mut up, &mut report) {
+    match journal::push_journal(ctx, &mut up, &mut report, unfinished.careful) {
         Ok(()) => {}
         Err(e) if item_error(&e) => report.failed.push(format!("checkpoint journal: {e}")),
         Err(e) => return Err(e),
@@ -95,6 +104,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     up.flush(ctx, &mut report)?;
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
+    unfinished.finish()?;
     Ok(report)
 }
 
@@ -133,6 +143,9 @@ struct Gather<'a> {
     bytes: usize,
     /// Marks of files finished since the last seal.
     pending: Vec<Mark>,
+    /// Whether the server may hold some of `entries` already (see
+    /// [`unfinished`]): they are asked about before sealing.
+    careful: bool,
 }
 
 impl Gather<'_> {
@@ -150,7 +163,14 @@ impl Gather<'_> {
             return Ok(());
         }
         self.bytes = 0;
-        let entries = std::mem::take(&mut self.entries);
+        let mut entries = std::mem::take(&mut self.entries);
+        if self.careful {
+            unfinished::drop_known_entries(ctx, self.session, &mut entries)?;
+            if entries.is_empty() {
+                up.mark(format!("session {}", self.session), marks);
+                return Ok(());
+            }
+        }
         up.seal_and_add(ctx, report, self.session, entries, marks)
     }
 }
@@ -161,6 +181,7 @@ fn push_session(
     report: &mut PushReport,
     session: &SessionId,
     files: &[SessionFile],
+    careful: bool,
 ) -> Result<(), SyncError> {
     let budget = up.segment_budget();
     let mut g = Gather {
@@ -168,6 +189,7 @@ fn push_session(
         entries: Vec::new(),
         bytes: 0,
         pending: Vec::new(),
+        careful,
     };
     let mut skip = ctx.state.skip.remove(session.as_str()).unwrap_or_default();
     let result = push_files(ctx, up, report, &mut g, &mut skip, budget, files);
@@ -203,9 +225,12 @@ fn push_files(
             continue;
         }
         report.files_read += 1;
+        let had_state = prev.is_some();
         let resume = prev.filter(|p| {
             p.chain_before == chain_before && stat.size >= p.offset && prefix_intact(&file.path, p)
         });
+        // Read again whole: what was pushed of it may be on the server.
+        g.careful |= had_state && resume.is_none();
         let mut fs = FileState {
             size: stat.size,
             mtime_ns: stat.mtime_ns,

@@ -10,9 +10,11 @@ use axum::Json;
 use axum::extract::{FromRequest as _, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
-use evi_shared::api::{ErrorBody, PullQuery, PullResponse, PushRequest, PushResponse, Record};
+use evi_shared::api::{
+    EntryIds, ErrorBody, KnownEntries, PullQuery, PullResponse, PushRequest, PushResponse, Record,
+};
 use evi_shared::frames::{self, PageEnd};
-use evi_shared::limits::KIND_MAX_LEN;
+use evi_shared::limits::{KIND_MAX_LEN, MAX_NAMES_PER_CALL};
 
 use super::framed::{self, Incoming, PushWire};
 use super::{ApiJson, body_bytes};
@@ -253,4 +255,28 @@ pub async fn pull(
     resp.headers_mut()
         .insert(header::VARY, HeaderValue::from_static("accept"));
     Ok(resp)
+}
+
+/// Which of the asked entry ids this user's records already hold. A client
+/// asks after a push it could not finish, so what it seals next carries only
+/// what the server lacks.
+#[utoipa::path(post, path = "/api/v1/records/known", tag = "records", security(("bearer" = [])),
+    request_body = EntryIds,
+    responses((status = 200, body = KnownEntries), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn known(
+    State(state): State<AppState>,
+    auth: Authed,
+    ApiJson(req): ApiJson<EntryIds>,
+) -> ApiResult<Json<KnownEntries>> {
+    if req.entry_ids.len() > MAX_NAMES_PER_CALL {
+        return Err(ApiError::too_large(format!(
+            "at most {MAX_NAMES_PER_CALL} entry ids per call"
+        )));
+    }
+    let known = state
+        .store
+        .known_entries(auth.user_id, req.entry_ids)
+        .await?;
+    Ok(Json(KnownEntries { known }))
 }

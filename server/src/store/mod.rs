@@ -221,6 +221,8 @@ pub trait Store: Send + Sync + 'static {
     /// How many records with seq > `after` `device` did not push (those
     /// stored without a device count): what its pull would apply.
     async fn pending_for_device(&self, user: UserId, device: &str, after: u64) -> StoreResult<u64>;
+    /// The subset of `ids` some record of this user holds, in the given order.
+    async fn known_entries(&self, user: UserId, ids: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     /// The subset of `names` this user has no blob for, in the given order.
     async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn blob_size(&self, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>>;

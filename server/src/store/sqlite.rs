@@ -556,6 +556,21 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn known_entries(&self, user: UserId, ids: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
+        self.read(move |c| {
+            let mut st =
+                c.prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
+            let mut known = Vec::new();
+            for id in ids {
+                if st.exists(params![user, entry_key(&id)])? {
+                    known.push(id);
+                }
+            }
+            Ok(known)
+        })
+        .await
+    }
+
     async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
         self.read(move |c| {
             let mut st =

@@ -262,3 +262,39 @@ async fn oversized_batch_is_413_and_quota_is_507_with_nothing_stored() {
     // What still fits goes in.
     assert_eq!(a.push(vec![segment(1, 4, 400)]).await["stored"], 1);
 }
+
+#[tokio::test]
+async fn known_answers_which_entry_ids_this_user_holds() {
+    let srv = TestServer::start(&[]);
+    let a = srv.register("known").await;
+    let b = srv.register("other").await;
+    let mut seg = segment(1, 0, 20);
+    seg["entry_ids"] = json!([kid(2, 0), kid(2, 1)]);
+    a.push(vec![seg]).await;
+    let asked = json!({ "entry_ids": [kid(2, 9), kid(2, 1), kid(2, 0)] });
+    let (st, v) = a.post("/api/v1/records/known", asked.clone()).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        v,
+        json!({ "known": [kid(2, 1), kid(2, 0)] }),
+        "in the order asked"
+    );
+    // Another user's ids are not this user's.
+    let (_, v) = b.post("/api/v1/records/known", asked).await;
+    assert_eq!(v, json!({ "known": [] }));
+    // Bounded like the blob calls; malformed ids are refused.
+    let many: Vec<String> = (0..10_001).map(|n| kid(3, n)).collect();
+    let (st, v) = a
+        .post("/api/v1/records/known", json!({ "entry_ids": many }))
+        .await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    let (st, _) = a
+        .post("/api/v1/records/known", json!({ "entry_ids": ["nope"] }))
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    let (st, _) = srv
+        .anon()
+        .post("/api/v1/records/known", json!({ "entry_ids": [] }))
+        .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+}

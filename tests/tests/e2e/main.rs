@@ -14,6 +14,7 @@ mod sync;
 mod sync_blobs;
 mod sync_conditions;
 mod sync_crash;
+mod sync_interrupted;
 mod sync_journal;
 mod sync_proxy;
 mod sync_server_view;

@@ -1,7 +1,8 @@
 //! A test-only man in the middle: forwards every request to a real
 //! `evi-server` and lets a test rewrite what comes back from
 //! `GET /api/v1/records` and `GET /api/v1/blobs/{name}`, as a hostile or
-//! broken server could.
+//! broken server could, or keep the answers of pushes the server stored,
+//! as a network that fails at the worst moment would.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +20,8 @@ pub type BlobHook = Box<dyn Fn(&str, Vec<u8>) -> Vec<u8> + Send + Sync>;
 struct Hooks {
     records: Option<RecordsHook>,
     blob: Option<BlobHook>,
+    /// Answers of `POST /api/v1/records` are never passed back.
+    hold_push_answers: bool,
 }
 
 struct Shared {
@@ -70,6 +73,13 @@ impl Proxy {
         self.shared.hooks.lock().unwrap().blob = Some(Box::new(hook));
     }
 
+    /// Forwards pushes and lets the server store them, but never passes
+    /// their answers back: the client waits as if the network died after
+    /// the server committed.
+    pub fn hold_push_answers(&self) {
+        self.shared.hooks.lock().unwrap().hold_push_answers = true;
+    }
+
     /// Passes everything through untouched again.
     pub fn clear(&self) {
         *self.shared.hooks.lock().unwrap() = Hooks::default();
@@ -94,6 +104,10 @@ async fn forward(State(st): State<Arc<Shared>>, req: Request) -> Response {
         }
     }
     let resp = rb.body(body).send().await.unwrap();
+    let hold = st.hooks.lock().unwrap().hold_push_answers;
+    if hold && parts.method == Method::POST && parts.uri.path() == "/api/v1/records" {
+        std::future::pending::<()>().await;
+    }
     let status = resp.status();
     let headers = resp.headers().clone();
     let mut bytes = resp.bytes().await.unwrap().to_vec();
