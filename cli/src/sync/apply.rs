@@ -263,6 +263,10 @@ impl SessionAppender {
             }
             let mut plan: BTreeMap<Day, Planned> = BTreeMap::new();
             batch.waiting.clear();
+            // Room for every line and the ids pull may add, reserved at once
+            // (pages are entries of MBs; growing by doubling would copy them
+            // and hold up to twice their size).
+            let room: usize = entries.iter().map(|e| e.line.len() + 160).sum();
             for e in entries {
                 if self.known.contains(&e.id) {
                     continue;
@@ -274,7 +278,10 @@ impl SessionAppender {
                 match self.decide(e, today) {
                     Err(reason) => batch.waiting.push((e.clone(), reason)),
                     Ok((day, bytes, verbatim)) => {
-                        let p = plan.entry(day).or_default();
+                        let p = plan.entry(day).or_insert_with(|| Planned {
+                            bytes: Vec::with_capacity(room),
+                            ..Planned::default()
+                        });
                         p.bytes.extend_from_slice(&bytes);
                         p.ids.push(e.id.clone());
                         p.verbatim += u64::from(verbatim);

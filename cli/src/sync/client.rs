@@ -30,7 +30,7 @@ use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 
 use super::notice::notice;
-use super::records::{self, OutSegment, Page};
+use super::records::{self, OutBatch, Page};
 use evi_shared::frames;
 
 /// A failed call.
@@ -492,15 +492,16 @@ impl Client {
         self.send(|| self.http.put(&url).json(&body)).map(drop)
     }
 
-    /// Stores a batch, as a framed body when the server takes one
-    /// (`framed`, from its capabilities), else as JSON.
-    pub fn push(&self, segments: &[OutSegment], framed: bool) -> Result<PushResponse, ClientError> {
-        if !framed {
-            return self.post("/records", &records::json_batch(segments));
-        }
+    /// Stores a batch, in the wire form it was cut for (framed when the
+    /// server takes it, from its capabilities, else JSON).
+    pub fn push(&self, batch: OutBatch) -> Result<PushResponse, ClientError> {
+        let body = match batch.into_framed() {
+            Ok(body) => body,
+            Err(segments) => return self.post("/records", &records::json_batch(segments)),
+        };
         let url = self.url("/records");
-        // Built once; each retry sends the same bytes without a copy.
-        let body = bytes::Bytes::from(records::framed_batch(segments));
+        // Each retry sends the same bytes without a copy.
+        let body = bytes::Bytes::from(body);
         let resp = self.send(|| {
             self.http
                 .post(&url)

@@ -56,7 +56,9 @@ pub fn pull(
     let mut incoming = drain_pending(ctx)?;
     // The next page downloads while this one is verified and written.
     std::thread::scope(|scope| -> Result<(), SyncError> {
-        let (tx, pages) = std::sync::mpsc::sync_channel(1);
+        // A rendezvous: the fetcher holds the one page it read ahead until
+        // this loop takes it, so at most two pages are in memory.
+        let (tx, pages) = std::sync::mpsc::sync_channel(0);
         let client = ctx.client.clone();
         scope.spawn(move || fetch_pages(&client, first, framed, tx));
         for page in pages {
@@ -66,6 +68,9 @@ pub fn pull(
             }
             // Verify the whole page before writing anything.
             let opened = open_page(ctx, &page.records, opts.all)?;
+            let (count, next_after, more) = (page.records.len() as u64, page.next_after, page.more);
+            // The ciphertext is done with; only the plaintext is written.
+            drop(page);
             // Blobs the page's journals name are fetched and verified before
             // anything is written: a blob that fails its hash leaves the home
             // as it was. (A blob landing before its journal line is the safe
@@ -93,10 +98,10 @@ pub fn pull(
             incoming.sync()?;
             // Entries that wait are safe in sync/pending/: the cursor moves
             // past every record of the page.
-            ctx.state.cursor = ctx.state.cursor.max(page.next_after);
+            ctx.state.cursor = ctx.state.cursor.max(next_after);
             ctx.save_state()?;
-            progress.inc(page.records.len() as u64);
-            if !page.more {
+            progress.inc(count);
+            if !more {
                 break;
             }
         }

@@ -50,28 +50,72 @@ impl OutSegment {
     }
 }
 
-/// A push batch as a framed body.
-pub fn framed_batch(segments: &[OutSegment]) -> Vec<u8> {
-    let total: u64 = segments.iter().map(|s| s.wire_size(true)).sum();
-    let mut out = Vec::with_capacity(total as usize + 16);
-    out.extend_from_slice(frames::MAGIC);
-    for s in segments {
-        frames::write_frame(&mut out, Tag::Segment, &s.head, &s.ciphertext);
+/// A push batch being cut. On the framed wire each segment is written into
+/// the body as it joins and its ciphertext dropped, so a batch's bytes are
+/// held once, never as segments and again as the body; the JSON form (older
+/// servers) keeps the segments until it is sent.
+#[derive(Debug)]
+pub enum OutBatch {
+    Framed { body: Vec<u8>, segments: usize },
+    Json(Vec<OutSegment>),
+}
+
+impl OutBatch {
+    /// A batch for up to `room` bytes (reserved at once on the framed wire,
+    /// so the body never grows by copying).
+    pub fn new(framed: bool, room: u64) -> Self {
+        if framed {
+            let mut body = Vec::with_capacity(room as usize + 64);
+            body.extend_from_slice(frames::MAGIC);
+            Self::Framed { body, segments: 0 }
+        } else {
+            Self::Json(Vec::new())
+        }
     }
-    frames::write_frame(&mut out, Tag::End, &serde_json::json!({}), &[]);
-    out
+
+    pub fn add(&mut self, seg: OutSegment) {
+        match self {
+            Self::Framed { body, segments } => {
+                frames::write_frame(body, Tag::Segment, &seg.head, &seg.ciphertext);
+                *segments += 1;
+            }
+            Self::Json(segs) => segs.push(seg),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Framed { segments, .. } => *segments,
+            Self::Json(segs) => segs.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The finished framed body (with its end frame); `None` for JSON.
+    pub fn into_framed(self) -> Result<Vec<u8>, Vec<OutSegment>> {
+        match self {
+            Self::Framed { mut body, .. } => {
+                frames::write_frame(&mut body, Tag::End, &serde_json::json!({}), &[]);
+                Ok(body)
+            }
+            Self::Json(segs) => Err(segs),
+        }
+    }
 }
 
 /// A push batch as the JSON request older servers take.
-pub fn json_batch(segments: &[OutSegment]) -> PushRequest {
+pub fn json_batch(segments: Vec<OutSegment>) -> PushRequest {
     PushRequest {
         segments: segments
-            .iter()
+            .into_iter()
             .map(|s| Segment {
-                stream: s.head.stream.clone(),
-                kind: s.head.kind.clone(),
-                entry_ids: s.head.entry_ids.clone(),
-                ciphertext: s.ciphertext.clone().into(),
+                stream: s.head.stream,
+                kind: s.head.kind,
+                entry_ids: s.head.entry_ids,
+                ciphertext: s.ciphertext.into(),
             })
             .collect(),
     }
@@ -145,13 +189,21 @@ mod tests {
         }
     }
 
+    fn framed(segs: Vec<OutSegment>) -> Vec<u8> {
+        let mut b = OutBatch::new(true, 1 << 20);
+        for s in segs {
+            b.add(s);
+        }
+        b.into_framed().unwrap()
+    }
+
     #[test]
     fn wire_size_bounds_both_encodings() {
         for (ids, body) in [(1, 0), (1, 10), (300, 4 << 20), (5000, 100)] {
             let s = seg(ids, body);
-            let framed = framed_batch(std::slice::from_ref(&s)).len() as u64;
-            assert!(s.wire_size(true) + 32 >= framed, "{ids} {body}");
-            let json = serde_json::to_vec(&json_batch(std::slice::from_ref(&s)))
+            let size = framed(vec![s.clone()]).len() as u64;
+            assert!(s.wire_size(true) + 32 >= size, "{ids} {body}");
+            let json = serde_json::to_vec(&json_batch(vec![s.clone()]))
                 .unwrap()
                 .len() as u64;
             assert!(s.wire_size(false) + 32 >= json, "{ids} {body}");
@@ -160,7 +212,14 @@ mod tests {
 
     #[test]
     fn a_framed_batch_reads_back_as_the_server_would() {
-        let body = framed_batch(&[seg(2, 5), seg(1, 0)]);
+        let body = framed(vec![seg(2, 5), seg(1, 0)]);
+        let mut json = OutBatch::new(false, 0);
+        json.add(seg(1, 0));
+        assert_eq!(json.len(), 1);
+        assert!(
+            json.into_framed().is_err(),
+            "a JSON batch has no framed body"
+        );
         let mut r = FrameReader::new(&body[..], 1 << 20);
         let f = r.next_frame().unwrap().unwrap();
         assert_eq!(f.tag, Tag::Segment);

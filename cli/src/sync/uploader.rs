@@ -29,7 +29,7 @@ use super::client::{Client, ClientError};
 use super::context::SyncContext;
 use super::error::SyncError;
 use super::push::{Mark, PushReport};
-use super::records::OutSegment;
+use super::records::{OutBatch, OutSegment};
 use super::{Entry, SealedSegment, seal};
 
 /// Plaintext bytes gathered before a segment is sealed.
@@ -57,7 +57,9 @@ struct Meta {
 
 struct Batch {
     no: u64,
-    segments: Vec<OutSegment>,
+    body: OutBatch,
+    /// Bytes on the wire, for the report.
+    bytes: u64,
 }
 
 type Ack = (u64, Result<PushResponse, ClientError>, u64);
@@ -79,7 +81,7 @@ pub(super) struct Uploader {
     meta: BTreeMap<u64, Meta>,
     ready: BTreeMap<u64, Option<Result<SealedSegment, String>>>,
     /// The batch being cut.
-    segments: Vec<OutSegment>,
+    batch: OutBatch,
     bytes: u64,
     marks: Vec<Mark>,
     /// Number the next batch gets; the one whose states are recorded next.
@@ -102,7 +104,9 @@ pub(super) struct Uploader {
 impl Uploader {
     pub(super) fn new(ctx: &SyncContext, max_bytes: u64, framed: bool) -> Self {
         let sealers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        let (jobs_tx, jobs_rx) = sync_channel::<SealJob>(sealers);
+        // A job is handed over only when a sealer is free: entries waiting
+        // in a queue would only hold another segment's plaintext.
+        let (jobs_tx, jobs_rx) = sync_channel::<SealJob>(0);
         let (sealed_tx, sealed) = channel();
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         let mut workers = Vec::new();
@@ -127,9 +131,8 @@ impl Uploader {
             let client: Client = ctx.client.clone();
             workers.push(std::thread::spawn(move || {
                 while let Some(b) = next(&rx) {
-                    let bytes: u64 = b.segments.iter().map(|s| s.wire_size(framed)).sum();
-                    let r = client.push(&b.segments, framed);
-                    if tx.send((b.no, r, bytes)).is_err() {
+                    let r = client.push(b.body);
+                    if tx.send((b.no, r, b.bytes)).is_err() {
                         return;
                     }
                 }
@@ -147,7 +150,7 @@ impl Uploader {
             next_in_order: 0,
             meta: BTreeMap::new(),
             ready: BTreeMap::new(),
-            segments: Vec::new(),
+            batch: OutBatch::new(framed, batch_room(max_bytes)),
             bytes: 0,
             marks: Vec::new(),
             next_batch: 0,
@@ -271,7 +274,7 @@ impl Uploader {
                 ciphertext: seg.ciphertext,
             };
             let size = seg.wire_size(self.framed);
-            let room = self.max_bytes * 9 / 10;
+            let room = batch_room(self.max_bytes);
             if size > room {
                 let e = SyncError::TooLarge {
                     stream: seg.head.stream.to_string(),
@@ -292,7 +295,7 @@ impl Uploader {
                 report.sessions += 1;
             }
             self.bytes += size;
-            self.segments.push(seg);
+            self.batch.add(seg);
             self.labels.insert(meta.label.clone());
             self.keep_marks(&meta.label, meta.marks);
         }
@@ -332,9 +335,10 @@ impl Uploader {
         self.labels_in_flight.insert(no, labels);
         self.pending_marks
             .insert(no, std::mem::take(&mut self.marks));
-        self.bytes = 0;
-        let segments = std::mem::take(&mut self.segments);
-        if segments.is_empty() {
+        let bytes = std::mem::take(&mut self.bytes);
+        let fresh = OutBatch::new(self.framed, batch_room(self.max_bytes));
+        let body = std::mem::replace(&mut self.batch, fresh);
+        if body.is_empty() {
             let nothing = PushResponse {
                 stored: 0,
                 dropped: 0,
@@ -343,7 +347,7 @@ impl Uploader {
             self.acked.insert(no, (Ok(nothing), 0));
             return self.record_acked(ctx, report);
         }
-        let batch = Batch { no, segments };
+        let batch = Batch { no, body, bytes };
         let sent = self.batches.as_ref().is_some_and(|b| b.send(batch).is_ok());
         if !sent {
             return Err(stopped("upload"));
@@ -409,7 +413,7 @@ impl Uploader {
             }
             self.place_ready(ctx, report)?;
         }
-        if !self.segments.is_empty() || !self.marks.is_empty() {
+        if !self.batch.is_empty() || !self.marks.is_empty() {
             self.cut(ctx, report)?;
         }
         self.wait_recorded(ctx, report, self.next_batch)
@@ -443,6 +447,12 @@ impl Drop for Uploader {
             let _ = w.join();
         }
     }
+}
+
+/// What a batch may hold under the server's limit, with a margin for the
+/// framing the estimates leave out.
+fn batch_room(max_bytes: u64) -> u64 {
+    max_bytes * 9 / 10
 }
 
 /// The error when a pool's workers are gone (one panicked).
