@@ -31,6 +31,22 @@ fn bin_dir() -> &'static Path {
         if release {
             build.arg("--release");
         }
+        // Cargo runs this test with the variables of the package under test
+        // (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …). Build scripts that watch
+        // them (ring's does) would see them change between this build and a
+        // plain `cargo test` from a shell, and rebuild ring, rustls, reqwest
+        // and both binaries each way: minutes of every e2e run on 2 cores.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let of_package = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_"]
+                .iter()
+                .any(|p| name.starts_with(p))
+                || ["CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"]
+                    .contains(&name.as_ref());
+            if of_package {
+                build.env_remove(name.as_ref());
+            }
+        }
         let status = build.status().expect("run cargo build");
         assert!(status.success(), "cargo build of the binaries failed");
         dir
