@@ -11,14 +11,47 @@ use std::path::Path;
 
 use tempfile::NamedTempFile;
 
+/// How the name of every temp file [`temp_beside`] makes begins.
+const TEMP_PREFIX: &str = ".evi-tmp-";
+
 /// A temp file beside `dest` (its folder created if missing), mode 0600.
 pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
     let dir = folder_of(dest);
     fs::create_dir_all(dir)?;
     // tempfile creates files with mode 0600 on Unix.
     tempfile::Builder::new()
-        .prefix(".evi-tmp-")
+        .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
+}
+
+/// Removes the temp files of [`temp_beside`] directly in `dir` (none if it
+/// is missing); how many went. A process killed (SIGKILL, Ctrl-C) between
+/// making one and moving it into place leaves it behind for good, so a
+/// folder whose writers all hold one lock is swept by the next holder: only
+/// call it for such a folder, with that lock held, or it may take a file
+/// another process is still writing.
+pub fn remove_stale_temps(dir: &Path) -> io::Result<usize> {
+    let entries = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0;
+    for e in entries {
+        let e = e?;
+        let ours = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(TEMP_PREFIX));
+        if ours && e.file_type()?.is_file() {
+            match fs::remove_file(e.path()) {
+                Ok(()) => removed += 1,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// Fsyncs `tmp` and links it to `dest`; `AlreadyExists` (temp file removed)
@@ -154,6 +187,25 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap(), b"three");
         let leftovers = fs::read_dir(p.parent().unwrap()).unwrap().count();
         assert_eq!(leftovers, 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn stale_temps_are_swept_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let left = temp_beside(&dir.path().join("state.json")).unwrap();
+        let (_, left) = left.keep().unwrap();
+        fs::write(dir.path().join("state.json"), b"{}").unwrap();
+        fs::write(dir.path().join(".evi-tmp"), b"not one of ours").unwrap();
+        fs::create_dir(dir.path().join(".evi-tmp-folder")).unwrap();
+        assert_eq!(remove_stale_temps(dir.path()).unwrap(), 1);
+        assert!(!left.exists());
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".evi-tmp", ".evi-tmp-folder", "state.json"]);
+        assert_eq!(remove_stale_temps(&dir.path().join("missing")).unwrap(), 0);
     }
 
     #[test]

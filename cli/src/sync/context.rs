@@ -48,6 +48,9 @@ impl SyncContext {
         let token = std::fs::read_to_string(paths.token())
             .ctx(|| format!("cannot read the device token {}", paths.token().display()))?;
         let identity = Identity::load(&paths.identity())?;
+        // After the identity loaded: `key import`, which takes no lock,
+        // writes into `sync/` only in a home that has none.
+        sweep_stale_temps(home, &paths);
         let keys = SyncKeys::derive(&identity);
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
         Ok(Self {
@@ -67,6 +70,19 @@ impl SyncContext {
         self.state
             .save(&self.paths.state())
             .ctx(|| "cannot save the sync state".into())
+    }
+}
+
+/// Clears what a sync killed mid-write left: the temp files of a state,
+/// pending or blob write that never moved into place (a pull killed while
+/// fetching blobs leaves one per blob in flight). Only sync commands,
+/// holding the lock, write temps in these folders (and `key import`, see
+/// the caller). Best effort: a temp file that cannot be removed only takes
+/// room, so it never stops a sync.
+fn sweep_stale_temps(home: &EviHome, paths: &SyncPaths) {
+    let blobs = home.checkpoints_dir().join("blobs");
+    for dir in [paths.dir.clone(), paths.dir.join("pending"), blobs] {
+        let _ = crate::fsutil::remove_stale_temps(&dir);
     }
 }
 

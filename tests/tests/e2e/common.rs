@@ -31,6 +31,26 @@ fn bin_dir() -> &'static Path {
         if release {
             build.arg("--release");
         }
+        // Cargo runs this test with the variables of the package under test
+        // (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …). Build scripts that watch
+        // them (ring's does) would see them change between this build and a
+        // plain `cargo test` from a shell, and rebuild ring, rustls, reqwest
+        // and both binaries each way: minutes of every e2e run on 2 cores.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let of_package = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_"]
+                .iter()
+                .any(|p| name.starts_with(p))
+                || [
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                ]
+                .contains(&name.as_ref());
+            if of_package {
+                build.env_remove(name.as_ref());
+            }
+        }
         let status = build.status().expect("run cargo build");
         assert!(status.success(), "cargo build of the binaries failed");
         dir
@@ -138,6 +158,8 @@ pub struct TestServer {
     pub child: std::process::Child,
     pub data: tempfile::TempDir,
     pub url: String,
+    /// The extra flags it was started with, kept across restarts.
+    flags: Vec<String>,
 }
 
 impl TestServer {
@@ -148,19 +170,37 @@ impl TestServer {
     /// Starts with extra flags; waits for the `listening on ADDR` line the
     /// server prints once its socket is bound (no sleeps).
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_env(extra, &[])
+    }
+
+    /// [`TestServer::start_with`] with extra environment variables (such as
+    /// `EVI_SERVER_FAULT`), for this start only: a restart goes without.
+    pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
         let data = tempfile::tempdir().expect("temp dir");
-        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra);
-        Self { child, data, url }
+        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env);
+        Self {
+            child,
+            data,
+            url,
+            flags: extra.iter().map(|s| s.to_string()).collect(),
+        }
     }
 }
 
-/// Spawns `evi-server` on `listen` and returns it with its URL.
-pub fn spawn_server(data: &Path, listen: &str, extra: &[&str]) -> (std::process::Child, String) {
+/// Spawns `evi-server` on `listen`, with extra flags and environment
+/// variables, and returns it with its URL.
+pub fn spawn_server(
+    data: &Path,
+    listen: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = Command::new(bin("evi-server"))
         .args(["--listen", listen, "--registration", "open", "--data"])
         .arg(data)
         .args(extra)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -247,9 +287,14 @@ impl TestServer {
         let _ = self.child.wait();
     }
 
-    /// Kills it if running, then starts it again on the same data folder
-    /// and port (clients keep their configured URL).
+    /// Kills it if running, then starts it again on the same data folder,
+    /// port and flags (clients keep their configured URL).
     pub fn restart(&mut self) {
+        self.restart_env(&[]);
+    }
+
+    /// [`TestServer::restart`] with extra environment variables.
+    pub fn restart_env(&mut self, env: &[(&str, &str)]) {
         self.kill();
         let addr = self.addr().to_owned();
         // The port of a killed listener can take a moment to be free again.
@@ -262,7 +307,8 @@ impl TestServer {
                 Err(e) => panic!("port {addr} stays busy: {e}"),
             }
         }
-        let (child, url) = spawn_server(self.data.path(), &addr, &[]);
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let (child, url) = spawn_server(self.data.path(), &addr, &flags, env);
         assert_eq!(url, self.url);
         self.child = child;
     }

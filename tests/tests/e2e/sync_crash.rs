@@ -1,16 +1,19 @@
 //! Crashes in the middle of a large push, of the client (SIGKILL `evi sync
-//! push`) or of the server (SIGKILL `evi-server`, restarted on the same data
-//! folder and port): the rerun sends what the server lacks, and the server
-//! ends up with every entry exactly once.
+//! push`) or of the server (SIGKILL `evi-server`, or an abort between a
+//! body's durable write and its row's commit; restarted on the same data
+//! folder and port): the rerun sends what the server lacks, no row points at
+//! a missing body, and the server ends up with every entry exactly once.
+//! Also the corpus and kill helpers the other kill tests (`sync_kill`) share.
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{Device, Rng, TestServer};
+use crate::server_data;
 
 /// Writes `sessions` sessions of about 10 KB each over two days; returns
 /// the number of entries written.
-fn corpus(dev: &Device, rng: &mut Rng, sessions: usize) -> u64 {
+pub fn corpus(dev: &Device, rng: &mut Rng, sessions: usize) -> u64 {
     named_corpus(dev, rng, "s", sessions)
 }
 
@@ -38,8 +41,9 @@ fn named_corpus(dev: &Device, rng: &mut Rng, prefix: &str, sessions: usize) -> u
     entries
 }
 
-/// Appends one line to every `step`-th session; returns how many.
-fn more(dev: &Device, round: usize, step: usize) -> u64 {
+/// Appends one line to every `step`-th session of [`corpus`]'s 300;
+/// returns how many.
+pub fn more(dev: &Device, round: usize, step: usize) -> u64 {
     let mut n = 0;
     for s in (round % step..300).step_by(step) {
         dev.append(
@@ -51,13 +55,81 @@ fn more(dev: &Device, round: usize, step: usize) -> u64 {
     n
 }
 
-fn spawn_push(dev: &Device) -> Child {
+/// `evi sync <what>` running in the background, its stderr kept.
+pub fn spawn_sync(dev: &Device, what: &str) -> Child {
     dev.sync_cmd()
-        .args(["sync", "push"])
+        .args(["sync", what])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+fn spawn_push(dev: &Device) -> Child {
+    spawn_sync(dev, "push")
+}
+
+/// SIGKILLs commands at random points of their run. Kill times are drawn
+/// below a bound that starts as a fraction of a measured whole run; a run
+/// that ended before its kill halves it (the machine is faster now than
+/// when measured, or less was left to do), so kills keep landing inside
+/// runs whatever the build profile or machine speed. Correctness never
+/// depends on where a kill lands: tests only require that enough of them
+/// hit a running process, and say what the others saw.
+pub struct KillClock {
+    hi: u64,
+    /// Kills that hit a running process.
+    pub hits: u32,
+    /// Kills in all.
+    pub kills: u32,
+    /// What each run that ended before its kill said.
+    pub ended: Vec<String>,
+}
+
+impl KillClock {
+    /// Kill times first drawn below `hi`.
+    pub fn new(hi: Duration) -> Self {
+        Self {
+            hi: (hi.as_micros() as u64).max(1000),
+            hits: 0,
+            kills: 0,
+            ended: Vec::new(),
+        }
+    }
+
+    /// Lets `child` run for a random time below the bound, then SIGKILLs
+    /// it; whether it was still running.
+    pub fn kill(&mut self, rng: &mut Rng, mut child: Child) -> bool {
+        std::thread::sleep(Duration::from_micros(rng.range(self.hi / 50, self.hi)));
+        self.kills += 1;
+        let hit = match child.try_wait().unwrap() {
+            None => true,
+            Some(status) => {
+                self.hi = (self.hi / 2).max(1000);
+                let mut err = String::new();
+                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+                self.ended.push(format!("{status}: {err}"));
+                false
+            }
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        self.hits += u32::from(hit);
+        hit
+    }
+
+    /// At least `min` kills hit a running process (a whole run takes
+    /// `full`); otherwise says what the runs that had ended printed.
+    pub fn assert_hits(&self, min: u32, full: Duration) {
+        assert!(
+            self.hits >= min,
+            "only {} of {} kills hit a running process (a whole run takes {full:?}); \
+             the others had ended: {:#?}",
+            self.hits,
+            self.kills,
+            self.ended
+        );
+    }
 }
 
 /// The server holds `local` entries, each in exactly one record, and a
@@ -82,12 +154,12 @@ fn assert_complete(server: &TestServer, dev: &Device, local: u64) {
     );
 }
 
-/// How long an uninterrupted first push of this corpus takes here, measured
-/// on a second account with the same files: kill times are drawn from it, so
+/// How long an uninterrupted first push of the home `fill` writes takes
+/// here, measured on a second account: kill times are drawn from it, so
 /// they land inside the push whatever the build profile or machine speed.
-fn full_push_time(server: &TestServer, seed: u64) -> Duration {
+pub fn full_push_time(server: &TestServer, fill: impl FnOnce(&Device)) -> Duration {
     let probe = Device::new();
-    corpus(&probe, &mut Rng::new(seed), 300);
+    fill(&probe);
     probe.init(server, "probe", "probe");
     let started = Instant::now();
     let out = spawn_push(&probe).wait_with_output().unwrap();
@@ -103,43 +175,24 @@ fn full_push_time(server: &TestServer, seed: u64) -> Duration {
 fn push_killed_at_random_points_then_rerun() {
     let server = TestServer::start();
     const SEED: u64 = 0x5eed_0001;
-    let full = full_push_time(&server, SEED).as_micros() as u64;
+    let full = full_push_time(&server, |d| {
+        corpus(d, &mut Rng::new(SEED), 300);
+    });
     let a = Device::new();
     let mut rng = Rng::new(SEED);
     let local = corpus(&a, &mut rng, 300);
     a.init(&server, "alice", "laptop");
     let mut local = local;
-    let mut mid_push = 0;
-    let mut finished = Vec::new();
-    // Kill times are drawn below `hi`, at first three quarters of a whole
-    // push; a push that ended before its kill halves it (the machine is
-    // faster now than when measured, or less was left to send).
-    let mut hi = full * 3 / 4;
+    let mut clock = KillClock::new(full * 3 / 4);
     for round in 0..10 {
         if round > 0 {
             // Every push has something of its own to send: new sessions, so
             // that every segment is wholly new or wholly sent before.
             local += named_corpus(&a, &mut rng, &format!("r{round}-"), 30);
         }
-        let mut child = spawn_push(&a);
-        std::thread::sleep(Duration::from_micros(rng.range(hi / 50, hi)));
-        match child.try_wait().unwrap() {
-            None => mid_push += 1,
-            Some(status) => {
-                hi = (hi / 2).max(1000);
-                let mut err = String::new();
-                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-                finished.push(format!("{status}: {err}"));
-            }
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        clock.kill(&mut rng, spawn_push(&a));
     }
-    assert!(
-        mid_push >= 5,
-        "only {mid_push} of 10 kills hit a running push (a whole push takes {full} µs); \
-         the others had ended: {finished:#?}"
-    );
+    clock.assert_hits(5, full);
     let out = a.sync_ok(&["push"]);
     assert!(out.starts_with("pushed "), "{out}");
     assert!(
@@ -153,7 +206,10 @@ fn push_killed_at_random_points_then_rerun() {
 fn server_killed_mid_push_then_restarted() {
     let mut server = TestServer::start();
     const SEED: u64 = 0x5eed_0002;
-    let full = full_push_time(&server, SEED).as_micros() as u64;
+    let full = full_push_time(&server, |d| {
+        corpus(d, &mut Rng::new(SEED), 300);
+    })
+    .as_micros() as u64;
     let a = Device::new();
     let mut rng = Rng::new(SEED);
     let mut local = corpus(&a, &mut rng, 300);
@@ -181,11 +237,118 @@ fn server_killed_mid_push_then_restarted() {
             "push across a server restart: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // Whatever the kill cut short left no row without its body, and the
+        // restart swept the pack of a push it cut between pack and commit.
+        let what = format!("restart {round}");
+        server_data::assert_every_row_has_its_body(server.data.path(), &what);
+        let orphans = server_data::orphans(server.data.path());
+        assert!(
+            orphans.is_empty(),
+            "{what}: packs no row points at: {orphans:?}"
+        );
     }
     assert!(
         mid_push >= 1,
         "no restart hit a running push (a whole push takes {full} µs)"
     );
+    assert!(a.sync_ok(&["push"]).starts_with("pushed 0 entries"));
+    assert_complete(&server, &a, local);
+}
+
+/// Waits for a process that is expected to stop by itself; panics, after
+/// killing it, if it is still running after `limit` (a hang, not a slow
+/// machine: the limit is far above what the step takes).
+fn wait_stopped(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn server_aborted_between_body_and_row_then_restarted() {
+    // The server aborts (as abruptly as SIGKILL) right after a push's bodies
+    // are durable and before their rows commit: the one moment a crash
+    // leaves a body no row points at.
+    const FAULT: (&str, &str) = ("EVI_SERVER_FAULT", "crash-after-body");
+    const SEED: u64 = 0x5eed_0003;
+    // Small batches: a push is several of them, two in flight at once.
+    let mut server = TestServer::start_with(&["--max-batch-bytes", "262144"]);
+    let data = server.data.path().to_owned();
+    let a = Device::new();
+    let mut rng = Rng::new(SEED);
+    let mut local = corpus(&a, &mut rng, 100);
+    a.init(&server, "alice", "laptop");
+    for round in 0..3 {
+        if round > 0 {
+            local += more(&a, round, 3);
+        }
+        let what = format!("round {round}");
+        let before = server_data::assert_every_row_has_its_body(&data, &what).len();
+        server.restart_env(&[FAULT]);
+        // Enough retries to outlast the outage whatever the machine's speed.
+        let push = a
+            .sync_cmd()
+            .env("EVI_SYNC_RETRIES", "30")
+            .args(["sync", "push"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_stopped(
+            &mut server.child,
+            Duration::from_secs(60),
+            "the faulty server",
+        );
+        assert!(
+            !status.success(),
+            "{what}: the server did not abort: {status}"
+        );
+
+        // Bodies written, rows not: an orphan, and no row without its body.
+        let rows = server_data::assert_every_row_has_its_body(&data, &what).len();
+        assert_eq!(rows, before, "{what}: a row committed past the fault");
+        let orphans = server_data::orphans(&data);
+        assert!(
+            !orphans.is_empty(),
+            "{what}: no body was written before the abort"
+        );
+
+        // Restarted on the same folder without the fault: the orphans are
+        // swept at start and the retried push completes.
+        server.restart();
+        let out = push.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{what}: push across the abort: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let left: Vec<_> = server_data::packs(&data)
+            .intersection(&orphans)
+            .cloned()
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{what}: orphans not swept at start: {left:?}"
+        );
+        let rows = server_data::assert_every_row_has_its_body(&data, &what);
+        assert!(
+            rows.len() > before,
+            "{what}: the retried push stored nothing"
+        );
+        let unreferenced = server_data::orphans(&data);
+        assert!(
+            unreferenced.is_empty(),
+            "{what}: packs no row points at after the push: {unreferenced:?}"
+        );
+    }
     assert!(a.sync_ok(&["push"]).starts_with("pushed 0 entries"));
     assert_complete(&server, &a, local);
 }

@@ -16,7 +16,12 @@ fn hex(b: &[u8]) -> String {
 
 /// One journal line naming a blob it also stores on `dev`; returns the line
 /// (with its newline) and the blob's name and bytes.
-fn checkpoint(dev: &Device, seq: u32, path: &str, contents: &str) -> (String, (String, Vec<u8>)) {
+pub fn checkpoint(
+    dev: &Device,
+    seq: u32,
+    path: &str,
+    contents: &str,
+) -> (String, (String, Vec<u8>)) {
     let blob = contents.as_bytes().to_vec();
     let sha = hex(&Sha256::digest(&blob));
     dev.put(&format!("checkpoints/blobs/{sha}"), &blob);

@@ -1,0 +1,158 @@
+//! The server's data folder read as an operator would, behind its back: the
+//! record rows in `evi-server.sqlite3` and the body packs under
+//! `bodies/<user id>/<pack>`. Crash tests check what survives a kill here,
+//! not what the API chooses to show.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// One record row's metadata (no body).
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub user: i64,
+    pub seq: i64,
+    pub kind: String,
+    pub entry_ids: Vec<String>,
+    /// Where its body is: pack, offset, length (`None` for a body kept in
+    /// the row by a server from before packs).
+    pub body: Option<(String, u64, u64)>,
+}
+
+/// Every record row, in seq order per user. Reads a live server's database
+/// too (WAL mode: a reader never blocks the writer nor sees half a commit).
+pub fn rows(data: &Path) -> Vec<Row> {
+    let db = rusqlite::Connection::open_with_flags(
+        data.join("evi-server.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the server's database");
+    let mut st = db
+        .prepare(
+            "SELECT user_id, seq, kind, entry_ids, body_pack, body_offset, body_len
+             FROM records ORDER BY user_id, seq",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        let ids: String = r.get(3)?;
+        let pack: Option<String> = r.get(4)?;
+        let (offset, len): (Option<i64>, Option<i64>) = (r.get(5)?, r.get(6)?);
+        Ok(Row {
+            user: r.get(0)?,
+            seq: r.get(1)?,
+            kind: r.get(2)?,
+            entry_ids: ids
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            body: pack.map(|p| (p, offset.unwrap_or(0) as u64, len.unwrap_or(0) as u64)),
+        })
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// Every pack file, as `(user id, pack name)`.
+pub fn packs(data: &Path) -> BTreeSet<(i64, String)> {
+    let mut out = BTreeSet::new();
+    let Ok(users) = std::fs::read_dir(data.join("bodies")) else {
+        return out;
+    };
+    for user in users {
+        let user = user.unwrap();
+        let Some(id) = user.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        for pack in std::fs::read_dir(user.path()).unwrap() {
+            out.insert((id, pack.unwrap().file_name().to_string_lossy().into_owned()));
+        }
+    }
+    out
+}
+
+fn pack_path(data: &Path, user: i64, pack: &str) -> PathBuf {
+    data.join("bodies").join(user.to_string()).join(pack)
+}
+
+/// No row points at a missing body: each row's pack exists and holds the
+/// bytes the row points at. Returns the rows.
+pub fn assert_every_row_has_its_body(data: &Path, what: &str) -> Vec<Row> {
+    let rows = rows(data);
+    for r in &rows {
+        let Some((pack, offset, len)) = &r.body else {
+            continue;
+        };
+        let path = pack_path(data, r.user, pack);
+        let size = std::fs::metadata(&path)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{what}: record {} points at a missing pack {}: {e}",
+                    r.seq,
+                    path.display()
+                )
+            })
+            .len();
+        assert!(
+            size >= offset + len,
+            "{what}: record {} wants {len} bytes at {offset} of pack {pack}, which holds {size}",
+            r.seq
+        );
+    }
+    rows
+}
+
+/// Packs no row points at.
+pub fn orphans(data: &Path) -> BTreeSet<(i64, String)> {
+    let referenced: BTreeSet<(i64, String)> = rows(data)
+        .into_iter()
+        .filter_map(|r| r.body.map(|(p, _, _)| (r.user, p)))
+        .collect();
+    packs(data).difference(&referenced).cloned().collect()
+}
+
+/// Keyed entry id → how many rows hold it.
+pub fn entry_counts(rows: &[Row]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for r in rows {
+        for id in &r.entry_ids {
+            *out.entry(id.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// The id of the account `name`.
+pub fn user_id(data: &Path, name: &str) -> i64 {
+    let db = rusqlite::Connection::open_with_flags(
+        data.join("evi-server.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the server's database");
+    db.query_row("SELECT id FROM users WHERE name = ?1", [name], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("no account {name:?}: {e}"))
+}
+
+/// Rows that hold entries an earlier row holds already, in two kinds: seqs
+/// of rows all of whose entries were known (which merge by entry id must
+/// drop), and seqs of rows mixing known entries with new ones.
+pub fn repeating_rows(rows: &[Row]) -> (Vec<i64>, Vec<i64>) {
+    let mut seen = std::collections::HashSet::new();
+    let (mut all_known, mut mixed) = (Vec::new(), Vec::new());
+    let mut by_seq: Vec<&Row> = rows.iter().collect();
+    by_seq.sort_by_key(|r| (r.user, r.seq));
+    for r in by_seq {
+        let known = r
+            .entry_ids
+            .iter()
+            .filter(|id| seen.contains(&(r.user, id.as_str())))
+            .count();
+        if known == r.entry_ids.len() && known > 0 {
+            all_known.push(r.seq);
+        } else if known > 0 {
+            mixed.push(r.seq);
+        }
+        seen.extend(r.entry_ids.iter().map(|id| (r.user, id.as_str())));
+    }
+    (all_known, mixed)
+}
