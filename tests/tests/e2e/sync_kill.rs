@@ -311,8 +311,6 @@ fn pipelined_push_killed_20_times_then_rerun_loses_nothing_and_applies_nothing_t
 
 /// Every entry in exactly one record, however the pushes were killed.
 #[test]
-#[ignore = "known bug: a segment re-sent after a kill with entries the server has and new ones \
-            is stored whole, so known entries are in two records (fix under way on main)"]
 fn pipelined_push_killed_20_times_then_rerun_stores_every_entry_once() {
     let KilledPushes { server, .. } = killed_pushes(0x5eed_0103);
     let rows = rows_of(&server, "alice");
