@@ -70,7 +70,12 @@ fn main() {
     );
     println!("| zstd | MB/s (1 thread) | compressed | of input |");
     println!("|---|---:|---:|---:|");
-    for (name, level, long) in [("1", 1, false), ("3", 3, false), ("3 + long", 3, true), ("6", 6, false)] {
+    for (name, level, long) in [
+        ("1", 1, false),
+        ("3", 3, false),
+        ("3 + long", 3, true),
+        ("6", 6, false),
+    ] {
         let t = Instant::now();
         let out: usize = segs.iter().map(|s| compress(s, level, long)).sum();
         let secs = t.elapsed().as_secs_f64();

@@ -243,6 +243,16 @@ fn push_files(
         }
         let start = fs.offset;
         let mut failure = None;
+        // The last line read, hashed only where a state is recorded: a hash
+        // per line would be one more SHA-256 pass over every byte pushed.
+        let mut last_line: Option<Vec<u8>> = None;
+        let settled = |fs: &FileState, last: &Option<Vec<u8>>| {
+            let mut fs = fs.clone();
+            if let Some(l) = last {
+                fs.last_hash = Some(line_hash(l));
+            }
+            fs
+        };
         let end = walk_file(&file.path, start, |offset, raw| {
             let head = parse_head(raw);
             let placed = chain.place(raw, head.ids);
@@ -253,7 +263,7 @@ fn push_files(
             let size = if big { 128 } else { raw.len() };
             if !skipped && !g.entries.is_empty() && g.bytes + size > budget {
                 // Seal what came before this line.
-                let mid = Mark::File(rel.clone(), fs.mid_file());
+                let mid = Mark::File(rel.clone(), settled(&fs, &last_line).mid_file());
                 if let Err(e) = g.seal_into(ctx, up, report, Some(mid)) {
                     failure = Some(e);
                     return ControlFlow::Break(());
@@ -267,7 +277,7 @@ fn push_files(
                     }
                     Err(e) => {
                         // What came before this line still goes up.
-                        let mid = Mark::File(rel.clone(), fs.mid_file());
+                        let mid = Mark::File(rel.clone(), settled(&fs, &last_line).mid_file());
                         if let Err(e2) = g.seal_into(ctx, up, report, Some(mid)) {
                             failure = Some(e2);
                         } else {
@@ -281,7 +291,9 @@ fn push_files(
             };
             fs.last_start = offset;
             fs.offset = offset + raw.len() as u64 + 1;
-            fs.last_hash = Some(line_hash(raw));
+            let last = last_line.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(raw);
             fs.chain_after = chain.implicit_parent().map(str::to_owned);
             if !skipped {
                 g.bytes += size + placed.id.len() + 32;
@@ -303,6 +315,7 @@ fn push_files(
         if let Some(e) = failure {
             return Err(e);
         }
+        let mut fs = settled(&fs, &last_line);
         fs.offset = end.offset;
         fs.chain_after = chain.implicit_parent().map(str::to_owned);
         g.pending.push(Mark::File(rel, fs));
