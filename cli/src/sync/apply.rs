@@ -266,7 +266,10 @@ impl SessionAppender {
             // Room for every line and the ids pull may add, reserved at once
             // (pages are entries of MBs; growing by doubling would copy them
             // and hold up to twice their size).
-            let room: usize = entries.iter().map(|e| e.line.len() + 160).sum();
+            let mut room: BTreeMap<Day, usize> = BTreeMap::new();
+            for e in entries {
+                *room.entry(e.day).or_default() += e.line.len() + 160;
+            }
             for e in entries {
                 if self.known.contains(&e.id) {
                     continue;
@@ -279,7 +282,7 @@ impl SessionAppender {
                     Err(reason) => batch.waiting.push((e.clone(), reason)),
                     Ok((day, bytes, verbatim)) => {
                         let p = plan.entry(day).or_insert_with(|| Planned {
-                            bytes: Vec::with_capacity(room),
+                            bytes: Vec::with_capacity(room.get(&day).copied().unwrap_or(0)),
                             ..Planned::default()
                         });
                         p.bytes.extend_from_slice(&bytes);
