@@ -36,7 +36,13 @@ pub(super) struct Applied {
 }
 
 pub(super) struct Incoming {
+    /// Sessions as read from disk, kept from one page to the next only while
+    /// each page touches them: a session spread over many pages is read
+    /// once, and memory follows the pages, not the whole history (an
+    /// appender holds every entry id of its session).
     appenders: BTreeMap<SessionId, SessionAppender>,
+    /// Sessions [`Self::apply`] touched since the last [`Self::sync`].
+    touched: BTreeSet<SessionId>,
     queued: BTreeMap<SessionId, Vec<Entry>>,
     /// Entries that waited before, by session and id, to keep when they
     /// hold on (one line can be an entry of two sessions under one id).
@@ -61,6 +67,7 @@ impl Incoming {
         }
         Ok(Self {
             appenders: BTreeMap::new(),
+            touched: BTreeSet::new(),
             queued,
             waited,
             pending,
@@ -83,6 +90,7 @@ impl Incoming {
     pub fn apply(&mut self, ctx: &mut SyncContext) -> Result<(), SyncError> {
         let today = local_today();
         for (session, mut entries) in std::mem::take(&mut self.queued) {
+            self.touched.insert(session.clone());
             if !self.appenders.contains_key(&session) {
                 let a = SessionAppender::load(&ctx.home, &session)
                     .ctx(|| format!("cannot read session {session}"))?;
@@ -142,6 +150,8 @@ impl Incoming {
             files.push(std::fs::File::open(&dir).ctx(|| format!("cannot sync {}", dir.display()))?);
         }
         crate::fsutil::sync_files(files).ctx(|| "cannot make the pulled entries durable".into())?;
+        let touched = std::mem::take(&mut self.touched);
+        self.appenders.retain(|s, _| touched.contains(s));
         self.pending
             .save()
             .ctx(|| "cannot save the entries that wait in sync/pending".into())
