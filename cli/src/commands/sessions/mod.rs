@@ -118,28 +118,5 @@ pub fn fmt_second(ms: i64) -> String {
 
 /// RFC 3339 in UTC, for JSON output.
 pub fn fmt_rfc3339(ms: i64) -> Option<String> {
-    chrono::Utc
-        .timestamp_millis_opt(ms)
-        .single()
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-}
-
-/// The shortest prefix of `id` (at least 8 characters) no other session
-/// shares. Ids are sorted, so only the two neighbours can share the longest
-/// prefix with it.
-pub fn short_id(catalog: &Catalog, id: &SessionId) -> String {
-    use std::ops::Bound::{Excluded, Unbounded};
-    let s = id.as_str();
-    let common = |other: Option<(&SessionId, _)>| {
-        other.map_or(0, |(o, _)| {
-            s.bytes()
-                .zip(o.as_str().bytes())
-                .take_while(|(a, b)| a == b)
-                .count()
-        })
-    };
-    let before = common(catalog.sessions.range(..id).next_back());
-    let after = common(catalog.sessions.range((Excluded(id), Unbounded)).next());
-    let n = (before.max(after) + 1).max(8).min(s.len());
-    s[..n].to_owned()
+    crate::transcript::summary::rfc3339(ms)
 }
