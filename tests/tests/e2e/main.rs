@@ -20,3 +20,4 @@ mod sync_server_view;
 mod sync_state;
 mod sync_tamper;
 mod vectors;
+mod web;
