@@ -21,3 +21,4 @@ mod sync_state;
 mod sync_tamper;
 mod vectors;
 mod web;
+mod web_browser;

@@ -435,10 +435,12 @@
         for (const s of page.sessions) rows.append(row(s));
         if (!page.total) rows.append(el('p', { class: 'note' }, q.value || day.value ? 'No session matches.' : 'No sessions in this eVi home yet.'));
         next = page.next_offset;
+        main.dataset.more = next === null ? 'no' : 'yes';
         main.dataset.state = 'ready';
       } catch (err) {
         rows.append(failure(err));
         next = null;
+        main.dataset.more = 'no';
         main.dataset.state = 'failed';
       } finally {
         loading = false;
@@ -516,6 +518,7 @@
     const add = (page) => {
       for (const m of page.messages) list.append(message(s.id, m));
       next = page.next_offset;
+      main.dataset.more = next === null ? 'no' : 'yes';
       more.textContent = next === null ? '' : 'Loading more…';
     };
     add(first);
@@ -531,6 +534,7 @@
         more.textContent = '';
         more.append(failure(err));
         next = null;
+        main.dataset.more = 'no';
       } finally {
         loading = false;
       }
