@@ -461,3 +461,67 @@ fn bad_listen_addresses_are_clear_errors() {
         run.stderr
     );
 }
+
+/// Kills a process this test started indirectly, by its id, when dropped.
+struct KillOnDrop(String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn sessions_open_starts_the_viewer_once_and_prints_the_url() {
+    let dev = home();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    dev.write_config(&format!("[web]\nurl = \"http://127.0.0.1:{port}\"\n"));
+    let run = dev.evi(&["sessions", "open", "01jwebbr", "--no-browser"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        format!("http://127.0.0.1:{port}/?session={BRANCHED}\n")
+    );
+    let pid = run
+        .stderr
+        .split("(pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("no pid in {:?}", run.stderr))
+        .to_owned();
+    let _viewer = KillOnDrop(pid);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "started the viewer on 127.0.0.1:{port} (pid {}; it runs until stopped)\n",
+            _viewer.0
+        )
+    );
+    let page = Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/sessions/{BRANCHED}"))
+        .send()
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(json(page)["session"]["id"], BRANCHED);
+
+    // Running already: the second open only prints the URL. A session that
+    // is not here goes through as typed (the page offers to pull it).
+    let again = dev.evi(&["sessions", "open", "01JELSEWHERE", "--no-browser"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.stderr, "");
+    assert_eq!(
+        again.stdout,
+        format!("http://127.0.0.1:{port}/?session=01JELSEWHERE\n")
+    );
+    let ambiguous = dev.evi(&["sessions", "open", "01JWEBLONG", "--no-browser"]);
+    assert_eq!(ambiguous.code, 1);
+    assert!(
+        ambiguous
+            .stderr
+            .starts_with("error: `01JWEBLONG` matches 2 sessions:")
+    );
+}

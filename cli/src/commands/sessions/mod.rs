@@ -4,6 +4,7 @@ mod export;
 mod fork;
 mod handoff;
 mod list;
+mod open;
 mod resume;
 mod show;
 
@@ -19,6 +20,7 @@ pub use export::ExportArgs;
 pub use fork::ForkArgs;
 pub use handoff::HandoffArgs;
 pub use list::ListArgs;
+pub use open::OpenArgs;
 pub use resume::{ContinueArgs, ResumeArgs};
 pub use show::ShowArgs;
 
@@ -34,6 +36,8 @@ pub enum SessionsCommand {
     Fork(ForkArgs),
     /// Push a session and print how to reopen it on another device.
     Handoff(HandoffArgs),
+    /// Open a session in the web viewer (starting `evi web` if needed).
+    Open(OpenArgs),
     /// Rebuild a session and start the agent on it (pulls it if needed).
     Resume(ResumeArgs),
     /// Resume the most recently active session.
@@ -47,6 +51,7 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
         SessionsCommand::Export(a) => export::cmd_sessions_export(ctx, a),
         SessionsCommand::Fork(a) => fork::cmd_sessions_fork(ctx, a),
         SessionsCommand::Handoff(a) => handoff::cmd_sessions_handoff(ctx, a),
+        SessionsCommand::Open(a) => open::cmd_sessions_open(ctx, a),
         SessionsCommand::Resume(a) => resume::cmd_sessions_resume(ctx, a),
         SessionsCommand::Continue(a) => resume::cmd_sessions_continue(ctx, a),
     }
