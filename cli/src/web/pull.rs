@@ -12,6 +12,8 @@ use crate::sync::pull::{PullOptions, PullReport, pull as sync_pull};
 
 /// Pulls everything new from the account's server.
 pub fn pull(home: &EviHome) -> Result<PullReport, CommandError> {
+    // Waits and retries show on the terminal that runs the viewer.
+    crate::sync::notice::set_sink(|msg| eprintln!("evi web: {msg}"));
     let mut sync = SyncContext::open(home).map_err(sync_error)?;
     sync_pull(&mut sync, &Quiet, PullOptions::default()).map_err(sync_error)
 }

@@ -409,6 +409,8 @@
     let loading = false;
     let generation = 0;
     let daysFilled = false;
+    // The day list comes with the first page; until then the URL's day filters.
+    const wantDay = params.get('day') || '';
 
     async function load(reset) {
       if (loading && !reset) return;
@@ -421,14 +423,14 @@
       loading = true;
       try {
         const page = await api('/api/sessions?' + new URLSearchParams({
-          q: q.value, day: day.value, offset: String(next), limit: String(PAGE),
+          q: q.value, day: daysFilled ? day.value : wantDay, offset: String(next), limit: String(PAGE),
         }));
         if (mine !== generation) return;
         if (!daysFilled) {
           for (const d of page.days) {
             day.append(el('option', { value: d.day }, d.day + ' (' + d.sessions + ')'));
           }
-          day.value = params.get('day') || '';
+          day.value = wantDay;
           daysFilled = true;
         }
         count.textContent = page.total + (page.total === 1 ? ' session' : ' sessions');
@@ -462,11 +464,6 @@
     new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) load(false);
     }).observe(more);
-    if (params.get('day')) {
-      // The day list comes with the first page; filter once it is there.
-      day.append(el('option', { value: params.get('day') }, params.get('day')));
-      day.value = params.get('day');
-    }
     await load(true);
   }
 
@@ -599,7 +596,9 @@
     }
     for (const c of m.tool_calls) {
       body.append(el('details', { class: 'call', open: !!open },
-        el('summary', null, '→ ' + c.name + ' ', el('span', { class: 'args' }, c.arguments.length > 90 ? c.arguments.slice(0, 89) + '…' : c.arguments)),
+        el('summary', null, '→ ' + c.name + ' ',
+          el('span', { class: 'args' }, c.arguments.length > 90 ? c.arguments.slice(0, 89) + '…' : c.arguments),
+          ' · ' + bytes(new TextEncoder().encode(c.arguments).length)),
         el('pre', null, c.arguments)));
     }
   }
