@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::command_error::{CommandError, is_broken_pipe};
 use crate::commands::completions::{self, CompletionsArgs, ManArgs};
+use crate::commands::web::WebArgs;
 use crate::commands::{self, Ctx, sessions::SessionsCommand, sync::SyncCommand};
 
 /// Sessions, sync and handoff for eVi transcripts.
@@ -24,6 +25,8 @@ pub enum Command {
     /// Sync transcripts and checkpoints with an evi-server, end-to-end encrypted.
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Serve the local web viewer of the sessions (http://127.0.0.1:7878/).
+    Web(WebArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Write man pages for evi and every subcommand into a folder.
@@ -52,6 +55,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Sessions(cmd) => commands::sessions::run(&Ctx::load()?, cmd),
         Command::Sync(cmd) => commands::sync::run(&Ctx::load()?, cmd),
+        Command::Web(a) => commands::web::cmd_web(&Ctx::load()?, a),
         // Generated from the arguments alone: no eVi home needed.
         Command::Completions(a) => completions::cmd_completions(a),
         Command::Man(a) => completions::cmd_man(a),

@@ -12,3 +12,4 @@ pub mod message;
 pub mod resume;
 pub mod sync;
 pub mod transcript;
+pub mod web;

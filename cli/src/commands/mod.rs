@@ -3,6 +3,7 @@
 pub mod completions;
 pub mod sessions;
 pub mod sync;
+pub mod web;
 
 use std::io::{self, IsTerminal, Write};
 

@@ -144,6 +144,11 @@ impl SyncPaths {
 }
 
 impl SyncState {
+    /// Whether `home` is set up for sync (`evi sync init` or `login` ran).
+    pub fn is_set_up(home: &EviHome) -> bool {
+        Self::load(&SyncPaths::new(home).state()).is_ok_and(|s| s.account.is_some())
+    }
+
     pub fn load(path: &Path) -> io::Result<Self> {
         match fs::read(path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {

@@ -116,6 +116,28 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// The shortest prefix of `id` (at least 8 characters) no other session
+    /// shares. Ids are sorted, so only the two neighbours can share the
+    /// longest prefix with it.
+    pub fn short_id(&self, id: &SessionId) -> String {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let s = id.as_str();
+        let common = |other: Option<(&SessionId, _)>| {
+            other.map_or(0, |(o, _)| {
+                s.bytes()
+                    .zip(o.as_str().bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+        };
+        let before = common(self.sessions.range(..id).next_back());
+        let after = common(self.sessions.range((Excluded(id), Unbounded)).next());
+        let n = (before.max(after) + 1).max(8).min(s.len());
+        s[..n].to_owned()
+    }
+}
+
 /// Whether `s` starts with `prefix`, ASCII letters compared without case.
 pub fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
     s.as_bytes()

@@ -7,7 +7,9 @@ pub mod entry_id;
 pub mod line;
 pub mod lines;
 pub mod recent;
+pub mod summary;
 pub mod tree;
+pub mod view;
 
 pub use catalog::{Catalog, SessionFile};
 pub use tree::SessionTree;

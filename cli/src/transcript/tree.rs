@@ -168,6 +168,50 @@ impl SessionTree {
             .max_by(|&a, &b| (ts[a], &self.entries[a].id).cmp(&(ts[b], &self.entries[b].id)))
     }
 
+    /// Children of every entry, in reading order.
+    pub fn children(&self) -> Vec<Vec<usize>> {
+        let mut children = vec![Vec::new(); self.entries.len()];
+        for (i, p) in self.parents.iter().enumerate() {
+            if let Some(p) = p {
+                children[*p].push(i);
+            }
+        }
+        children
+    }
+
+    /// For every entry, the newest leaf below it (itself when it is a leaf),
+    /// by the same order as [`Self::active_leaf`]: the newest leaf under a
+    /// root that holds the active leaf is the active leaf. A reader that
+    /// switches to another branch at a fork shows the newest conversation
+    /// that goes that way.
+    pub fn newest_leaf_under(&self) -> Vec<usize> {
+        let ts = self.path_ts();
+        let key = |i: usize| (ts[i], &self.entries[i].id);
+        let children = self.children();
+        let mut best: Vec<usize> = (0..self.entries.len()).collect();
+        // Post-order from every root, without recursion (trees can be
+        // 100,000 entries deep).
+        let roots = (0..self.entries.len()).filter(|&i| self.parents[i].is_none());
+        for root in roots {
+            let mut stack = vec![(root, false)];
+            while let Some((i, done)) = stack.pop() {
+                if !done {
+                    stack.push((i, true));
+                    stack.extend(children[i].iter().map(|&c| (c, false)));
+                    continue;
+                }
+                if let Some(b) = children[i]
+                    .iter()
+                    .map(|&c| best[c])
+                    .max_by(|&a, &b| key(a).cmp(&key(b)))
+                {
+                    best[i] = b;
+                }
+            }
+        }
+        best
+    }
+
     /// Root→`i`, as indices.
     pub fn path_to(&self, i: usize) -> Vec<usize> {
         let mut path = vec![i];

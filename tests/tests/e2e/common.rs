@@ -679,3 +679,72 @@ fn show(entries: &[&Held]) -> String {
     }
     out
 }
+
+// ---------------------------------------------------------------------------
+// `evi web`: the real viewer on a loopback port.
+
+/// A running `evi web` on a device's home, killed when dropped.
+pub struct WebViewer {
+    pub child: std::process::Child,
+    /// The URL it printed (with `?token=` when it needs one).
+    pub url: String,
+    /// `http://ADDR` without path or token, for building request URLs.
+    pub base: String,
+    pub stderr: std::path::PathBuf,
+}
+
+impl Device {
+    /// `evi web --listen ADDR`; waits for the `listening on URL` line it
+    /// prints once its socket is bound (no sleeps).
+    pub fn web(&self, listen: &str) -> WebViewer {
+        use std::io::BufRead;
+        let stderr = self
+            .dir
+            .path()
+            .join(format!("web-{}.stderr", std::process::id()));
+        let mut child = self
+            .sync_cmd()
+            .args(["web", "--listen", listen])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("start evi web");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read the viewer's first line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| {
+                let err = std::fs::read_to_string(&stderr).unwrap_or_default();
+                panic!("unexpected first line from evi web: {line:?}; stderr: {err}")
+            })
+            .to_owned();
+        let base = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .map(|host| format!("http://{host}"))
+            .expect("an http URL");
+        WebViewer {
+            child,
+            url,
+            base,
+            stderr,
+        }
+    }
+}
+
+impl WebViewer {
+    /// What it printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for WebViewer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -23,3 +23,5 @@ mod sync_server_view;
 mod sync_state;
 mod sync_tamper;
 mod vectors;
+mod web;
+mod web_browser;

@@ -13,7 +13,7 @@ use crate::commands::{finish, stdout, warn};
 use crate::config::DEFAULT_WEB_URL;
 use crate::sync::progress::Quiet;
 use crate::sync::push::push;
-use crate::sync::state::{SyncPaths, SyncState};
+use crate::sync::state::SyncState;
 use crate::transcript::SessionTree;
 use crate::transcript::recent::most_recent;
 
@@ -65,7 +65,7 @@ fn has_host(u: &str) -> bool {
 
 /// Whether this home is set up for sync.
 pub fn sync_set_up(ctx: &Ctx) -> bool {
-    SyncState::load(&SyncPaths::new(&ctx.home).state()).is_ok_and(|s| s.account.is_some())
+    SyncState::is_set_up(&ctx.home)
 }
 
 /// Errors unless this home is set up for sync.

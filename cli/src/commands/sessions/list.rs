@@ -4,15 +4,14 @@ use std::io::Write;
 
 use chrono::{Days, Local};
 use clap::Args;
-use evi_shared::Day;
 use serde::Serialize;
 
-use super::{Ctx, fmt_minute, fmt_rfc3339, scan, short_id};
+use super::{Ctx, fmt_minute, scan};
 use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::{finish, stdout, width};
-use crate::message::{Message, one_line, strip_goal};
+use crate::message::one_line;
 use crate::transcript::SessionTree;
-use crate::transcript::line::Role;
+use crate::transcript::summary::SessionSummary;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -25,20 +24,6 @@ pub struct ListArgs {
     /// Print JSON (stable, documented in README.md).
     #[arg(long)]
     pub json: bool,
-}
-
-/// One session in `--json` output.
-#[derive(Debug, Serialize)]
-struct Row {
-    id: String,
-    short_id: String,
-    start: Option<String>,
-    end: Option<String>,
-    messages: usize,
-    branches: usize,
-    first_message: Option<String>,
-    days: Vec<Day>,
-    invalid_lines: usize,
 }
 
 pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
@@ -67,37 +52,14 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     for (id, files) in recent {
         let tree = SessionTree::load(id.clone(), files.to_vec())
             .map_err(|e| user_error(format!("cannot read session {id}: {e}")))?;
-        let active = tree.active_branch();
-        let mut fetch = tree.fetcher();
-        let first_user = active
-            .iter()
-            .find(|&&i| tree.entries[i].role == Role::User)
-            .map(|&i| fetch.fetch(tree.entries[i].at))
-            .transpose()?
-            .map(|raw| strip_goal(&Message::from_line(&raw).text).to_owned());
-        let ts = |i: Option<&usize>| i.and_then(|&i| tree.entries[i].ts);
-        let start = active.iter().find_map(|&i| tree.entries[i].ts);
-        let end = ts(active.iter().rev().find(|&&i| tree.entries[i].ts.is_some()));
-        let mut days: Vec<Day> = files.iter().map(|f| f.day).collect();
-        days.dedup();
-        rows.push(Row {
-            id: id.to_string(),
-            short_id: short_id(&catalog, id),
-            start: start.and_then(fmt_rfc3339),
-            end: end.and_then(fmt_rfc3339),
-            messages: active.len(),
-            branches: tree.leaves().len(),
-            first_message: first_user,
-            days,
-            invalid_lines: tree.entries.iter().filter(|e| e.fault.is_some()).count(),
-        });
+        rows.push(SessionSummary::of(&tree, catalog.short_id(id))?);
     }
 
     let mut out = stdout();
     if args.json {
         #[derive(Serialize)]
         struct Listing<'a> {
-            sessions: &'a [Row],
+            sessions: &'a [SessionSummary],
         }
         serde_json::to_writer_pretty(&mut out, &Listing { sessions: &rows })
             .map_err(std::io::Error::from)?;
@@ -111,7 +73,7 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     finish(out)
 }
 
-fn print_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
+fn print_table(out: &mut impl Write, rows: &[SessionSummary]) -> std::io::Result<()> {
     let idw = rows
         .iter()
         .map(|r| r.short_id.len())

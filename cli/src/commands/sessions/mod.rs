@@ -4,6 +4,7 @@ mod export;
 mod fork;
 mod handoff;
 mod list;
+mod open;
 mod resume;
 mod show;
 
@@ -19,6 +20,7 @@ pub use export::ExportArgs;
 pub use fork::ForkArgs;
 pub use handoff::HandoffArgs;
 pub use list::ListArgs;
+pub use open::OpenArgs;
 pub use resume::{ContinueArgs, ResumeArgs};
 pub use show::ShowArgs;
 
@@ -34,6 +36,8 @@ pub enum SessionsCommand {
     Fork(ForkArgs),
     /// Push a session and print how to reopen it on another device.
     Handoff(HandoffArgs),
+    /// Open a session in the web viewer (starting `evi web` if needed).
+    Open(OpenArgs),
     /// Rebuild a session and start the agent on it (pulls it if needed).
     Resume(ResumeArgs),
     /// Resume the most recently active session.
@@ -47,6 +51,7 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
         SessionsCommand::Export(a) => export::cmd_sessions_export(ctx, a),
         SessionsCommand::Fork(a) => fork::cmd_sessions_fork(ctx, a),
         SessionsCommand::Handoff(a) => handoff::cmd_sessions_handoff(ctx, a),
+        SessionsCommand::Open(a) => open::cmd_sessions_open(ctx, a),
         SessionsCommand::Resume(a) => resume::cmd_sessions_resume(ctx, a),
         SessionsCommand::Continue(a) => resume::cmd_sessions_continue(ctx, a),
     }
@@ -118,28 +123,5 @@ pub fn fmt_second(ms: i64) -> String {
 
 /// RFC 3339 in UTC, for JSON output.
 pub fn fmt_rfc3339(ms: i64) -> Option<String> {
-    chrono::Utc
-        .timestamp_millis_opt(ms)
-        .single()
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-}
-
-/// The shortest prefix of `id` (at least 8 characters) no other session
-/// shares. Ids are sorted, so only the two neighbours can share the longest
-/// prefix with it.
-pub fn short_id(catalog: &Catalog, id: &SessionId) -> String {
-    use std::ops::Bound::{Excluded, Unbounded};
-    let s = id.as_str();
-    let common = |other: Option<(&SessionId, _)>| {
-        other.map_or(0, |(o, _)| {
-            s.bytes()
-                .zip(o.as_str().bytes())
-                .take_while(|(a, b)| a == b)
-                .count()
-        })
-    };
-    let before = common(catalog.sessions.range(..id).next_back());
-    let after = common(catalog.sessions.range((Excluded(id), Unbounded)).next());
-    let n = (before.max(after) + 1).max(8).min(s.len());
-    s[..n].to_owned()
+    crate::transcript::summary::rfc3339(ms)
 }

@@ -5,23 +5,35 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{Ctx, fmt_minute, fmt_second, load_tree};
-use crate::command_error::CommandResult;
+use super::{Ctx, fmt_minute, fmt_second, load_tree, resolve, scan};
+use crate::command_error::{CommandResult, user_error};
 use crate::commands::{finish, stdout};
 use crate::message::{Message, one_line};
 use crate::transcript::SessionTree;
 use crate::transcript::line::LineFault;
+use crate::transcript::view::{PageRequest, TreeIndex};
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// Session id or unambiguous prefix.
     pub id: String,
+    /// Print JSON (stable, documented in README.md): the active branch, or
+    /// the branch through `--through`, with every fork's choices.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: show the branch through this entry (id or prefix), to
+    /// its newest leaf.
+    #[arg(long, requires = "json", value_name = "ENTRY")]
+    pub through: Option<String>,
 }
 
 /// Lines of tool output shown before the rest is summarised.
 const TOOL_LINES: usize = 6;
 
 pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
+    if args.json {
+        return show_json(ctx, &args);
+    }
     let tree = load_tree(ctx, &args.id)?;
     let active = tree.active_branch();
     let others = tree.other_branches(&active);
@@ -77,6 +89,24 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
             )?;
         }
     }
+    finish(out)
+}
+
+fn show_json(ctx: &Ctx, args: &ShowArgs) -> CommandResult {
+    let catalog = scan(ctx)?;
+    let (id, files) = resolve(&catalog, &args.id)?;
+    let tree = SessionTree::load(id.clone(), files)
+        .map_err(|e| user_error(format!("cannot read session {id}: {e}")))?;
+    let index = TreeIndex::new(tree, catalog.short_id(&id))?;
+    let page = index
+        .page(&PageRequest {
+            through: args.through.as_deref(),
+            ..PageRequest::default()
+        })
+        .map_err(user_error)?;
+    let mut out = stdout();
+    serde_json::to_writer_pretty(&mut out, &page).map_err(std::io::Error::from)?;
+    writeln!(out)?;
     finish(out)
 }
 

@@ -1,0 +1,340 @@
+//! `/api/…`: the JSON the page reads. A listing row is exactly a row of
+//! `evi sessions list --json`, a session page exactly what
+//! `evi sessions show --json` prints (a page of it): the same types.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use evi_shared::{Day, SessionId};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::sync::state::SyncState;
+use crate::transcript::Catalog;
+use crate::transcript::catalog::SessionFile;
+use crate::transcript::summary::SessionSummary;
+use crate::transcript::view::{MessageView, PageRequest, SessionPage, ViewError};
+
+/// Sessions per listing page, by default and at most.
+const LIST_LIMIT: (usize, usize) = (50, 500);
+/// Messages per session page, by default and at most.
+const PAGE_LIMIT: (usize, usize) = (50, 500);
+/// Bytes of a message's text (and of each call's arguments) in a page: the
+/// rest is one click away (`/entries/ID`), so one huge tool output does not
+/// make a page huge.
+pub const TEXT_LIMIT: usize = 16 * 1024;
+
+/// Runs file work off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal("a request failed", e))?
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("bad query: {}", e.body_text())))
+}
+
+fn scan(state: &AppState) -> Result<Catalog, ApiError> {
+    state
+        .inner
+        .library
+        .catalog()
+        .map_err(|e| ApiError::internal("cannot read the transcripts folder", e))
+}
+
+/// The session an id or unambiguous prefix names, as the CLI resolves it.
+fn resolve<'c>(
+    state: &AppState,
+    catalog: &'c Catalog,
+    prefix: &str,
+) -> Result<(&'c SessionId, &'c [SessionFile]), ApiError> {
+    match catalog.matching(prefix).as_slice() {
+        [id] => Ok((id, catalog.sessions[*id].as_slice())),
+        [] => {
+            let sync = SyncState::is_set_up(state.inner.library.home());
+            let mut e = ApiError::new(
+                StatusCode::NOT_FOUND,
+                "session_not_found",
+                format!("no session matches `{prefix}` on this device"),
+            );
+            e.pull_available = Some(sync);
+            Err(if sync {
+                e.hinted("pull it from the sync server (the Pull button, or `evi sync pull`)")
+            } else {
+                e.hinted(
+                    "if it was written on another device, set up sync here (`evi sync login`) \
+                     and pull it",
+                )
+            })
+        }
+        many => {
+            let mut e =
+                ApiError::bad_request(format!("`{prefix}` matches {} sessions", many.len()))
+                    .hinted("type more characters of the id");
+            e.code = "ambiguous_session";
+            e.matches = many.iter().take(20).map(|id| id.to_string()).collect();
+            Err(e)
+        }
+    }
+}
+
+fn view_error(e: ViewError) -> ApiError {
+    match e {
+        ViewError::NoEntry { .. } => {
+            ApiError::new(StatusCode::NOT_FOUND, "entry_not_found", e.to_string())
+        }
+        ViewError::AmbiguousEntry { .. } => {
+            let mut err = ApiError::bad_request(e.to_string());
+            err.code = "ambiguous_entry";
+            err
+        }
+        ViewError::Io { .. } => ApiError::internal("cannot read the session", e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Words every listed session's first message or id must contain.
+    q: Option<String>,
+    /// Only sessions with a file of this day.
+    day: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/sessions`.
+#[derive(Debug, Serialize)]
+pub struct Listing {
+    /// Newest first, as `evi sessions list --json` rows.
+    sessions: Vec<SessionSummary>,
+    /// Sessions that match, on all pages.
+    total: usize,
+    offset: usize,
+    next_offset: Option<usize>,
+    /// Every day folder, newest first, with its number of sessions.
+    days: Vec<DayCount>,
+}
+
+#[derive(Debug, Serialize)]
+struct DayCount {
+    day: Day,
+    sessions: usize,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Listing>, ApiError> {
+    let q = query(q)?;
+    let day = match q.day.as_deref().filter(|d| !d.is_empty()) {
+        Some(d) => Some(d.parse::<Day>().map_err(|e| {
+            ApiError::bad_request(e.to_string()).hinted("use a day such as 2026-06-08")
+        })?),
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
+    let offset = q.offset.unwrap_or(0);
+    let words: Vec<String> =
+        q.q.unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
+    blocking(move || {
+        let catalog = scan(&state)?;
+        let lib = &state.inner.library;
+        let read = |e| ApiError::internal("cannot read a session", e);
+        let ids: Vec<&SessionId> = catalog
+            .by_recency()
+            .into_iter()
+            .filter(|(_, files)| day.is_none_or(|d| files.iter().any(|f| f.day == d)))
+            .map(|(id, _)| id)
+            .collect();
+        let (sessions, total) = if words.is_empty() {
+            let page: Vec<_> = ids.iter().skip(offset).take(limit).copied().collect();
+            (lib.summaries(&catalog, &page).map_err(read)?, ids.len())
+        } else {
+            let all = lib.summaries(&catalog, &ids).map_err(read)?;
+            let hits: Vec<_> = all.into_iter().filter(|s| matches(s, &words)).collect();
+            let total = hits.len();
+            (hits.into_iter().skip(offset).take(limit).collect(), total)
+        };
+        let end = offset.saturating_add(sessions.len());
+        Ok(Json(Listing {
+            sessions,
+            total,
+            offset,
+            next_offset: (end < total).then_some(end),
+            days: day_counts(&catalog),
+        }))
+    })
+    .await
+}
+
+/// Every word is in the first message or the id (case ignored).
+fn matches(s: &SessionSummary, words: &[String]) -> bool {
+    let text = format!(
+        "{}\n{}",
+        s.id,
+        s.first_message.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    words.iter().all(|w| text.contains(w.as_str()))
+}
+
+fn day_counts(catalog: &Catalog) -> Vec<DayCount> {
+    let mut counts = std::collections::BTreeMap::<Day, usize>::new();
+    for files in catalog.sessions.values() {
+        let mut days: Vec<Day> = files.iter().map(|f| f.day).collect();
+        days.dedup();
+        for d in days {
+            *counts.entry(d).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .rev()
+        .map(|(day, sessions)| DayCount { day, sessions })
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PageQuery {
+    /// Any entry on the wanted branch (default: the active branch).
+    through: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/sessions/{id}`: a page of a branch.
+pub async fn session(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    q: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Json<SessionPage>, ApiError> {
+    let q = query(q)?;
+    blocking(move || {
+        let catalog = scan(&state)?;
+        let (id, _) = resolve(&state, &catalog, &prefix)?;
+        let index = state
+            .inner
+            .library
+            .index(&catalog, id)
+            .map_err(|e| ApiError::internal("cannot read the session", e))?;
+        let mut page = index
+            .page(&PageRequest {
+                through: q.through.as_deref().filter(|t| !t.is_empty()),
+                offset: q.offset.unwrap_or(0),
+                limit: Some(q.limit.unwrap_or(PAGE_LIMIT.0).clamp(1, PAGE_LIMIT.1)),
+                text_limit: Some(TEXT_LIMIT),
+            })
+            .map_err(view_error)?;
+        page.session.short_id = catalog.short_id(id);
+        Ok(Json(page))
+    })
+    .await
+}
+
+/// `GET /api/sessions/{id}/entries/{entry}`: one entry, whole.
+pub async fn entry(
+    State(state): State<AppState>,
+    Path((prefix, entry)): Path<(String, String)>,
+) -> Result<Json<MessageView>, ApiError> {
+    blocking(move || {
+        let catalog = scan(&state)?;
+        let (id, _) = resolve(&state, &catalog, &prefix)?;
+        let index = state
+            .inner
+            .library
+            .index(&catalog, id)
+            .map_err(|e| ApiError::internal("cannot read the session", e))?;
+        index.entry_view(&entry).map(Json).map_err(view_error)
+    })
+    .await
+}
+
+/// `GET /api/health`: what is serving, for `evi sessions open` and people.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    service: &'static str,
+    version: &'static str,
+    home: String,
+    sync: bool,
+}
+
+pub async fn health(State(state): State<AppState>) -> Json<Health> {
+    let home = state.inner.library.home();
+    Json(Health {
+        service: "evi web",
+        version: env!("CARGO_PKG_VERSION"),
+        home: home.root().display().to_string(),
+        sync: SyncState::is_set_up(home),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PullRequest {
+    /// The session id (or prefix) the page wants.
+    session: String,
+}
+
+/// `POST /api/pull`.
+#[derive(Debug, Serialize)]
+pub struct PullAnswer {
+    /// Entries and sessions the pull brought in.
+    entries: u64,
+    sessions: u64,
+    /// The full id of the session asked for, when it is here now.
+    found: Option<String>,
+}
+
+pub async fn pull(
+    State(state): State<AppState>,
+    body: Result<Json<PullRequest>, JsonRejection>,
+) -> Result<Json<PullAnswer>, ApiError> {
+    let Json(req) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let home = state.inner.library.home().clone();
+    if !SyncState::is_set_up(&home) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "sync_not_set_up",
+            "this eVi home is not set up for sync, so there is nothing to pull from",
+        )
+        .hinted("run `evi sync login --server URL --user NAME` in a terminal, then try again"));
+    }
+    // One pull at a time from this viewer; a concurrent `evi sync` holds
+    // the home's sync lock, which pull waits for like any sync command.
+    let one = state.inner.pulling.lock().await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // Its own thread: the sync client is blocking and runs its own runtime.
+    std::thread::spawn(move || {
+        let _ = tx.send(super::pull::pull(&home));
+    });
+    let report = rx
+        .await
+        .map_err(|e| ApiError::internal("the pull stopped", e))?
+        .map_err(|e| {
+            let mut err = ApiError::new(StatusCode::BAD_GATEWAY, "pull_failed", e.message);
+            err.hint = (!e.hints.is_empty()).then(|| e.hints.join("; "));
+            err
+        })?;
+    drop(one);
+    let found = blocking(move || {
+        let catalog = scan(&state)?;
+        Ok(match catalog.matching(&req.session).as_slice() {
+            [id] => Some(id.to_string()),
+            _ => None,
+        })
+    })
+    .await?;
+    Ok(Json(PullAnswer {
+        entries: report.entries,
+        sessions: report.sessions,
+        found,
+    }))
+}

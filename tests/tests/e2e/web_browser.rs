@@ -1,0 +1,622 @@
+//! `evi web` in a real browser: headless Chromium driven by chromedriver
+//! over the W3C WebDriver protocol (a small client below, reqwest and JSON).
+//!
+//! The list shows every session; a session shows as many messages as the
+//! CLI says its branch has; a fork's switch changes what is shown; a
+//! transcript full of `<script>`, `onerror` images and `javascript:` links
+//! runs nothing (the title stays, the console holds no error and nothing
+//! from a payload, even after the link is clicked); a 200 MB session opens
+//! with only its first page in the DOM and a JS heap under 100 MB.
+//!
+//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian's
+//! `chromium` and `chromium-driver`; `.ci/run` installs them). Without them
+//! the tests say they skipped and why, except under CI (`CI` set), where
+//! that is a failure. `EVI_UPDATE_SCREENSHOTS=1` saves the list and a
+//! branched session to `docs/screenshots/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::common::{Device, bin, today};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Whether the browser is here; if not, says so (and fails under CI).
+fn browser_present(test: &str) -> bool {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|p| !Path::new(p).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let why = format!(
+        "{test}: skipped: {} not installed (apt-get install chromium chromium-driver)",
+        missing.join(" and ")
+    );
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}; CI must install them"
+    );
+    eprintln!("{why}");
+    false
+}
+
+// ---------------------------------------------------------------------------
+// A tiny WebDriver client.
+
+/// chromedriver on a free loopback port, killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+    http: reqwest::blocking::Client,
+}
+
+impl Driver {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let driver = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+        };
+        // It answers /status once it listens.
+        for _ in 0..200 {
+            let ready = driver
+                .http
+                .get(format!("{}/status", driver.url))
+                .send()
+                .ok()
+                .and_then(|r| r.json::<Value>().ok())
+                .is_some_and(|v| v["value"]["ready"] == true);
+            if ready {
+                return driver;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("chromedriver did not start on port {port}");
+    }
+
+    fn session(&self, profile: &Path) -> Browser<'_> {
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-dev-shm-usage", "--window-size=1280,900",
+                    "--no-first-run", "--no-default-browser-check",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        }}});
+        let v = call(
+            &self.http,
+            "POST",
+            &format!("{}/session", self.url),
+            Some(caps),
+        );
+        let id = v["sessionId"].as_str().expect("a session id").to_owned();
+        Browser { driver: self, id }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call(http: &reqwest::blocking::Client, method: &str, url: &str, body: Option<Value>) -> Value {
+    let req = match method {
+        "GET" => http.get(url),
+        "DELETE" => http.delete(url),
+        _ => http.post(url).json(&body.unwrap_or_else(|| json!({}))),
+    };
+    let resp = req.send().unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status();
+    let v: Value = resp.json().expect("WebDriver answers JSON");
+    assert!(status.is_success(), "{method} {url}: {status}: {v}");
+    v["value"].clone()
+}
+
+/// One browser session.
+struct Browser<'d> {
+    driver: &'d Driver,
+    id: String,
+}
+
+impl Browser<'_> {
+    fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}/session/{}{path}", self.driver.url, self.id);
+        call(&self.driver.http, method, &url, body)
+    }
+
+    fn go(&self, url: &str) {
+        self.cmd("POST", "/url", Some(json!({ "url": url })));
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+    }
+
+    fn title(&self) -> String {
+        self.cmd("GET", "/title", None).as_str().unwrap().to_owned()
+    }
+
+    /// Waits until the page says it rendered (`main[data-state]` is `ready`);
+    /// a bounded wait, never a measure.
+    fn wait_ready(&self) {
+        for _ in 0..1200 {
+            match self
+                .js("return document.getElementById('main')?.dataset.state || ''")
+                .as_str()
+            {
+                Some("ready") => return,
+                Some("failed") => panic!("the page failed: {}", self.text("main")),
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        panic!("the page never got ready: {}", self.text("main"));
+    }
+
+    fn count(&self, css: &str) -> usize {
+        let script = format!("return document.querySelectorAll({}).length", json!(css));
+        self.js(&script).as_u64().unwrap() as usize
+    }
+
+    fn text(&self, css: &str) -> String {
+        let script = format!(
+            "const e = document.querySelector({}); return e ? e.innerText : ''",
+            json!(css)
+        );
+        self.js(&script).as_str().unwrap_or_default().to_owned()
+    }
+
+    fn click(&self, css: &str) {
+        let found = self.cmd(
+            "POST",
+            "/element",
+            Some(json!({"using": "css selector", "value": css})),
+        );
+        let eid = found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .expect("an element id")
+            .to_owned();
+        self.cmd("POST", &format!("/element/{eid}/click"), None);
+    }
+
+    /// Browser console entries since the last call.
+    fn console(&self) -> Vec<Value> {
+        let v = self.cmd("POST", "/se/log", Some(json!({"type": "browser"})));
+        v.as_array().cloned().unwrap_or_default()
+    }
+
+    fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.cmd(
+            "POST",
+            "/goog/cdp/execute",
+            Some(json!({"cmd": cmd, "params": params})),
+        )
+    }
+
+    /// `Performance.getMetrics` as name → value.
+    fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        self.cdp("Performance.enable", json!({}));
+        let v = self.cdp("Performance.getMetrics", json!({}));
+        v["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_owned(),
+                    m["value"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn screenshot(&self, name: &str) {
+        if std::env::var_os("EVI_UPDATE_SCREENSHOTS").is_none() {
+            return;
+        }
+        let png = self.cmd("GET", "/screenshot", None);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        let dir = screenshots_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+        eprintln!("saved {}", dir.join(name).display());
+    }
+}
+
+impl Drop for Browser<'_> {
+    fn drop(&mut self) {
+        let url = format!("{}/session/{}", self.driver.url, self.id);
+        let _ = self.driver.http.delete(url).send();
+    }
+}
+
+fn screenshots_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("docs")
+        .join("screenshots")
+}
+
+/// Console entries that are errors, or that a payload wrote.
+fn bad_console(entries: &[Value]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e["level"] == "SEVERE" || e["message"].as_str().unwrap_or("").contains("pwned"))
+        .map(|e| e.to_string())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The homes.
+
+const BRANCHED: &str = "01JWEBBRANCHEDSESSION00000";
+const HOSTILE: &str = "01JWEBHOSTILESESSION000000";
+
+/// `HH:MM:SS` of today, as an RFC 3339 time.
+fn at(hms: &str) -> String {
+    format!("{}T{hms}Z", today())
+}
+
+/// The day `n` days before today (UTC).
+fn days_ago(n: u64) -> String {
+    (chrono::Utc::now().date_naive() - chrono::Days::new(n))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+fn line(v: Value) -> String {
+    v.to_string()
+}
+
+/// A conversation that forks after the third message: the active branch
+/// goes on with a fix, the other tried something else first.
+fn branched_lines() -> Vec<String> {
+    vec![
+        line(
+            json!({"id": "q1", "parentId": null, "role": "user", "ts": at("09:00:00"),
+            "content": "The `sessions list` test fails on CI but passes here. Can you find out why?"}),
+        ),
+        line(
+            json!({"id": "t1", "parentId": "q1", "role": "assistant", "ts": at("09:00:05"),
+            "content": "Let me run it the way CI does.",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash",
+                "arguments": "{\"cmd\":\"TZ=UTC cargo test -p evi-tests sessions::list\"}"}}]}),
+        ),
+        line(
+            json!({"id": "o1", "parentId": "t1", "role": "tool", "tool_name": "bash",
+            "tool_call_id": "c1", "ts": at("09:00:40"),
+            "content": "running 1 test\ntest sessions::list_is_newest_first ... FAILED\n\nassertion failed: left == right\n  left: \"2026-06-08 23:30\"\n right: \"2026-06-09 01:30\"\n\ntest result: FAILED. 0 passed; 1 failed"}),
+        ),
+        line(
+            json!({"id": "a1", "parentId": "o1", "role": "assistant", "ts": at("09:01:10"),
+            "content": "The listing formats times in **local time**, and CI runs in UTC while this machine is on CEST.\n\nTwo ways to fix it:\n\n1. pin `TZ=UTC` in the test environment, or\n2. print times in UTC everywhere.\n\nPinning the environment keeps the output people see unchanged:\n\n```rust\nc.env(\"TZ\", \"UTC\");\n```"}),
+        ),
+        line(
+            json!({"id": "u2", "parentId": "a1", "role": "user", "ts": at("09:02:00"),
+            "content": "Pin it in the fixture, please."}),
+        ),
+        line(
+            json!({"id": "a2", "parentId": "u2", "role": "assistant", "ts": at("09:02:30"),
+            "content": "Done: `Device::cmd` now sets `TZ=UTC`, and the test passes both here and on CI."}),
+        ),
+        // The older branch, forking after the tool output.
+        line(
+            json!({"id": "b1", "parentId": "o1", "role": "assistant", "ts": at("08:59:00"),
+            "content": "Maybe the test is flaky. Let me run it ten times."}),
+        ),
+        line(
+            json!({"id": "b2", "parentId": "b1", "role": "user", "ts": at("08:59:30"),
+            "content": "It is not flaky, it fails every time on CI."}),
+        ),
+    ]
+}
+
+/// Every way a transcript could try to run script in the viewer.
+fn hostile_lines() -> Vec<String> {
+    let day = days_ago(6);
+    let at = |hms: &str| format!("{day}T{hms}Z");
+    let script = "<script>document.title='pwned';console.log('pwned script')</script>";
+    let img = "<img src=x onerror=\"document.title='pwned';console.log('pwned img')\">";
+    let link = "[x](javascript:document.title='pwned';console.log('pwned link'))";
+    vec![
+        line(json!({"role": "user", "ts": at("10:00:00"),
+            "content": format!("{script}\n\n{img}\n\nclick {link} now")})),
+        line(json!({"role": "assistant", "ts": at("10:00:05"),
+            "content": format!("![{img}](javascript:console.log('pwned image'))\n\n<a href=\"javascript:console.log('pwned a')\">a</a> <svg onload=\"console.log('pwned svg')\"></svg>\n\n```html\n{script}\n```\n\n**{img}** `{script}` [ok](https://example.invalid/?q=<script>)"),
+            "tool_calls": [{"id": "c9", "type": "function", "function": {"name": script, "arguments": img}}]})),
+        line(
+            json!({"role": "tool", "tool_name": img, "tool_call_id": "c9", "ts": at("10:00:06"),
+            "content": format!("{script}{img}")}),
+        ),
+        // Not JSON at all: shown raw.
+        format!("{img} not json {script}"),
+    ]
+}
+
+/// A generated home (`evi-gen-home`) plus the two hand-written sessions.
+fn home(sessions: usize) -> (Device, usize) {
+    let dev = Device::new();
+    let run = Command::new(bin("evi-gen-home"))
+        .arg(dev.home())
+        .args([
+            "--sessions",
+            &sessions.to_string(),
+            "--total-mb",
+            "4",
+            "--big-mb",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let join = |ls: Vec<String>| {
+        ls.iter()
+            .flat_map(|l| format!("{l}\n").into_bytes())
+            .collect::<Vec<u8>>()
+    };
+    dev.write(&today(), BRANCHED, &join(branched_lines()));
+    // Six days old: low in the list, out of the screenshot's way.
+    dev.write(&days_ago(6), HOSTILE, &join(hostile_lines()));
+    (dev, sessions + 2)
+}
+
+fn branch_messages(dev: &Device, id: &str) -> usize {
+    let run = dev.evi(&["sessions", "show", id, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    v["branch_messages"].as_u64().unwrap() as usize
+}
+
+/// Scrolls to the end until the page says there is no more to load
+/// (`main[data-more]` is `no`); the number of `css` elements then.
+fn scroll_to_end(b: &Browser<'_>, css: &str) -> usize {
+    for _ in 0..1200 {
+        b.js("window.scrollTo(0, document.body.scrollHeight)");
+        if b.js("return document.getElementById('main').dataset.more") == "no" {
+            return b.count(css);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the page kept loading: {} so far", b.count(css));
+}
+
+/// Marks the document shown now, so that [`Browser::wait_ready`] after a
+/// click waits for the next one.
+fn mark_old(b: &Browser<'_>) {
+    b.js("document.getElementById('main').dataset.state = 'old'");
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn list_session_branches_and_hostile_text_in_chromium() {
+    if !browser_present("list_session_branches_and_hostile_text_in_chromium") {
+        return;
+    }
+    let (dev, total) = home(60);
+    let web = dev.web("127.0.0.1:0");
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let b = driver.session(profile.path());
+
+    // The list: a first page of 50, the rest as it scrolls.
+    b.go(&web.url);
+    b.wait_ready();
+    assert_eq!(b.title(), "evi sessions");
+    assert_eq!(b.text(".count"), format!("{total} sessions"));
+    assert_eq!(b.count(".row"), 50);
+    b.screenshot("list.png");
+    assert_eq!(scroll_to_end(&b, ".row"), total);
+    // The search narrows it.
+    b.js("const q = document.querySelector('.search'); q.value = 'sessions list test fails'; q.dispatchEvent(new Event('input'))");
+    for _ in 0..200 {
+        if b.text(".count") == "1 session" && b.count(".row") == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(b.text(".count"), "1 session");
+    assert_eq!(
+        b.js("return document.querySelector('.row').dataset.session"),
+        BRANCHED
+    );
+
+    // A generated session longer than a page: every message, once scrolled.
+    let big = std::fs::read_to_string(dev.home().join("gen-home.txt")).unwrap();
+    let big = big
+        .lines()
+        .find_map(|l| l.strip_prefix("big_session="))
+        .unwrap()
+        .to_owned();
+    let expected = branch_messages(&dev, &big);
+    assert!(expected > 50, "{expected}");
+    b.go(&format!(
+        "{}/?session={}",
+        web.base,
+        &big[..10].to_lowercase()
+    ));
+    b.wait_ready();
+    assert_eq!(b.count(".msg"), 50);
+    assert_eq!(scroll_to_end(&b, ".msg"), expected);
+
+    // The branched session: the active branch, then the other one.
+    b.go(&format!("{}/?session={BRANCHED}", web.base));
+    b.wait_ready();
+    assert_eq!(b.title(), format!("evi session {}", &BRANCHED[..8]));
+    assert_eq!(b.count(".msg"), branch_messages(&dev, BRANCHED));
+    assert_eq!(b.count(".msg"), 6);
+    assert_eq!(b.count(".fork .choice"), 2);
+    assert!(
+        b.text(".msg:last-of-type")
+            .contains("the test passes both here and on CI")
+    );
+    b.screenshot("session-branched.png");
+    mark_old(&b);
+    b.click(".fork a.choice");
+    b.wait_ready();
+    let ids = b.js("return [...document.querySelectorAll('.msg')].map(m => m.dataset.entry)");
+    assert_eq!(ids, json!(["q1", "t1", "o1", "b1", "b2"]));
+    assert!(b.text("main").contains("It is not flaky"));
+    assert!(!b.text("main").contains("Pin it in the fixture"));
+    assert_eq!(b.count(".fork .choice.current"), 1);
+    assert_eq!(
+        b.js("return document.querySelector('.fork .choice.current').dataset.entry"),
+        "b1"
+    );
+
+    // The hostile session: all of it shown as text, nothing run.
+    b.go(&format!("{}/?session={HOSTILE}", web.base));
+    b.wait_ready();
+    let title = format!("evi session {}", &HOSTILE[..8]);
+    assert_eq!(b.title(), title);
+    assert_eq!(b.count(".msg"), 4);
+    let shown = b.text("main");
+    for text in [
+        "<script>document.title='pwned'",
+        "onerror=\"document.title='pwned'",
+        "not json",
+    ] {
+        assert!(
+            shown.contains(text),
+            "{text} not shown as text in:\n{shown}"
+        );
+    }
+    // No element a payload names made it into the document.
+    assert_eq!(
+        b.count("main script, main img, main svg, main iframe, main [onerror], main [onload]"),
+        0
+    );
+    assert_eq!(b.count("a[href^='javascript:' i]"), 0);
+    assert_eq!(
+        b.count(".dead-link"),
+        2,
+        "the javascript: links are shown as text"
+    );
+    b.click(".dead-link");
+    // Tool output and calls: collapsed, with their name and size.
+    assert_eq!(b.count("details.tool-out:not([open])"), 1);
+    assert!(b.text("details.tool-out summary").contains(" result · "));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(b.title(), title);
+    assert_eq!(b.js("return document.title.includes('pwned')"), false);
+    let console = b.console();
+    assert_eq!(
+        bad_console(&console),
+        Vec::<String>::new(),
+        "console: {console:?}"
+    );
+}
+
+#[test]
+fn a_200_mb_session_opens_with_one_page_in_the_dom() {
+    if !browser_present("a_200_mb_session_opens_with_one_page_in_the_dom") {
+        return;
+    }
+    let dev = Device::new();
+    let run = Command::new(bin("evi-gen-home"))
+        .arg(dev.home())
+        .args(["--sessions", "3", "--total-mb", "202", "--big-mb", "200"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let summary = String::from_utf8(run.stdout).unwrap();
+    let big = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("big_session="))
+        .unwrap()
+        .to_owned();
+    let size: u64 = walk_sizes(&dev.home().join("transcripts"), &big);
+    assert!(size >= 200_000_000, "{size}");
+
+    let web = dev.web("127.0.0.1:0");
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let b = driver.session(profile.path());
+    // The viewer is up and the browser warm: what is measured is the open.
+    b.go(&web.url);
+    b.wait_ready();
+
+    let started = Instant::now();
+    b.go(&format!("{}/?session={big}", web.base));
+    b.wait_ready();
+    let wall = started.elapsed();
+    let in_page = b
+        .js("return Number(document.body.dataset.readyMs)")
+        .as_f64()
+        .unwrap();
+    let messages = b.count(".msg");
+    let metrics = b.metrics();
+    let heap = metrics["JSHeapUsedSize"];
+    eprintln!(
+        "200 MB session ({size} bytes): opened in {in_page:.0} ms after navigation \
+         ({:.0} ms seen by the test), {messages} messages in the DOM, JS heap {:.1} MB used \
+         of {:.1} MB, {} DOM nodes",
+        wall.as_secs_f64() * 1000.0,
+        heap / 1e6,
+        metrics["JSHeapTotalSize"] / 1e6,
+        metrics["Nodes"]
+    );
+    assert_eq!(messages, 50, "only the first page is in the DOM");
+    let total = b.js("return document.getElementById('branch-count').textContent");
+    assert!(
+        total
+            .as_str()
+            .unwrap()
+            .ends_with(" messages on this branch"),
+        "{total}"
+    );
+    assert!(heap < 100e6, "JS heap {heap} bytes");
+    assert_eq!(bad_console(&b.console()), Vec::<String>::new());
+}
+
+/// Bytes of a session's files under `transcripts/`.
+fn walk_sizes(dir: &Path, session: &str) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|d| std::fs::metadata(d.unwrap().path().join(format!("{session}.jsonl"))).ok())
+        .map(|m| m.len())
+        .sum()
+}
