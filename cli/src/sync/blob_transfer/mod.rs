@@ -43,10 +43,10 @@ pub use sync_side::{
     upload_one,
 };
 
-use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use evi_shared::KeyedId;
 use evi_shared::limits::MAX_NAMES_PER_CALL;
@@ -170,7 +170,7 @@ pub struct BlobTransfer<'a> {
     temp_dir: &'a Path,
     /// The server's `max_blob_bytes`, asked for on the first upload that
     /// needs it unless given.
-    max_blob_bytes: Cell<Option<u64>>,
+    max_blob_bytes: OnceLock<u64>,
 }
 
 impl<'a> BlobTransfer<'a> {
@@ -187,14 +187,14 @@ impl<'a> BlobTransfer<'a> {
             identity,
             keys,
             temp_dir,
-            max_blob_bytes: Cell::new(None),
+            max_blob_bytes: OnceLock::new(),
         }
     }
 
     /// With the server's `max_blob_bytes` known (from `capabilities()`), so
     /// uploads do not ask for it again.
     pub fn with_max_blob_bytes(self, max: u64) -> Self {
-        self.max_blob_bytes.set(Some(max));
+        let _ = self.max_blob_bytes.set(max);
         self
     }
 

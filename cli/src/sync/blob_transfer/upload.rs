@@ -13,6 +13,8 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use evi_shared::KeyedId;
 use evi_shared::limits::MAX_NAMES_PER_CALL;
@@ -24,6 +26,9 @@ use super::{BUF, BlobTransfer, TransferError, UploadFailure, UploadOutcome, is_s
 use crate::sync::client::ClientError;
 use crate::sync::seal_blob;
 
+/// Blob uploads in flight at once.
+const UPLOADS: usize = 3;
+
 /// One attempt at an upload under one limit.
 enum Attempt {
     Done(UploadOutcome),
@@ -34,33 +39,71 @@ enum Attempt {
 impl BlobTransfer<'_> {
     fn max_blob_bytes(&self) -> Result<u64, ClientError> {
         if let Some(m) = self.max_blob_bytes.get() {
-            return Ok(m);
+            return Ok(*m);
         }
         let m = self.client.capabilities()?.max_blob_bytes;
-        self.max_blob_bytes.set(Some(m));
+        let _ = self.max_blob_bytes.set(m);
         Ok(m)
     }
 
     /// Uploads each `(sha256, source file)` the server lacks, in parts when
     /// its age file would exceed the server's blob limit. One outcome per
     /// blob, in order; asks which are missing in batches, not per blob.
+    /// Several go up at once: an upload mostly waits for the server to make
+    /// it durable, and one after another a journal of hundreds of blobs
+    /// took longer than all the transcripts.
     pub fn upload_blobs(
         &self,
         blobs: &[(String, PathBuf)],
     ) -> Result<Vec<UploadOutcome>, TransferError> {
         let shas: Vec<String> = blobs.iter().map(|(s, _)| s.clone()).collect();
         let stored = self.stored(&shas)?;
-        let mut out = Vec::with_capacity(blobs.len());
-        for ((sha, path), stored) in blobs.iter().zip(stored) {
-            out.push(if !is_sha_name(sha) {
-                UploadOutcome::Failed(UploadFailure::BadName(sha.clone()))
-            } else if stored {
-                UploadOutcome::AlreadyStored
-            } else {
-                self.send(sha, path)?
-            });
+        let mut out: Vec<Option<UploadOutcome>> = blobs
+            .iter()
+            .zip(&stored)
+            .map(|((sha, _), stored)| {
+                if !is_sha_name(sha) {
+                    Some(UploadOutcome::Failed(UploadFailure::BadName(sha.clone())))
+                } else if *stored {
+                    Some(UploadOutcome::AlreadyStored)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let todo: Vec<usize> = (0..blobs.len()).filter(|i| out[*i].is_none()).collect();
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let sent = Mutex::new(Vec::with_capacity(todo.len()));
+        std::thread::scope(|scope| {
+            for _ in 0..UPLOADS.min(todo.len()) {
+                scope.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            return;
+                        };
+                        let (sha, path) = &blobs[i];
+                        let r = self.send(sha, path);
+                        if r.is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        sent.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
+                    }
+                });
+            }
+        });
+        let mut sent = sent.into_inner().unwrap_or_else(|p| p.into_inner());
+        // Blobs are taken in order, so every one before a failure was sent:
+        // the first failure in the given order is the one reported, and
+        // without one every blob has its outcome.
+        sent.sort_by_key(|(i, _)| *i);
+        for (i, r) in sent {
+            out[i] = Some(r?);
         }
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|o| o.expect("every blob is sent unless an earlier one failed"))
+            .collect())
     }
 
     /// [`Self::upload_blobs`] for one blob.
