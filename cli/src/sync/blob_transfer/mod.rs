@@ -46,7 +46,8 @@ pub use sync_side::{
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use evi_shared::KeyedId;
 use evi_shared::limits::MAX_NAMES_PER_CALL;
@@ -153,6 +154,41 @@ pub enum Fetched {
     AlreadyPresent,
     /// The server has neither the whole blob nor a complete set of parts.
     Missing,
+}
+
+/// Blob transfers in flight at once: each mostly waits for the other side
+/// (the server making an upload durable, a download's fsync here), so a few
+/// at once keep both busy; more only hold more buffers.
+const TRANSFERS: usize = 3;
+
+/// `f` over `items` on [`TRANSFERS`] threads; results in the order of
+/// `items`. Items are taken in order and none is started after a failure,
+/// so the first failure in that order is the one returned.
+fn in_parallel<T: Sync, R: Send, E: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E> {
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let done = Mutex::new(Vec::with_capacity(items.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..TRANSFERS.min(items.len()) {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { return };
+                    let r = f(item);
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    done.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 fn is_sha_name(s: &str) -> bool {

@@ -127,10 +127,17 @@ pub fn pull_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncErr
         return Ok(0);
     }
     let t = transfer(ctx);
+    let todo: Vec<(&String, PathBuf)> = todo
+        .into_iter()
+        .map(|sha| (sha, checkpoint_blob_path(ctx, sha)))
+        .collect();
+    // A few at once (see `in_parallel`), each written and made durable on
+    // its own before its journal line is applied.
+    let results = super::in_parallel(&todo, |(sha, dest)| t.fetch_blob(sha, dest))?;
     let mut fetched = 0;
     let mut missing = Vec::new();
-    for sha in todo {
-        match t.fetch_blob(sha, &checkpoint_blob_path(ctx, sha))? {
+    for ((sha, _), result) in todo.into_iter().zip(results) {
+        match result {
             Fetched::Written(_) => fetched += 1,
             Fetched::AlreadyPresent => {}
             Fetched::Missing => {

@@ -13,8 +13,6 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use evi_shared::KeyedId;
 use evi_shared::limits::MAX_NAMES_PER_CALL;
@@ -22,12 +20,11 @@ use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
 use super::manifest::{MAX_BLOB_TOTAL_BYTES, PartManifest, part_size_for, sealed_len};
-use super::{BUF, BlobTransfer, TransferError, UploadFailure, UploadOutcome, is_sha_name};
+use super::{
+    BUF, BlobTransfer, TransferError, UploadFailure, UploadOutcome, in_parallel, is_sha_name,
+};
 use crate::sync::client::ClientError;
 use crate::sync::seal_blob;
-
-/// Blob uploads in flight at once.
-const UPLOADS: usize = 3;
 
 /// One attempt at an upload under one limit.
 enum Attempt {
@@ -72,37 +69,13 @@ impl BlobTransfer<'_> {
             })
             .collect();
         let todo: Vec<usize> = (0..blobs.len()).filter(|i| out[*i].is_none()).collect();
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let sent = Mutex::new(Vec::with_capacity(todo.len()));
-        std::thread::scope(|scope| {
-            for _ in 0..UPLOADS.min(todo.len()) {
-                scope.spawn(|| {
-                    while !stop.load(Ordering::Relaxed) {
-                        let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                            return;
-                        };
-                        let (sha, path) = &blobs[i];
-                        let r = self.send(sha, path);
-                        if r.is_err() {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                        sent.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
-                    }
-                });
-            }
-        });
-        let mut sent = sent.into_inner().unwrap_or_else(|p| p.into_inner());
-        // Blobs are taken in order, so every one before a failure was sent:
-        // the first failure in the given order is the one reported, and
-        // without one every blob has its outcome.
-        sent.sort_by_key(|(i, _)| *i);
-        for (i, r) in sent {
-            out[i] = Some(r?);
+        let sent = in_parallel(&todo, |&i| self.send(&blobs[i].0, &blobs[i].1))?;
+        for (i, outcome) in todo.into_iter().zip(sent) {
+            out[i] = Some(outcome);
         }
         Ok(out
             .into_iter()
-            .map(|o| o.expect("every blob is sent unless an earlier one failed"))
+            .map(|o| o.expect("every blob has its outcome"))
             .collect())
     }
 
