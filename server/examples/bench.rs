@@ -155,6 +155,7 @@ fn main() {
     config.rate_limits = RateLimits {
         per_ip_per_minute: 100_000,
         per_user_per_minute: 100_000,
+        ..RateLimits::default()
     };
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

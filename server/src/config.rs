@@ -36,6 +36,9 @@ impl Default for Limits {
 pub struct RateLimits {
     pub per_ip_per_minute: u32,
     pub per_user_per_minute: u32,
+    /// Most buckets held at once (each well under 200 bytes, so about 10 MB
+    /// at the default): past it, the buckets touched longest ago are dropped.
+    pub max_keys: usize,
 }
 
 impl Default for RateLimits {
@@ -43,6 +46,7 @@ impl Default for RateLimits {
         Self {
             per_ip_per_minute: 60,
             per_user_per_minute: 10,
+            max_keys: 50_000,
         }
     }
 }

@@ -189,7 +189,7 @@ pub async fn serve_state(
             tracing::info!(addr = %l.local_addr()?, "metrics listening");
             let app = Router::new()
                 .route("/metrics", get(metrics::serve_metrics))
-                .with_state(state.metrics.clone());
+                .with_state(state.clone());
             let mut rx = stop_rx.clone();
             Some(tokio::spawn(async move {
                 axum::serve(l, app)

@@ -162,6 +162,7 @@ async fn main() -> std::process::ExitCode {
     config.rate_limits = RateLimits {
         per_ip_per_minute: cli.auth_rate_per_ip.max(1),
         per_user_per_minute: cli.auth_rate_per_user.max(1),
+        ..RateLimits::default()
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
     config.fault = match evi_server::fault::Fault::from_env() {

@@ -78,10 +78,12 @@ pub async fn register(
     ClientIp(ip): ClientIp,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> ApiResult<Json<AuthResponse>> {
-    state.limiter.check(ip, &req.user)?;
+    // Validated before anything keeps state about it (the name becomes a
+    // limiter key).
     check_user(&req.user)?;
     check_device(&req.device)?;
     check_password(&req.password)?;
+    state.limiter.check(ip, &req.user)?;
     let invite_hash = match state.config.registration {
         Registration::Closed => {
             return Err(ApiError::new(
@@ -132,8 +134,12 @@ pub async fn login(
     ClientIp(ip): ClientIp,
     ApiJson(req): ApiJson<LoginRequest>,
 ) -> ApiResult<Json<AuthResponse>> {
-    state.limiter.check(ip, &req.user)?;
+    // Validated before anything keeps state about it (the name becomes a
+    // limiter key). The name rule is public, so this says nothing about
+    // which accounts exist.
+    check_user(&req.user)?;
     check_device(&req.device)?;
+    state.limiter.check(ip, &req.user)?;
     let creds = state.store.credentials(&req.user).await?;
     let (user_id, hash) = match creds {
         Some((id, h)) => (Some(id), Some(h)),

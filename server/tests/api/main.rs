@@ -7,6 +7,7 @@ mod bodies;
 mod common;
 mod crash;
 mod framed;
+mod limiter;
 mod meta;
 mod operator;
 mod records;
