@@ -30,12 +30,17 @@ impl Default for Limits {
     }
 }
 
-/// Register and login attempts allowed per minute (token buckets that refill
-/// continuously and start full).
+/// Attempts allowed per minute (token buckets that refill continuously and
+/// start full); see [`crate::ratelimit`] for who shares which bucket.
 #[derive(Debug, Clone)]
 pub struct RateLimits {
+    /// Register and login attempts from one client address.
     pub per_ip_per_minute: u32,
+    /// Failed logins for one user from one address; wrong old passwords
+    /// given by one device.
     pub per_user_per_minute: u32,
+    /// Failed logins for one user from all addresses together.
+    pub per_user_total_per_minute: u32,
     /// Most buckets held at once (each well under 200 bytes, so about 10 MB
     /// at the default): past it, the buckets touched longest ago are dropped.
     pub max_keys: usize,
@@ -46,6 +51,7 @@ impl Default for RateLimits {
         Self {
             per_ip_per_minute: 60,
             per_user_per_minute: 10,
+            per_user_total_per_minute: 100,
             max_keys: 50_000,
         }
     }

@@ -244,6 +244,7 @@ fn log_start(config: &Config) {
         quota_bytes = %quota,
         auth_rate_per_ip = config.rate_limits.per_ip_per_minute,
         auth_rate_per_user = config.rate_limits.per_user_per_minute,
+        auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
         "starting evi-server"
     );

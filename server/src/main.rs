@@ -66,9 +66,14 @@ struct Cli {
     /// Register/login attempts per minute from one address.
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_IP", default_value_t = RateLimits::default().per_ip_per_minute)]
     auth_rate_per_ip: u32,
-    /// Register/login attempts per minute for one user name.
+    /// Failed logins per minute for one user name from one address (and
+    /// wrong old passwords per minute from one device).
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER", default_value_t = RateLimits::default().per_user_per_minute)]
     auth_rate_per_user: u32,
+    /// Failed logins per minute for one user name from all addresses
+    /// together (devices already logged in are never held up by them).
+    #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER_TOTAL", default_value_t = RateLimits::default().per_user_total_per_minute)]
+    auth_rate_per_user_total: u32,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -162,6 +167,7 @@ async fn main() -> std::process::ExitCode {
     config.rate_limits = RateLimits {
         per_ip_per_minute: cli.auth_rate_per_ip.max(1),
         per_user_per_minute: cli.auth_rate_per_user.max(1),
+        per_user_total_per_minute: cli.auth_rate_per_user_total.max(1),
         ..RateLimits::default()
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;

@@ -83,7 +83,7 @@ pub async fn register(
     check_user(&req.user)?;
     check_device(&req.device)?;
     check_password(&req.password)?;
-    state.limiter.check(ip, &req.user)?;
+    state.limiter.register(ip)?;
     let invite_hash = match state.config.registration {
         Registration::Closed => {
             return Err(ApiError::new(
@@ -139,7 +139,7 @@ pub async fn login(
     // which accounts exist.
     check_user(&req.user)?;
     check_device(&req.device)?;
-    state.limiter.check(ip, &req.user)?;
+    let attempt = state.limiter.login(ip, &req.user)?;
     let creds = state.store.credentials(&req.user).await?;
     let (user_id, hash) = match creds {
         Some((id, h)) => (Some(id), Some(h)),
@@ -150,6 +150,7 @@ pub async fn login(
         tracing::info!(%ip, "login failed");
         return Err(ApiError::invalid_credentials());
     };
+    attempt.succeeded();
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();
     let device_name = state.store.add_device(user_id, device).await?;
@@ -168,12 +169,13 @@ pub async fn login(
     responses((status = 200, body = PasswordChangeResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub async fn change_password(
     State(state): State<AppState>,
-    ClientIp(ip): ClientIp,
     auth: Authed,
     ApiJson(req): ApiJson<PasswordChangeRequest>,
 ) -> ApiResult<Json<PasswordChangeResponse>> {
-    state.limiter.check(ip, &auth.user_name)?;
     check_password(&req.new_password)?;
+    // Keyed by the device, never by the user: other people's login
+    // failures cannot hold up the owner's own devices.
+    let attempt = state.limiter.password_change(&auth.device_id)?;
     let hash = state
         .store
         .credentials(&auth.user_name)
@@ -182,6 +184,7 @@ pub async fn change_password(
     if !state.passwords.verify(req.old_password, hash).await? {
         return Err(ApiError::invalid_credentials());
     }
+    attempt.succeeded();
     let new_hash = state.passwords.hash(req.new_password).await?;
     let revoked_devices = state
         .store

@@ -47,5 +47,91 @@ async fn huge_user_names_are_refused_before_they_reach_the_limiter() {
         )
         .await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
-    assert!(metric(&metrics, "auth_limiter_keys").await <= 2.0);
+    // Its address, the name from that address, the name from anywhere.
+    assert_eq!(metric(&metrics, "auth_limiter_keys").await, 3.0);
+}
+
+/// A login from `from` (the address a trusted proxy would name).
+async fn login_from(srv: &TestServer, from: &str, user: &str, password: &str) -> StatusCode {
+    srv.anon()
+        .http
+        .post(srv.url("/api/v1/login"))
+        .header("x-forwarded-for", from)
+        .json(&json!({"user": user, "password": password, "device": "d"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn wrong_passwords_from_one_address_do_not_lock_the_owner_out() {
+    let srv = TestServer::start(&["--trust-forwarded-for", "--auth-rate-per-user", "3"]);
+    let owner = srv.register("olive").await;
+    let attacker = "203.0.113.66";
+    let mut refused = false;
+    for _ in 0..10 {
+        match login_from(&srv, attacker, "olive", "wrong-password").await {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                refused = true;
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(refused, "the guessing address was never limited");
+    // The attacker's address stays limited, even with the right password.
+    assert_eq!(
+        login_from(&srv, attacker, "olive", PASSWORD).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // The owner, from another address, logs in.
+    assert_eq!(
+        login_from(&srv, "198.51.100.1", "olive", PASSWORD).await,
+        StatusCode::OK
+    );
+    // The owner's device works, password change included.
+    assert_eq!(owner.get("/api/v1/status").await.0, StatusCode::OK);
+    let (st, v) = owner
+        .post(
+            "/api/v1/password",
+            json!({"old_password": PASSWORD, "new_password": "another password"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn wrong_old_passwords_limit_that_device_only() {
+    let srv = TestServer::start(&["--trust-forwarded-for", "--auth-rate-per-user", "3"]);
+    let owner = srv.register("pia").await;
+    let mut refused = false;
+    for _ in 0..10 {
+        let (st, v) = owner
+            .post(
+                "/api/v1/password",
+                json!({"old_password": "not the password", "new_password": "another password"}),
+            )
+            .await;
+        match st {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                refused = true;
+                break;
+            }
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    assert!(
+        refused,
+        "password guessing through a token was never limited"
+    );
+    // Logins are not limited by the device's failures.
+    assert_eq!(
+        login_from(&srv, "198.51.100.2", "pia", PASSWORD).await,
+        StatusCode::OK
+    );
+    assert_eq!(owner.get("/api/v1/status").await.0, StatusCode::OK);
 }
