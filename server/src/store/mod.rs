@@ -168,7 +168,8 @@ pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
 pub trait Store: Send + Sync + 'static {
     /// Creates a user and its first device (under the name asked for: the
     /// account has no other device yet); with `invite`, consumes that invite
-    /// in the same transaction.
+    /// in the same transaction. The invite is checked before the name, so
+    /// `UserExists` goes only to someone holding a valid code.
     async fn create_user(
         &self,
         name: &str,

@@ -172,6 +172,18 @@ impl Store for SqliteStore {
         let name = name.to_owned();
         self.write(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The invite first: without a valid code, nobody learns whether
+            // a name is taken.
+            if let Some(h) = invite_hash {
+                let unused = tx
+                    .prepare_cached(
+                        "SELECT 1 FROM invites WHERE code_hash = ?1 AND used_by IS NULL",
+                    )?
+                    .exists([&h[..]])?;
+                if !unused {
+                    return Err(StoreError::InvalidInvite);
+                }
+            }
             let exists: Option<i64> = tx
                 .query_row("SELECT id FROM users WHERE name = ?1", [&name], |r| {
                     r.get(0)

@@ -195,6 +195,59 @@ async fn invite_and_closed_registration() {
     );
 }
 
+/// A one-time code from `evi-server invite` on the server's data folder.
+fn invite_code(srv: &TestServer) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_evi-server"))
+        .arg("invite")
+        .arg("--data")
+        .arg(srv.data())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test]
+async fn invite_mode_checks_the_code_before_saying_a_name_is_taken() {
+    let srv = TestServer::start(&["--registration", "invite"]);
+    let anon = srv.anon();
+    let body = |user: &str, invite: &str| json!({"user": user, "password": PASSWORD, "device": "d", "invite": invite});
+    let first = invite_code(&srv);
+    let (st, v) = anon.post("/api/v1/register", body("alice", &first)).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+
+    // Without a valid code, a taken name and a free one get the same answer.
+    let wrong = "0123456789abcdef0123456789abcdef";
+    for user in ["alice", "Alice", "nobody"] {
+        let (st, v) = anon.post("/api/v1/register", body(user, wrong)).await;
+        assert_eq!(
+            (st, v["code"].as_str()),
+            (StatusCode::FORBIDDEN, Some("invalid_invite")),
+            "{user}: {v}"
+        );
+    }
+    // A used code is no valid code either.
+    let (st, v) = anon.post("/api/v1/register", body("alice", &first)).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("invalid_invite"))
+    );
+
+    // With a valid code, a taken name is 409 and the code stays unused.
+    let second = invite_code(&srv);
+    let (st, v) = anon.post("/api/v1/register", body("alice", &second)).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_exists"))
+    );
+    let (st, v) = anon.post("/api/v1/register", body("bob", &second)).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
 #[tokio::test]
 async fn login_is_rate_limited_per_user_and_per_address() {
     let srv = TestServer::start(&["--auth-rate-per-user", "3", "--auth-rate-per-ip", "6"]);
