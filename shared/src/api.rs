@@ -171,7 +171,9 @@ pub struct Capabilities {
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct RegisterRequest {
-    /// `[A-Za-z0-9._-]`, 1 to 64 characters.
+    /// `[A-Za-z0-9._-]`, 1 to 64 characters. Names compare without regard
+    /// to case (`Alice` and `alice` are one account); the account keeps the
+    /// spelling it registered with, which login answers with.
     pub user: String,
     /// 8 to 1024 bytes.
     pub password: String,

@@ -141,24 +141,22 @@ pub async fn login(
     check_device(&req.device)?;
     let attempt = state.limiter.login(ip, &req.user)?;
     let creds = state.store.credentials(&req.user).await?;
-    let (user_id, hash) = match creds {
-        Some((id, h)) => (Some(id), Some(h)),
-        None => (None, None),
-    };
+    let hash = creds.as_ref().map(|c| c.password_hash.clone());
     let ok = state.passwords.verify(req.password, hash).await?;
-    let Some(user_id) = user_id.filter(|_| ok) else {
+    let Some(creds) = creds.filter(|_| ok) else {
         tracing::info!(%ip, "login failed");
         return Err(ApiError::invalid_credentials());
     };
     attempt.succeeded();
+    let user_id = creds.user_id;
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();
     let device_name = state.store.add_device(user_id, device).await?;
-    tracing::info!(user = %req.user, device = %device_id, name = %device_name, "logged in");
+    tracing::info!(user = %creds.name, device = %device_id, name = %device_name, "logged in");
     Ok(Json(AuthResponse {
         token,
         device_id,
-        user: req.user,
+        user: creds.name,
         device_name,
     }))
 }
@@ -180,7 +178,8 @@ pub async fn change_password(
         .store
         .credentials(&auth.user_name)
         .await?
-        .map(|(_, h)| h);
+        .filter(|c| c.user_id == auth.user_id)
+        .map(|c| c.password_hash);
     if !state.passwords.verify(req.old_password, hash).await? {
         return Err(ApiError::invalid_credentials());
     }

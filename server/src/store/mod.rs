@@ -49,6 +49,15 @@ pub struct NewDevice {
     pub now: i64,
 }
 
+/// An account as login finds it.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub user_id: UserId,
+    /// The name as registered (a login may spell it in another case).
+    pub name: String,
+    pub password_hash: String,
+}
+
 /// The device a token belongs to.
 #[derive(Debug, Clone)]
 pub struct TokenOwner {
@@ -168,7 +177,8 @@ pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
 pub trait Store: Send + Sync + 'static {
     /// Creates a user and its first device (under the name asked for: the
     /// account has no other device yet); with `invite`, consumes that invite
-    /// in the same transaction. The invite is checked before the name, so
+    /// in the same transaction. `UserExists` if an account's name matches
+    /// `name` in any ASCII case. The invite is checked before the name, so
     /// `UserExists` goes only to someone holding a valid code.
     async fn create_user(
         &self,
@@ -177,8 +187,10 @@ pub trait Store: Send + Sync + 'static {
         invite_hash: Option<[u8; 32]>,
         device: NewDevice,
     ) -> StoreResult<UserId>;
-    /// The user's id and password hash, if the user exists.
-    async fn credentials(&self, name: &str) -> StoreResult<Option<(UserId, String)>>;
+    /// The account `name` names, in any ASCII case. A database from before
+    /// names compared without case may hold several such accounts: then
+    /// the one spelled exactly so, and none if no spelling is exact.
+    async fn credentials(&self, name: &str) -> StoreResult<Option<Credentials>>;
     /// Adds a device and returns the name it got: `device.name`, or the
     /// first of `NAME-2`, `NAME-3`, … that no device of the account has
     /// (see [`unique_device_name`]). Choosing the name and inserting the

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_init.sql"),
     include_str!("../../migrations/sqlite/0002_record_device.sql"),
     include_str!("../../migrations/sqlite/0003_record_bodies.sql"),
+    include_str!("../../migrations/sqlite/0004_user_name_nocase.sql"),
 ];
 const READERS: usize = 4;
 
@@ -185,9 +186,11 @@ impl Store for SqliteStore {
                 }
             }
             let exists: Option<i64> = tx
-                .query_row("SELECT id FROM users WHERE name = ?1", [&name], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT id FROM users WHERE name = ?1 COLLATE NOCASE LIMIT 1",
+                    [&name],
+                    |r| r.get(0),
+                )
                 .optional()?;
             if exists.is_some() {
                 return Err(StoreError::UserExists);
@@ -213,15 +216,30 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn credentials(&self, name: &str) -> StoreResult<Option<(UserId, String)>> {
+    async fn credentials(&self, name: &str) -> StoreResult<Option<Credentials>> {
         let name = name.to_owned();
         self.read(move |c| {
-            Ok(c.query_row(
-                "SELECT id, password_hash FROM users WHERE name = ?1",
-                [&name],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
+            // The exact spelling first; two rows and neither exact is a name
+            // that two accounts from before the case rule share.
+            let mut st = c.prepare_cached(
+                "SELECT id, name, password_hash FROM users WHERE name = ?1 COLLATE NOCASE
+                 ORDER BY name = ?1 DESC, id LIMIT 2",
+            )?;
+            let rows = st
+                .query_map([&name], |r| {
+                    Ok(Credentials {
+                        user_id: r.get(0)?,
+                        name: r.get(1)?,
+                        password_hash: r.get(2)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut rows = rows.into_iter();
+            Ok(match (rows.next(), rows.next()) {
+                (Some(first), _) if first.name == name => Some(first),
+                (Some(only), None) => Some(only),
+                _ => None,
+            })
         })
         .await
     }

@@ -390,3 +390,115 @@ async fn a_device_name_already_in_use_gets_the_first_free_suffix() {
     assert_eq!(got.len(), long.len());
     assert_eq!(got, format!("{}-2", &long[..long.len() - 2]));
 }
+
+#[tokio::test]
+async fn user_names_that_differ_only_in_case_are_one_account() {
+    let srv = TestServer::start(&[]);
+    srv.register("alice").await;
+    let anon = srv.anon();
+    let (st, v) = anon
+        .post(
+            "/api/v1/register",
+            json!({"user": "Alice", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_exists")),
+        "{v}"
+    );
+    // Any case logs in to it, and the answer names the account as registered.
+    let (st, v) = anon
+        .post(
+            "/api/v1/login",
+            json!({"user": "ALICE", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["user"], "alice");
+    // Look-alikes from other scripts are no user names at all (Cyrillic а).
+    let (st, v) = anon
+        .post(
+            "/api/v1/register",
+            json!({"user": "\u{430}lice", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{v}"
+    );
+}
+
+/// Device names of the account `user` logs in to with `password`.
+async fn devices_of(srv: &TestServer, user: &str) -> (StatusCode, Vec<String>) {
+    let anon = srv.anon();
+    let (st, v) = anon
+        .post(
+            "/api/v1/login",
+            json!({"user": user, "password": PASSWORD, "device": "probe"}),
+        )
+        .await;
+    if st != StatusCode::OK {
+        return (st, Vec::new());
+    }
+    let (_, d) = anon
+        .with_token(v["token"].as_str().unwrap())
+        .get("/api/v1/devices")
+        .await;
+    let names = d["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    (st, names)
+}
+
+#[tokio::test]
+async fn accounts_from_before_that_differ_only_in_case_keep_working() {
+    let mut srv = TestServer::start(&["--auth-rate-per-user", "100"]);
+    srv.register("bob").await;
+    srv.stop();
+    // An older server let `Bob` register beside `bob`; make that database
+    // (as it was before the case rule: its last migration undone).
+    let db = rusqlite::Connection::open(srv.data().join("evi-server.sqlite3")).unwrap();
+    db.execute_batch(
+        "INSERT INTO users (name, password_hash, created_at)
+             SELECT 'Bob', password_hash, created_at FROM users WHERE name = 'bob';
+         DROP INDEX IF EXISTS users_by_name_nocase;",
+    )
+    .unwrap();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    db.pragma_update(None, "user_version", version.min(3))
+        .unwrap();
+    drop(db);
+    srv.start_again();
+
+    // Each logs in under its exact name, to its own devices.
+    assert_eq!(
+        devices_of(&srv, "bob").await,
+        (StatusCode::OK, vec!["first".to_owned(), "probe".to_owned()])
+    );
+    assert_eq!(
+        devices_of(&srv, "Bob").await,
+        (StatusCode::OK, vec!["probe".to_owned()])
+    );
+    // A spelling that matches both is neither.
+    assert_eq!(devices_of(&srv, "BOB").await.0, StatusCode::UNAUTHORIZED);
+    // And no third spelling can register.
+    let (st, v) = srv
+        .anon()
+        .post(
+            "/api/v1/register",
+            json!({"user": "BoB", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_exists")),
+        "{v}"
+    );
+}

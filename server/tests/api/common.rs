@@ -103,6 +103,20 @@ impl TestServer {
         self.addr = addr;
     }
 
+    /// Kills the process (SIGKILL) and waits for it, leaving the data
+    /// folder to be changed before [`TestServer::start_again`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        self.child.wait().unwrap();
+    }
+
+    /// Starts again on the same data folder, flags and environment.
+    pub fn start_again(&mut self) {
+        let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
+        self.child = child;
+        self.addr = addr;
+    }
+
     /// Waits for the process to end by itself.
     pub fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().unwrap()
