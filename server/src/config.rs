@@ -64,7 +64,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub registration: Registration,
     pub metrics_listen: Option<SocketAddr>,
-    /// Per-user cap on record body plus blob bytes; `None` is unlimited.
+    /// Per-user cap on stored bytes: bodies, blobs and the rows that index
+    /// them (see [`crate::store::record_cost`]); `None` is unlimited.
     pub quota_bytes: Option<u64>,
     pub limits: Limits,
     pub rate_limits: RateLimits,

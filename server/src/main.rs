@@ -46,7 +46,9 @@ struct Cli {
         default_value = "text"
     )]
     log_format: LogFormat,
-    /// Per-user storage quota in bytes (off by default).
+    /// Per-user storage quota in bytes (off by default): ciphertext and blob
+    /// bytes plus a fixed cost per record, entry id and blob for the rows
+    /// that index them (`bytes_used` in the status shows the count).
     #[arg(long, env = "EVI_SERVER_QUOTA_BYTES")]
     quota_bytes: Option<u64>,
     /// Largest push request body in bytes, as sent (JSON or framed).

@@ -387,7 +387,9 @@ pub struct StatusResponse {
     pub records: u64,
     pub entries: u64,
     pub blobs: u64,
-    /// Record ciphertext plus blob bytes.
+    /// What the quota counts: record ciphertext and blob bytes, plus a fixed
+    /// cost for each record, entry id and blob (the rows that index them).
+    /// Servers before that counted only ciphertext and blob bytes.
     pub bytes_used: u64,
     /// The per-user quota, if the server sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -31,6 +31,10 @@ pub const DEVICE_NAME_MAX_LEN: usize = 128;
 pub const PASSWORD_MIN_LEN: usize = 8;
 pub const PASSWORD_MAX_LEN: usize = 1024;
 
+/// Most entry ids in one pushed segment: the server refuses more (413), and
+/// the client cuts a segment there. 10,000 ids are about 670 kB of a batch.
+pub const MAX_ENTRY_IDS_PER_SEGMENT: usize = 10_000;
+
 /// Longest record `kind` (`[a-z0-9_-]`).
 pub const KIND_MAX_LEN: usize = 32;
 

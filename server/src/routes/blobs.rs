@@ -74,9 +74,13 @@ pub async fn put(
         };
         return Ok((StatusCode::OK, Json(stored)).into_response());
     }
-    // With a quota, stop streaming as soon as the upload cannot fit.
+    // With a quota, stop streaming as soon as the upload cannot fit (its
+    // row counts too: see blob_cost).
     let room = match state.config.quota_bytes {
-        Some(q) => Some(q.saturating_sub(state.store.usage(auth.user_id).await?.bytes_used)),
+        Some(q) => Some(
+            q.saturating_sub(state.store.usage(auth.user_id).await?.bytes_used)
+                .saturating_sub(crate::store::BLOB_ROW_BYTES),
+        ),
         None => None,
     };
     if let (Some(room), Some(n)) = (room, declared)

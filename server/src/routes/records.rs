@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
 use evi_shared::api::{ErrorBody, PullQuery, PullResponse, PushRequest, PushResponse, Record};
 use evi_shared::frames::{self, PageEnd};
-use evi_shared::limits::KIND_MAX_LEN;
+use evi_shared::limits::{KIND_MAX_LEN, MAX_ENTRY_IDS_PER_SEGMENT};
 
 use super::framed::{self, Incoming, PushWire};
 use super::{ApiJson, body_bytes};
@@ -66,6 +66,13 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
         return Err(ApiError::bad_request(
             "a segment needs at least one entry id",
         ));
+    }
+    if s.entry_ids.len() > MAX_ENTRY_IDS_PER_SEGMENT {
+        return Err(ApiError::too_large(format!(
+            "a segment holds at most {MAX_ENTRY_IDS_PER_SEGMENT} entry ids, this one {}: \
+             split it into several segments",
+            s.entry_ids.len()
+        )));
     }
     Ok(())
 }

@@ -21,6 +21,28 @@ pub mod sqlite;
 
 pub type UserId = i64;
 
+/// What a stored record costs against the quota besides its body: its row
+/// (ids, kind, seq, body location) and index entries. Measured on SQLite:
+/// about 205 bytes a row.
+pub const RECORD_ROW_BYTES: u64 = 256;
+/// What each entry id of a record costs: its 65 characters in the row and
+/// its row in the table of known ids (about 111 bytes measured).
+pub const ENTRY_ID_BYTES: u64 = 128;
+/// What a blob costs besides its bytes: its row (about 86 bytes measured)
+/// and its file's inode and directory entry.
+pub const BLOB_ROW_BYTES: u64 = 256;
+
+/// The quota cost of a record: every byte it stores, so that no shape of
+/// push (many ids, no ciphertext) grows an account past its quota.
+pub fn record_cost(body_len: u64, entry_ids: usize) -> u64 {
+    body_len + RECORD_ROW_BYTES + ENTRY_ID_BYTES * entry_ids as u64
+}
+
+/// The quota cost of a blob of `size` bytes on disk.
+pub fn blob_cost(size: u64) -> u64 {
+    size + BLOB_ROW_BYTES
+}
+
 /// Errors worth telling apart. Only `Backend` is worth retrying.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -209,7 +231,8 @@ pub trait Store: Send + Sync + 'static {
     /// Sets the value if unset; `KeyCheckMismatch` if a different one is set.
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()>;
     /// Stores the segments whose entry ids are not all known, in one
-    /// transaction; `QuotaExceeded` stores nothing. Quota counts body bytes.
+    /// transaction; `QuotaExceeded` stores nothing. The quota counts
+    /// [`record_cost`] of each stored record.
     async fn push(
         &self,
         user: UserId,
@@ -237,7 +260,8 @@ pub trait Store: Send + Sync + 'static {
     /// The subset of `names` this user has no blob for, in the given order.
     async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn blob_size(&self, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>>;
-    /// Records a blob whose file is in place; false if it was already recorded.
+    /// Records a blob whose file is in place; false if it was already
+    /// recorded. The quota counts [`blob_cost`] of `size`.
     async fn add_blob(
         &self,
         user: UserId,

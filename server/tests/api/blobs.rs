@@ -1,5 +1,6 @@
 //! Blobs: missing, upload, download, purge, limits, traversal, cut uploads.
 
+use evi_server::store::BLOB_ROW_BYTES;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -30,7 +31,7 @@ async fn upload_download_missing_purge() {
     let (_, st) = a.get("/api/v1/status").await;
     assert_eq!(
         (st["blobs"].as_u64(), st["bytes_used"].as_u64()),
-        (Some(1), Some(300_000))
+        (Some(1), Some(300_000 + BLOB_ROW_BYTES))
     );
 
     let (_, v) = a

@@ -10,6 +10,7 @@ mod framed;
 mod limiter;
 mod meta;
 mod operator;
+mod quota;
 mod records;
 mod secrets;
 mod wire;
