@@ -61,8 +61,8 @@ struct Cli {
     /// Most records in one pull page.
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_RECORDS", default_value_t = Limits::default().max_page_records)]
     max_page_records: u32,
-    /// Most bytes in one pull page: ciphertext on the JSON page, the whole
-    /// body on the framed page (a larger record still goes alone).
+    /// Most bytes in one pull page as sent, JSON or framed (a larger record
+    /// still goes alone).
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_BYTES", default_value_t = Limits::default().max_page_bytes)]
     max_page_bytes: u64,
     /// Register/login attempts per minute from one address.

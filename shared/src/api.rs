@@ -156,8 +156,9 @@ pub struct Capabilities {
     pub max_blob_bytes: u64,
     /// Most records in one pull page.
     pub max_page_records: u32,
-    /// Most bytes in one pull page: ciphertext on the JSON page, the whole body
-    /// on the framed page (a single larger record still comes alone).
+    /// Most bytes in one pull page, counted as sent (ids, heads and bodies;
+    /// base64 on the JSON page): a single larger record still comes alone.
+    /// Older servers counted only ciphertext on the JSON page.
     pub max_page_bytes: u64,
     pub registration: Registration,
     /// Whether `POST /records` takes, and `GET /records` can answer, the

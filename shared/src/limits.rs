@@ -16,9 +16,8 @@ pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024;
 /// Default most records in one pull page.
 pub const DEFAULT_MAX_PAGE_RECORDS: u32 = 1000;
 
-/// Default most bytes in one pull page: ciphertext on the JSON page, the
-/// whole body as sent on the framed page (a single larger record is still
-/// sent alone, so a page always makes progress).
+/// Default most bytes in one pull page, as sent on either wire (a single
+/// larger record is still sent alone, so a page always makes progress).
 pub const DEFAULT_MAX_PAGE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Longest user name; names use `[A-Za-z0-9._-]`.

@@ -20,7 +20,7 @@ use crate::AppState;
 use crate::auth::Authed;
 use crate::error::{ApiError, ApiResult};
 use crate::fault::Fault;
-use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody};
+use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody, StoredRecord};
 
 /// The OpenAPI schema of a framed body: binary, described in
 /// [`evi_shared::frames`].
@@ -173,11 +173,39 @@ async fn store_segments(
     result
 }
 
-/// Records with a seq above `after`, in seq order, bounded by count and
-/// bytes: a JSON page (bytes = ciphertext), or with `Accept:
-/// application/vnd.evi.frames` a framed page, streamed (bytes = the whole
-/// body as sent). A framed page that fails mid-way is cut off before its end
-/// frame.
+/// The JSON form of a stored record, its ciphertext left out (an empty
+/// string): what it costs on a page besides the base64 of its body.
+fn json_head(r: &StoredRecord) -> usize {
+    let rec = Record {
+        seq: r.seq,
+        stream: r.stream.clone(),
+        kind: r.kind.clone(),
+        entry_ids: r.entry_ids.clone(),
+        ciphertext: Vec::new().into(),
+        device: r.device_id.clone(),
+    };
+    serde_json::to_vec(&rec).map_or(0, |v| v.len())
+}
+
+/// The byte budget for records in a JSON page of at most `max_page_bytes`
+/// as sent, and the cost of each record: its whole JSON (ids, head and the
+/// base64 of its body) and the comma before it.
+fn json_page_budget(max_page_bytes: u64) -> (u64, PageCost) {
+    let envelope = serde_json::to_vec(&PullResponse {
+        records: Vec::new(),
+        next_after: u64::MAX,
+        more: false,
+    })
+    .map_or(0, |v| v.len());
+    let cost: PageCost =
+        std::sync::Arc::new(|r| (json_head(r) + 1) as u64 + r.body.len().div_ceil(3) * 4);
+    (max_page_bytes.saturating_sub(envelope as u64), cost)
+}
+
+/// Records with a seq above `after`, in seq order, bounded by count and by
+/// bytes as sent: a JSON page, or with `Accept: application/vnd.evi.frames`
+/// a framed page, streamed. A framed page that fails mid-way is cut off
+/// before its end frame.
 #[utoipa::path(get, path = "/api/v1/records", tag = "records", security(("bearer" = [])),
     params(PullQuery),
     responses((status = 200, description = "A page of records, JSON or framed by the Accept header.",
@@ -197,7 +225,7 @@ pub async fn pull(
     let (budget, cost): (u64, PageCost) = if frames {
         framed::page_budget(max_bytes)
     } else {
-        (max_bytes, std::sync::Arc::new(|r| r.body.len()))
+        json_page_budget(max_bytes)
     };
     let page = state
         .store

@@ -150,8 +150,8 @@ pub struct StoredRecord {
     pub device_id: Option<String>,
 }
 
-/// What a record costs against a page's byte budget: the wire decides (the
-/// JSON page counts ciphertext, the framed page what it sends).
+/// What a record costs against a page's byte budget: what its wire sends
+/// for it (JSON with base64, or a frame).
 pub type PageCost = Arc<dyn Fn(&StoredRecord) -> u64 + Send + Sync>;
 
 #[derive(Debug, Clone)]

@@ -75,3 +75,49 @@ async fn a_segment_has_at_most_the_limit_of_entry_ids() {
     // The limit itself is fine.
     assert_eq!(a.push(vec![ids_only(0, max)]).await["stored"], 1);
 }
+
+/// One JSON page as sent: its body's size and the parsed page.
+async fn json_page(a: &crate::common::Api, after: u64) -> (usize, Value) {
+    let resp = a
+        .http
+        .get(format!("{}/api/v1/records?after={after}", a.base))
+        .bearer_auth(a.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body = resp.bytes().await.unwrap();
+    (body.len(), serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn a_json_page_counts_what_it_sends_against_the_page_limit() {
+    let limit = 64 * 1024;
+    let srv = TestServer::start(&["--max-page-bytes", &limit.to_string()]);
+    let a = srv.register("pages").await;
+    // Records of many ids and no ciphertext, then records whose ciphertext
+    // fits the limit raw but not as base64.
+    for n in 0..20 {
+        a.push(vec![ids_only(n * 400, 400)]).await;
+    }
+    for n in 0..8 {
+        a.push(vec![crate::common::segment(3, 100_000 + n, 20_000)])
+            .await;
+    }
+    let (mut after, mut seen, mut pages) = (0, 0, 0);
+    loop {
+        let (size, page) = json_page(&a, after).await;
+        let records = page["records"].as_array().unwrap().len();
+        pages += 1;
+        assert!(
+            size <= limit || records == 1,
+            "page {pages}: {records} records in {size} bytes against a {limit}-byte limit"
+        );
+        seen += records;
+        after = page["next_after"].as_u64().unwrap();
+        if !page["more"].as_bool().unwrap() {
+            break;
+        }
+    }
+    assert_eq!(seen, 28);
+}

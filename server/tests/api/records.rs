@@ -94,8 +94,11 @@ async fn check_pages(
 #[tokio::test]
 async fn pagination_at_page_size_boundaries() {
     // Count-bounded pages of 5 (client limit) and byte-bounded pages of 3
-    // records (server max_page_bytes = 300, records of 100 bytes).
-    let srv = TestServer::start(&["--max-page-bytes", "300"]);
+    // records. The page counts what it sends: a record of 100 bytes of
+    // ciphertext is about 372 bytes of JSON (ids, head, base64), one of 10
+    // about 252, and the page's own fields about 61; so 1400 bytes hold 3
+    // of the first (not 4) and 5 of the second.
+    let srv = TestServer::start(&["--max-page-bytes", "1400"]);
     check_pages(&srv, "c9", 9, 10, Some(5), 2).await;
     check_pages(&srv, "c10", 10, 10, Some(5), 2).await;
     check_pages(&srv, "c11", 11, 10, Some(5), 3).await;
