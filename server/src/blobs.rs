@@ -3,7 +3,11 @@
 //!
 //! An upload streams into a temp file in the same folder (`.tmp*`, deleted
 //! when dropped, so a cut upload leaves nothing), is size-limited while it
-//! streams, fsynced, renamed into place, and the folder fsynced.
+//! streams, fsynced, moved into place only if no file has the name yet
+//! (`renameat2(RENAME_NOREPLACE)`, or link and unlink where that is
+//! missing), and the folder fsynced. So a blob file, once in place, is
+//! never replaced: of two uploads of one name the first to complete wins,
+//! and the other finds its file there.
 
 use std::path::{Path, PathBuf};
 
@@ -32,8 +36,12 @@ pub enum UploadError {
 
 /// A fully received blob in its final place.
 pub struct Placed {
+    /// The size of the file in place (another upload's, if `ours` is false).
     pub size: u64,
     pub path: PathBuf,
+    /// Whether this upload's file is the one in place; false when another
+    /// upload of the name completed first (this one's bytes are dropped).
+    pub ours: bool,
 }
 
 impl BlobDir {
@@ -95,13 +103,22 @@ impl BlobDir {
         drop(file);
         let path = self.path(user, name);
         let dest = path.clone();
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            tmp.persist(&dest).map_err(|e| e.error)?;
-            sync_dir(&dir)
+        let (size, ours) = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, bool)> {
+            match tmp.persist_noclobber(&dest) {
+                Ok(_) => {
+                    sync_dir(&dir)?;
+                    Ok((size, true))
+                }
+                // Dropping the temp file (inside the error) deletes it.
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Ok((std::fs::metadata(&dest)?.len(), false))
+                }
+                Err(e) => Err(e.error),
+            }
         })
         .await
         .map_err(std::io::Error::other)??;
-        Ok(Placed { size, path })
+        Ok(Placed { size, path, ours })
     }
 
     pub async fn remove(&self, user: UserId, name: &KeyedId) -> std::io::Result<()> {

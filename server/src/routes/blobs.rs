@@ -101,12 +101,16 @@ pub async fn put(
         Err(UploadError::Body(e)) => return Err(ApiError::bad_request(format!("upload cut: {e}"))),
         Err(e @ UploadError::Io(_)) => return Err(ApiError::internal(e)),
     };
+    // Recorded with the size of the file in place, whichever upload put it
+    // there (the other one may not have recorded it yet, or may have died
+    // before it could): what the quota counts is what is on disk.
     match state
         .store
         .add_blob(auth.user_id, &name, placed.size, state.config.quota_bytes)
         .await
     {
-        Ok(created) => {
+        Ok(recorded) => {
+            let created = recorded && placed.ours;
             if created {
                 state.metrics.blob_bytes_stored.inc_by(placed.size);
             }
@@ -123,9 +127,10 @@ pub async fn put(
             Ok((status, Json(stored)).into_response())
         }
         Err(e) => {
-            // Not recorded: take the file away again unless a concurrent
-            // upload of the same name recorded it meanwhile.
-            if state.store.blob_size(auth.user_id, &name).await?.is_none() {
+            // Not recorded: take our file away again unless a concurrent
+            // upload of the same name recorded it meanwhile. Another
+            // upload's file is its own to take away.
+            if placed.ours && state.store.blob_size(auth.user_id, &name).await?.is_none() {
                 let _ = tokio::fs::remove_file(&placed.path).await;
             }
             Err(e.into())
