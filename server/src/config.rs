@@ -57,6 +57,44 @@ impl Default for RateLimits {
     }
 }
 
+/// The URL clients reach this server at (`--public-url`): requests for any
+/// other host are refused, so a web page that points its own name at this
+/// server (DNS rebinding) gets nothing from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl {
+    /// As given, without a trailing `/`: what error messages point to.
+    pub url: String,
+    /// Lowercase host (IPv6 in brackets, as in a `Host` header).
+    pub host: String,
+    /// The explicit port, or the scheme's (80, 443).
+    pub port: u16,
+}
+
+impl PublicUrl {
+    /// `http://HOST[:PORT][/PATH]` or `https://…`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let uri: axum::http::Uri = s.parse().map_err(|e| format!("{s:?} is not a URL: {e}"))?;
+        let port = match uri.scheme_str() {
+            Some("http") => 80,
+            Some("https") => 443,
+            _ => return Err(format!("{s:?} needs http:// or https://")),
+        };
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("{s:?} names no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "{s:?}: a public URL holds no user name or password"
+            ));
+        }
+        Ok(Self {
+            url: s.trim_end_matches('/').to_owned(),
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(port),
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Holds `evi-server.sqlite3`, `bodies/` and `blobs/`; nothing is
@@ -72,6 +110,9 @@ pub struct Config {
     /// Take the client address from the last `X-Forwarded-For` entry (only
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
+    /// Where clients reach this server; when set, the `Host` of every API
+    /// request must name it.
+    pub public_url: Option<PublicUrl>,
     /// A test hook (see [`crate::fault`]); `None` in every real run.
     pub fault: Option<crate::fault::Fault>,
 }
@@ -86,6 +127,7 @@ impl Config {
             limits: Limits::default(),
             rate_limits: RateLimits::default(),
             trust_forwarded_for: false,
+            public_url: None,
             fault: None,
         }
     }

@@ -68,6 +68,14 @@ impl ApiError {
             msg,
         )
     }
+    /// 421: the request names another host than the server's public URL.
+    pub fn misdirected(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            ErrorCode::MisdirectedRequest,
+            msg,
+        )
+    }
     pub fn quota() -> Self {
         Self::new(
             StatusCode::INSUFFICIENT_STORAGE,
@@ -94,6 +102,19 @@ impl ApiError {
             ErrorCode::Internal,
             "internal server error",
         )
+    }
+}
+
+/// Longest piece of a request an error message repeats, in characters.
+pub const ECHO_MAX_CHARS: usize = 64;
+
+/// `input` as an error message may repeat it: at most [`ECHO_MAX_CHARS`]
+/// characters, cut ones marked with `…`, so an answer never carries back
+/// what a client sent in bulk.
+pub fn echo(input: &str) -> String {
+    match input.char_indices().nth(ECHO_MAX_CHARS) {
+        Some((end, _)) => format!("{}…", &input[..end]),
+        None => input.to_owned(),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod auth;
 pub mod blobs;
 pub mod bodies;
 pub mod config;
+pub mod crosssite;
 pub mod error;
 pub mod fault;
 pub mod metrics;
@@ -156,6 +157,10 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(SMALL_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            crosssite::check_host,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             metrics::track,
         ))
         .with_state(state)
@@ -233,6 +238,10 @@ fn log_start(config: &Config) {
     let quota = config
         .quota_bytes
         .map_or_else(|| "none".to_owned(), |q| q.to_string());
+    let public_url = config
+        .public_url
+        .as_ref()
+        .map_or("none", |p| p.url.as_str());
     tracing::info!(
         version = %env!("CARGO_PKG_VERSION"),
         data = %data.display(),
@@ -246,6 +255,7 @@ fn log_start(config: &Config) {
         auth_rate_per_user = config.rate_limits.per_user_per_minute,
         auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
+        public_url = %public_url,
         "starting evi-server"
     );
     if config.registration == evi_shared::api::Registration::Open {

@@ -76,6 +76,13 @@ struct Cli {
     /// together (devices already logged in are never held up by them).
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER_TOTAL", default_value_t = RateLimits::default().per_user_total_per_minute)]
     auth_rate_per_user_total: u32,
+    /// The URL clients use to reach this server, e.g. https://sync.example.org:
+    /// requests for any other host are refused (421), so no web page can
+    /// reach the server under a name of its own. A reverse proxy in front
+    /// must pass the Host header on (Caddy does; nginx needs
+    /// `proxy_set_header Host $host`).
+    #[arg(long, env = "EVI_SERVER_PUBLIC_URL")]
+    public_url: Option<String>,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -173,6 +180,16 @@ async fn main() -> std::process::ExitCode {
         ..RateLimits::default()
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
+    if let Some(u) = &cli.public_url {
+        match evi_server::config::PublicUrl::parse(u) {
+            Ok(p) => config.public_url = Some(p),
+            Err(e) => {
+                eprintln!("evi-server: --public-url {e}");
+                eprintln!("hint: for example --public-url https://sync.example.org");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
     config.fault = match evi_server::fault::Fault::from_env() {
         Ok(f) => f,
         Err(e) => {

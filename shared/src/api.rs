@@ -96,8 +96,12 @@ pub enum ErrorCode {
     KeyCheckMismatch,
     /// 413: the request is larger than the advertised limit.
     PayloadTooLarge,
-    /// 415: the request body's `Content-Type` is not one this endpoint reads.
+    /// 415: the request body's `Content-Type` is not one this endpoint reads
+    /// (JSON bodies must say `application/json`).
     UnsupportedMediaType,
+    /// 421: the request's `Host` is not the server's configured public URL
+    /// (the message names that URL).
+    MisdirectedRequest,
     /// 429: too many attempts; retry after the `Retry-After` seconds.
     RateLimited,
     /// 500: the server failed; the request may be retried.

@@ -14,14 +14,16 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// A JSON body whose failures answer `{code, message}`: 413 past the route's
-/// body limit, 400 `invalid_id` for a malformed keyed id, 400 otherwise.
+/// A JSON body whose failures answer `{code, message}`: 415 unless it says
+/// `application/json` (see [`crate::crosssite`]), 413 past the route's body
+/// limit, 400 `invalid_id` for a malformed keyed id, 400 otherwise.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        crate::crosssite::require_json(req.headers())?;
         let bytes = body_bytes(req, state).await?;
         serde_json::from_slice(&bytes)
             .map(ApiJson)

@@ -6,6 +6,7 @@ mod blobs;
 mod bodies;
 mod common;
 mod crash;
+mod crosssite;
 mod framed;
 mod limiter;
 mod meta;
