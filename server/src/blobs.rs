@@ -30,6 +30,9 @@ pub enum UploadError {
     TooLarge(u64),
     #[error("upload body failed: {0}")]
     Body(String),
+    /// The body stopped arriving (the body timeout).
+    #[error("upload body stopped arriving")]
+    Stalled,
     #[error("blob storage: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -88,7 +91,13 @@ impl BlobDir {
         let mut size = 0u64;
         let mut body = body;
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| UploadError::Body(e.to_string()))?;
+            let frame = frame.map_err(|e| {
+                if crate::error::is_body_timeout(&e) {
+                    UploadError::Stalled
+                } else {
+                    UploadError::Body(e.to_string())
+                }
+            })?;
             let Ok(data): Result<Bytes, _> = frame.into_data() else {
                 continue;
             };

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use evi_shared::api::{Capabilities, Registration};
 use evi_shared::limits;
@@ -53,6 +54,27 @@ impl Default for RateLimits {
             per_user_per_minute: 10,
             per_user_total_per_minute: 100,
             max_keys: 50_000,
+        }
+    }
+}
+
+/// How long the server waits on a client (see [`crate::listen`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// For a request's whole header, from when the connection waits for it.
+    pub header: Duration,
+    /// For the next byte of a request body.
+    pub body: Duration,
+    /// For any byte to move on a connection while no handler runs.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            header: Duration::from_secs(30),
+            body: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
         }
     }
 }
@@ -110,6 +132,7 @@ pub struct Config {
     /// Take the client address from the last `X-Forwarded-For` entry (only
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
+    pub timeouts: Timeouts,
     /// Where clients reach this server; when set, the `Host` of every API
     /// request must name it.
     pub public_url: Option<PublicUrl>,
@@ -127,6 +150,7 @@ impl Config {
             limits: Limits::default(),
             rate_limits: RateLimits::default(),
             trust_forwarded_for: false,
+            timeouts: Timeouts::default(),
             public_url: None,
             fault: None,
         }

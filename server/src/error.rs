@@ -68,6 +68,14 @@ impl ApiError {
             msg,
         )
     }
+    /// 408: the body stopped arriving (see [`crate::listen`]).
+    pub fn request_timeout() -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::RequestTimeout,
+            "the request body stopped arriving; send the request again",
+        )
+    }
     /// 421: the request names another host than the server's public URL.
     pub fn misdirected(msg: impl Into<String>) -> Self {
         Self::new(
@@ -103,6 +111,19 @@ impl ApiError {
             "internal server error",
         )
     }
+}
+
+/// Whether a body read failed because the body stopped arriving (the
+/// body timeout of [`crate::listen`]), anywhere in the error's chain.
+pub fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// Longest piece of a request an error message repeats, in characters.

@@ -4,7 +4,6 @@
 //! data folder and runs the API (and, if configured, the metrics listener)
 //! until the shutdown future resolves, then finishes requests in flight.
 
-use std::net::SocketAddr;
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +11,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub mod auth;
@@ -22,6 +20,7 @@ pub mod config;
 pub mod crosssite;
 pub mod error;
 pub mod fault;
+pub mod listen;
 pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
@@ -196,35 +195,23 @@ pub async fn serve_state(
                 .route("/metrics", get(metrics::serve_metrics))
                 .with_state(state.clone());
             let mut rx = stop_rx.clone();
-            Some(tokio::spawn(async move {
-                axum::serve(l, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    })
-                    .await
-            }))
+            let timeouts = state.config.timeouts;
+            Some(tokio::spawn(listen::serve(l, app, timeouts, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })))
         }
         None => None,
     };
     tracing::info!(addr = %listener.local_addr()?, "listening");
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    // No Nagle: a streamed body (blob download) is written in small chunks,
-    // and the last one would wait for the client's delayed ACK (about 40 ms
-    // per blob on loopback).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: finishing requests in flight");
-            let _ = stop_tx.send(true);
-        })
-        .await?;
+    let timeouts = state.config.timeouts;
+    listen::serve(listener, router(state), timeouts, async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in flight");
+        let _ = stop_tx.send(true);
+    })
+    .await;
     if let Some(t) = metrics_task {
-        t.await??;
+        t.await?;
     }
     tracing::info!("stopped");
     Ok(())
@@ -256,6 +243,9 @@ fn log_start(config: &Config) {
         auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
         public_url = %public_url,
+        header_timeout_secs = config.timeouts.header.as_secs(),
+        body_timeout_secs = config.timeouts.body.as_secs(),
+        idle_timeout_secs = config.timeouts.idle.as_secs(),
         "starting evi-server"
     );
     if config.registration == evi_shared::api::Registration::Open {

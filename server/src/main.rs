@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use evi_server::Config;
-use evi_server::config::{Limits, RateLimits};
+use evi_server::config::{Limits, RateLimits, Timeouts};
 use evi_shared::api::Registration;
 
 #[derive(Parser)]
@@ -76,6 +76,19 @@ struct Cli {
     /// together (devices already logged in are never held up by them).
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER_TOTAL", default_value_t = RateLimits::default().per_user_total_per_minute)]
     auth_rate_per_user_total: u32,
+    /// Seconds a client may take to send a request's whole header (counted
+    /// from when the connection waits for one, so an idle kept-alive
+    /// connection closes after this long too).
+    #[arg(long, env = "EVI_SERVER_HEADER_TIMEOUT", default_value_t = Timeouts::default().header.as_secs())]
+    header_timeout: u64,
+    /// Seconds a request body may go without a byte before it is cut (408).
+    #[arg(long, env = "EVI_SERVER_BODY_TIMEOUT", default_value_t = Timeouts::default().body.as_secs())]
+    body_timeout: u64,
+    /// Seconds a connection may go without a byte either way while no
+    /// request is being handled (a client that stopped reading) before it
+    /// is closed.
+    #[arg(long, env = "EVI_SERVER_IDLE_TIMEOUT", default_value_t = Timeouts::default().idle.as_secs())]
+    idle_timeout: u64,
     /// The URL clients use to reach this server, e.g. https://sync.example.org:
     /// requests for any other host are refused (421), so no web page can
     /// reach the server under a name of its own. A reverse proxy in front
@@ -180,6 +193,12 @@ async fn main() -> std::process::ExitCode {
         ..RateLimits::default()
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
+    let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
+    config.timeouts = Timeouts {
+        header: secs(cli.header_timeout),
+        body: secs(cli.body_timeout),
+        idle: secs(cli.idle_timeout),
+    };
     if let Some(u) = &cli.public_url {
         match evi_server::config::PublicUrl::parse(u) {
             Ok(p) => config.public_url = Some(p),

@@ -90,6 +90,9 @@ pub enum ErrorCode {
     InvalidInvite,
     /// 404: no such device or blob (for this user).
     NotFound,
+    /// 408: the request body stopped arriving (nothing for the server's
+    /// body timeout); the request may be sent again.
+    RequestTimeout,
     /// 409: the user name is taken.
     UserExists,
     /// 409: the account already holds a different key check value.
@@ -118,7 +121,10 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Whether the same request may succeed if sent again later.
     pub fn is_retryable(self) -> bool {
-        matches!(self, Self::RateLimited | Self::Internal | Self::Unavailable)
+        matches!(
+            self,
+            Self::RateLimited | Self::Internal | Self::Unavailable | Self::RequestTimeout
+        )
     }
 }
 

@@ -99,6 +99,7 @@ pub async fn put(
             )));
         }
         Err(UploadError::Body(e)) => return Err(ApiError::bad_request(format!("upload cut: {e}"))),
+        Err(UploadError::Stalled) => return Err(ApiError::request_timeout()),
         Err(e @ UploadError::Io(_)) => return Err(ApiError::internal(e)),
     };
     // Recorded with the size of the file in place, whichever upload put it

@@ -36,6 +36,8 @@ pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
     Bytes::from_request(req, state).await.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large("request body is larger than this server accepts")
+        } else if crate::error::is_body_timeout(&e) {
+            ApiError::request_timeout()
         } else {
             ApiError::bad_request(e.body_text())
         }

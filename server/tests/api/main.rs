@@ -14,4 +14,5 @@ mod operator;
 mod quota;
 mod records;
 mod secrets;
+mod timeouts;
 mod wire;
