@@ -50,7 +50,7 @@ pub struct Placed {
 impl BlobDir {
     /// Creates the root and removes temp files a killed process left behind.
     pub fn open(root: PathBuf) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&root)?;
+        crate::private::dir(&root)?;
         for user in std::fs::read_dir(&root)?.flatten() {
             if let Ok(files) = std::fs::read_dir(user.path()) {
                 for f in files.flatten() {
@@ -80,7 +80,10 @@ impl BlobDir {
         max: u64,
     ) -> Result<Placed, UploadError> {
         let dir = self.user_dir(user);
-        tokio::fs::create_dir_all(&dir).await?;
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || crate::private::dir(&d))
+            .await
+            .map_err(std::io::Error::other)??;
         let d = dir.clone();
         let tmp = tokio::task::spawn_blocking(move || {
             tempfile::Builder::new().prefix(".tmp").tempfile_in(d)

@@ -23,6 +23,7 @@ pub mod fault;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod private;
 pub mod ratelimit;
 pub mod routes;
 pub mod store;
@@ -68,8 +69,18 @@ impl AppState {
     /// sweep is safe only while no push is in flight.
     pub async fn open(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        std::fs::create_dir_all(&config.data_dir)
+        private::dir(&config.data_dir)
             .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
+        // SQLite gives its -wal and -shm files the mode of the database
+        // file: 0600 from the start. What an older server left gets closed.
+        private::close_data_folder(&config.data_dir).with_context(|| {
+            format!(
+                "cannot make the data folder {} private (0700, files 0600)",
+                config.data_dir.display()
+            )
+        })?;
+        private::file(&config.db_path())
+            .with_context(|| format!("cannot create database {}", config.db_path().display()))?;
         let store = SqliteStore::open(&config.db_path())
             .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
         let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
@@ -154,6 +165,7 @@ pub fn router(state: AppState) -> Router {
         .nest(evi_shared::api::API_PREFIX, api)
         .fallback(blobs::fallback)
         .layer(DefaultBodyLimit::max(SMALL_BODY_BYTES))
+        .layer(axum::middleware::from_fn(error::json_shape))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crosssite::check_host,

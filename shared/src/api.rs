@@ -90,6 +90,9 @@ pub enum ErrorCode {
     InvalidInvite,
     /// 404: no such device or blob (for this user).
     NotFound,
+    /// 405: the path does not take this method (the `Allow` header lists
+    /// those it takes).
+    MethodNotAllowed,
     /// 408: the request body stopped arriving (nothing for the server's
     /// body timeout); the request may be sent again.
     RequestTimeout,

@@ -2,13 +2,13 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use evi_shared::api::{BlobNames, BlobStored, ErrorBody, MissingResponse, PurgeResponse};
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 
-use super::{ApiJson, keyed};
+use super::{ApiJson, BlobName};
 use crate::AppState;
 use crate::auth::Authed;
 use crate::blobs::UploadError;
@@ -48,11 +48,10 @@ pub async fn missing(
 pub async fn put(
     State(state): State<AppState>,
     auth: Authed,
-    Path(name): Path<String>,
+    BlobName(name): BlobName,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let name = keyed(&name)?;
     let max = state.config.limits.max_blob_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -158,9 +157,8 @@ async fn drain(mut body: Body, max: u64) {
 pub async fn get(
     State(state): State<AppState>,
     auth: Authed,
-    Path(name): Path<String>,
+    BlobName(name): BlobName,
 ) -> ApiResult<Response> {
-    let name = keyed(&name)?;
     let Some(size) = state.store.blob_size(auth.user_id, &name).await? else {
         return Err(ApiError::not_found("blob"));
     };

@@ -55,6 +55,27 @@ pub fn json_error(what: &str, e: &serde_json::Error) -> ApiError {
     }
 }
 
+/// The `{name}` of a blob path, parsed: 400 `invalid_id` for anything but
+/// 64 lowercase hex (a segment that is not UTF-8 included).
+pub struct BlobName(pub evi_shared::KeyedId);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for BlobName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let axum::extract::Path(name) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| {
+                    ApiError::invalid_id("a blob name is one path segment of 64 lowercase hex")
+                })?;
+        keyed(&name).map(Self)
+    }
+}
+
 /// Parses a keyed id from a path segment.
 pub fn keyed(s: &str) -> Result<evi_shared::KeyedId, ApiError> {
     s.parse()

@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod crosssite;
 mod framed;
+mod hygiene;
 mod limiter;
 mod meta;
 mod operator;
