@@ -188,6 +188,7 @@ pub struct RegisterRequest {
     /// `[A-Za-z0-9._-]`, 1 to 64 characters. Names compare without regard
     /// to case (`Alice` and `alice` are one account); the account keeps the
     /// spelling it registered with, which login answers with.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9._-]{1,64}$"))]
     pub user: String,
     /// 8 to 1024 bytes.
     pub password: String,
@@ -211,6 +212,8 @@ impl fmt::Debug for RegisterRequest {
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct LoginRequest {
+    /// As at registration, in any case (400 if it breaks the rule).
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9._-]{1,64}$"))]
     pub user: String,
     pub password: String,
     pub device: String,
@@ -316,6 +319,7 @@ pub struct Segment {
     /// Keyed stream (session) id.
     pub stream: KeyedId,
     /// What the segment holds, e.g. `entries` or `journal`: `[a-z0-9_-]{1,32}`.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[a-z0-9_-]{1,32}$"))]
     pub kind: String,
     /// Keyed ids of the entries inside; at least one. The segment is dropped
     /// when every one of them is already stored for this user.
@@ -347,11 +351,18 @@ pub struct PushResponse {
 #[cfg_attr(feature = "openapi", derive(ToSchema, IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct PullQuery {
-    /// Return records with a seq greater than this (0 for all).
+    /// Return records with a seq greater than this (0 for all); a seq is at
+    /// most 2^63 - 1.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(maximum = 9223372036854775807_u64))]
     pub after: u64,
-    /// Most records wanted; capped by the server's `max_page_records`.
+    /// Most records wanted; capped by the server's `max_page_records` (0
+    /// counts as 1).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        param(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)
+    )]
     pub limit: Option<u32>,
 }
 
@@ -361,6 +372,7 @@ pub struct PullQuery {
 pub struct Record {
     pub seq: u64,
     pub stream: KeyedId,
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[a-z0-9_-]{1,32}$"))]
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
     pub ciphertext: Base64Bytes,
@@ -390,6 +402,7 @@ pub struct StatusQuery {
     /// The calling device's pull cursor: when given, the answer counts
     /// `pending_for_device` after it.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(maximum = 9223372036854775807_u64))]
     pub after: Option<u64>,
 }
 

@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use evi_shared::KeyedId;
 use evi_shared::api::{BlobNames, BlobStored, ErrorBody, MissingResponse, PurgeResponse};
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 
@@ -41,7 +42,7 @@ pub async fn missing(
 /// Uploads one blob as a raw streamed body. An already stored blob is left as
 /// it is (`created: false`).
 #[utoipa::path(put, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
-    params(("name" = String, Path, description = "keyed blob name (64 lowercase hex)")),
+    params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, body = BlobStored), (status = 200, body = BlobStored),
         (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 507, body = ErrorBody)))]
@@ -151,7 +152,7 @@ async fn drain(mut body: Body, max: u64) {
 
 /// Downloads one blob, streamed.
 #[utoipa::path(get, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
-    params(("name" = String, Path, description = "keyed blob name (64 lowercase hex)")),
+    params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
     responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
         (status = 404, body = ErrorBody), (status = 400, body = ErrorBody)))]
 pub async fn get(

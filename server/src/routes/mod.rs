@@ -76,6 +76,18 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for BlobName {
     }
 }
 
+/// 400 for a cursor no seq can reach: seqs are SQLite integers, at most
+/// 2^63 - 1 (larger values would wrap in the query).
+pub fn check_cursor(after: u64) -> Result<(), ApiError> {
+    if after > i64::MAX as u64 {
+        return Err(ApiError::bad_request(format!(
+            "after is a seq: at most {}",
+            i64::MAX
+        )));
+    }
+    Ok(())
+}
+
 /// Parses a keyed id from a path segment.
 pub fn keyed(s: &str) -> Result<evi_shared::KeyedId, ApiError> {
     s.parse()

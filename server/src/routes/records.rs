@@ -218,6 +218,7 @@ pub async fn pull(
     query: Result<Query<PullQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    super::check_cursor(q.after)?;
     let max = state.config.limits.max_page_records;
     let limit = q.limit.unwrap_or(max).clamp(1, max);
     let max_bytes = state.config.limits.max_page_bytes;

@@ -11,6 +11,7 @@ mod framed;
 mod hygiene;
 mod limiter;
 mod meta;
+mod openapi;
 mod operator;
 mod quota;
 mod records;
