@@ -351,6 +351,7 @@ impl Server {
         config.rate_limits = RateLimits {
             per_ip_per_minute: 100_000,
             per_user_per_minute: 100_000,
+            ..RateLimits::default()
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -3,7 +3,11 @@
 //!
 //! An upload streams into a temp file in the same folder (`.tmp*`, deleted
 //! when dropped, so a cut upload leaves nothing), is size-limited while it
-//! streams, fsynced, renamed into place, and the folder fsynced.
+//! streams, fsynced, moved into place only if no file has the name yet
+//! (`renameat2(RENAME_NOREPLACE)`, or link and unlink where that is
+//! missing), and the folder fsynced. So a blob file, once in place, is
+//! never replaced: of two uploads of one name the first to complete wins,
+//! and the other finds its file there.
 
 use std::path::{Path, PathBuf};
 
@@ -26,20 +30,27 @@ pub enum UploadError {
     TooLarge(u64),
     #[error("upload body failed: {0}")]
     Body(String),
+    /// The body stopped arriving (the body timeout).
+    #[error("upload body stopped arriving")]
+    Stalled,
     #[error("blob storage: {0}")]
     Io(#[from] std::io::Error),
 }
 
 /// A fully received blob in its final place.
 pub struct Placed {
+    /// The size of the file in place (another upload's, if `ours` is false).
     pub size: u64,
     pub path: PathBuf,
+    /// Whether this upload's file is the one in place; false when another
+    /// upload of the name completed first (this one's bytes are dropped).
+    pub ours: bool,
 }
 
 impl BlobDir {
     /// Creates the root and removes temp files a killed process left behind.
     pub fn open(root: PathBuf) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&root)?;
+        crate::private::dir(&root)?;
         for user in std::fs::read_dir(&root)?.flatten() {
             if let Ok(files) = std::fs::read_dir(user.path()) {
                 for f in files.flatten() {
@@ -69,7 +80,10 @@ impl BlobDir {
         max: u64,
     ) -> Result<Placed, UploadError> {
         let dir = self.user_dir(user);
-        tokio::fs::create_dir_all(&dir).await?;
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || crate::private::dir(&d))
+            .await
+            .map_err(std::io::Error::other)??;
         let d = dir.clone();
         let tmp = tokio::task::spawn_blocking(move || {
             tempfile::Builder::new().prefix(".tmp").tempfile_in(d)
@@ -80,7 +94,13 @@ impl BlobDir {
         let mut size = 0u64;
         let mut body = body;
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| UploadError::Body(e.to_string()))?;
+            let frame = frame.map_err(|e| {
+                if crate::error::is_body_timeout(&e) {
+                    UploadError::Stalled
+                } else {
+                    UploadError::Body(e.to_string())
+                }
+            })?;
             let Ok(data): Result<Bytes, _> = frame.into_data() else {
                 continue;
             };
@@ -95,13 +115,22 @@ impl BlobDir {
         drop(file);
         let path = self.path(user, name);
         let dest = path.clone();
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            tmp.persist(&dest).map_err(|e| e.error)?;
-            sync_dir(&dir)
+        let (size, ours) = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, bool)> {
+            match tmp.persist_noclobber(&dest) {
+                Ok(_) => {
+                    sync_dir(&dir)?;
+                    Ok((size, true))
+                }
+                // Dropping the temp file (inside the error) deletes it.
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Ok((std::fs::metadata(&dest)?.len(), false))
+                }
+                Err(e) => Err(e.error),
+            }
         })
         .await
         .map_err(std::io::Error::other)??;
-        Ok(Placed { size, path })
+        Ok(Placed { size, path, ours })
     }
 
     pub async fn remove(&self, user: UserId, name: &KeyedId) -> std::io::Result<()> {

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use evi_shared::api::{Capabilities, Registration};
 use evi_shared::limits;
@@ -30,12 +31,20 @@ impl Default for Limits {
     }
 }
 
-/// Register and login attempts allowed per minute (token buckets that refill
-/// continuously and start full).
+/// Attempts allowed per minute (token buckets that refill continuously and
+/// start full); see [`crate::ratelimit`] for who shares which bucket.
 #[derive(Debug, Clone)]
 pub struct RateLimits {
+    /// Register and login attempts from one client address.
     pub per_ip_per_minute: u32,
+    /// Failed logins for one user from one address; wrong old passwords
+    /// given by one device.
     pub per_user_per_minute: u32,
+    /// Failed logins for one user from all addresses together.
+    pub per_user_total_per_minute: u32,
+    /// Most buckets held at once (each well under 200 bytes, so about 10 MB
+    /// at the default): past it, the buckets touched longest ago are dropped.
+    pub max_keys: usize,
 }
 
 impl Default for RateLimits {
@@ -43,7 +52,68 @@ impl Default for RateLimits {
         Self {
             per_ip_per_minute: 60,
             per_user_per_minute: 10,
+            per_user_total_per_minute: 100,
+            max_keys: 50_000,
         }
+    }
+}
+
+/// How long the server waits on a client (see [`crate::listen`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// For a request's whole header, from when the connection waits for it.
+    pub header: Duration,
+    /// For the next byte of a request body.
+    pub body: Duration,
+    /// For any byte to move on a connection while no handler runs.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            header: Duration::from_secs(30),
+            body: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The URL clients reach this server at (`--public-url`): requests for any
+/// other host are refused, so a web page that points its own name at this
+/// server (DNS rebinding) gets nothing from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl {
+    /// As given, without a trailing `/`: what error messages point to.
+    pub url: String,
+    /// Lowercase host (IPv6 in brackets, as in a `Host` header).
+    pub host: String,
+    /// The explicit port, or the scheme's (80, 443).
+    pub port: u16,
+}
+
+impl PublicUrl {
+    /// `http://HOST[:PORT][/PATH]` or `https://…`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let uri: axum::http::Uri = s.parse().map_err(|e| format!("{s:?} is not a URL: {e}"))?;
+        let port = match uri.scheme_str() {
+            Some("http") => 80,
+            Some("https") => 443,
+            _ => return Err(format!("{s:?} needs http:// or https://")),
+        };
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("{s:?} names no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "{s:?}: a public URL holds no user name or password"
+            ));
+        }
+        Ok(Self {
+            url: s.trim_end_matches('/').to_owned(),
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(port),
+        })
     }
 }
 
@@ -54,13 +124,18 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub registration: Registration,
     pub metrics_listen: Option<SocketAddr>,
-    /// Per-user cap on record body plus blob bytes; `None` is unlimited.
+    /// Per-user cap on stored bytes: bodies, blobs and the rows that index
+    /// them (see [`crate::store::record_cost`]); `None` is unlimited.
     pub quota_bytes: Option<u64>,
     pub limits: Limits,
     pub rate_limits: RateLimits,
     /// Take the client address from the last `X-Forwarded-For` entry (only
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
+    pub timeouts: Timeouts,
+    /// Where clients reach this server; when set, the `Host` of every API
+    /// request must name it.
+    pub public_url: Option<PublicUrl>,
     /// A test hook (see [`crate::fault`]); `None` in every real run.
     pub fault: Option<crate::fault::Fault>,
 }
@@ -75,6 +150,8 @@ impl Config {
             limits: Limits::default(),
             rate_limits: RateLimits::default(),
             trust_forwarded_for: false,
+            timeouts: Timeouts::default(),
+            public_url: None,
             fault: None,
         }
     }

@@ -18,12 +18,25 @@ pub struct ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// Longest error message, in characters: a message that quotes input (a
+/// parse error naming the value it read) is cut there, so an answer never
+/// carries back what a client sent in bulk.
+pub const MESSAGE_MAX_CHARS: usize = 256;
+
+fn cut(mut message: String, max: usize) -> String {
+    if let Some((end, _)) = message.char_indices().nth(max) {
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 impl ApiError {
     pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
-            message: message.into(),
+            message: cut(message.into(), MESSAGE_MAX_CHARS),
             retry_after: None,
         }
     }
@@ -68,6 +81,22 @@ impl ApiError {
             msg,
         )
     }
+    /// 408: the body stopped arriving (see [`crate::listen`]).
+    pub fn request_timeout() -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::RequestTimeout,
+            "the request body stopped arriving; send the request again",
+        )
+    }
+    /// 421: the request names another host than the server's public URL.
+    pub fn misdirected(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            ErrorCode::MisdirectedRequest,
+            msg,
+        )
+    }
     pub fn quota() -> Self {
         Self::new(
             StatusCode::INSUFFICIENT_STORAGE,
@@ -95,6 +124,83 @@ impl ApiError {
             "internal server error",
         )
     }
+}
+
+/// Whether a body read failed because the body stopped arriving (the
+/// body timeout of [`crate::listen`]), anywhere in the error's chain.
+pub fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
+/// Longest piece of a request an error message repeats, in characters.
+pub const ECHO_MAX_CHARS: usize = 64;
+
+/// `input` as an error message may repeat it: at most [`ECHO_MAX_CHARS`]
+/// characters, cut ones marked with `…`, so an answer never carries back
+/// what a client sent in bulk.
+pub fn echo(input: &str) -> String {
+    cut(input.to_owned(), ECHO_MAX_CHARS)
+}
+
+/// The stable code of an error status that no handler chose (axum's own
+/// answers: 405, a path that does not parse).
+fn code_for(status: StatusCode) -> ErrorCode {
+    match status {
+        StatusCode::UNAUTHORIZED => ErrorCode::Unauthorized,
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::REQUEST_TIMEOUT => ErrorCode::RequestTimeout,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
+        StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+        s if s.is_server_error() => ErrorCode::Internal,
+        _ => ErrorCode::BadRequest,
+    }
+}
+
+/// Turns every error answer that is not already `{code, message}` (axum's
+/// 405 with an empty body, its text/plain rejections) into that shape,
+/// keeping the status and headers such as `Allow`.
+pub async fn json_shape(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // These bodies are a line of text; more is cut anyway.
+    let text = match axum::body::to_bytes(body, 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        match status {
+            StatusCode::METHOD_NOT_ALLOWED => {
+                "this path does not take this method (the Allow header names those it takes)"
+                    .to_owned()
+            }
+            s => s.canonical_reason().unwrap_or("refused").to_owned(),
+        }
+    } else {
+        text
+    };
+    let shaped = ApiError::new(status, code_for(status), message).into_response();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let (new_parts, body) = shaped.into_parts();
+    parts.headers.extend(new_parts.headers);
+    Response::from_parts(parts, body)
 }
 
 impl From<StoreError> for ApiError {

@@ -4,7 +4,6 @@
 //! data folder and runs the API (and, if configured, the metrics listener)
 //! until the shutdown future resolves, then finishes requests in flight.
 
-use std::net::SocketAddr;
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,17 +11,19 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub mod auth;
 pub mod blobs;
 pub mod bodies;
 pub mod config;
+pub mod crosssite;
 pub mod error;
 pub mod fault;
+pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod private;
 pub mod ratelimit;
 pub mod routes;
 pub mod store;
@@ -68,8 +69,18 @@ impl AppState {
     /// sweep is safe only while no push is in flight.
     pub async fn open(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        std::fs::create_dir_all(&config.data_dir)
+        private::dir(&config.data_dir)
             .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
+        // SQLite gives its -wal and -shm files the mode of the database
+        // file: 0600 from the start. What an older server left gets closed.
+        private::close_data_folder(&config.data_dir).with_context(|| {
+            format!(
+                "cannot make the data folder {} private (0700, files 0600)",
+                config.data_dir.display()
+            )
+        })?;
+        private::file(&config.db_path())
+            .with_context(|| format!("cannot create database {}", config.db_path().display()))?;
         let store = SqliteStore::open(&config.db_path())
             .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
         let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
@@ -155,6 +166,11 @@ pub fn router(state: AppState) -> Router {
         .nest(evi_shared::api::API_PREFIX, api)
         .fallback(blobs::fallback)
         .layer(DefaultBodyLimit::max(SMALL_BODY_BYTES))
+        .layer(axum::middleware::from_fn(error::json_shape))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crosssite::check_host,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::track,
@@ -190,37 +206,25 @@ pub async fn serve_state(
             tracing::info!(addr = %l.local_addr()?, "metrics listening");
             let app = Router::new()
                 .route("/metrics", get(metrics::serve_metrics))
-                .with_state(state.metrics.clone());
+                .with_state(state.clone());
             let mut rx = stop_rx.clone();
-            Some(tokio::spawn(async move {
-                axum::serve(l, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    })
-                    .await
-            }))
+            let timeouts = state.config.timeouts;
+            Some(tokio::spawn(listen::serve(l, app, timeouts, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })))
         }
         None => None,
     };
     tracing::info!(addr = %listener.local_addr()?, "listening");
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    // No Nagle: a streamed body (blob download) is written in small chunks,
-    // and the last one would wait for the client's delayed ACK (about 40 ms
-    // per blob on loopback).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: finishing requests in flight");
-            let _ = stop_tx.send(true);
-        })
-        .await?;
+    let timeouts = state.config.timeouts;
+    listen::serve(listener, router(state), timeouts, async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in flight");
+        let _ = stop_tx.send(true);
+    })
+    .await;
     if let Some(t) = metrics_task {
-        t.await??;
+        t.await?;
     }
     tracing::info!("stopped");
     Ok(())
@@ -234,6 +238,10 @@ fn log_start(config: &Config) {
     let quota = config
         .quota_bytes
         .map_or_else(|| "none".to_owned(), |q| q.to_string());
+    let public_url = config
+        .public_url
+        .as_ref()
+        .map_or("none", |p| p.url.as_str());
     tracing::info!(
         version = %env!("CARGO_PKG_VERSION"),
         data = %data.display(),
@@ -245,7 +253,12 @@ fn log_start(config: &Config) {
         quota_bytes = %quota,
         auth_rate_per_ip = config.rate_limits.per_ip_per_minute,
         auth_rate_per_user = config.rate_limits.per_user_per_minute,
+        auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
+        public_url = %public_url,
+        header_timeout_secs = config.timeouts.header.as_secs(),
+        body_timeout_secs = config.timeouts.body.as_secs(),
+        idle_timeout_secs = config.timeouts.idle.as_secs(),
         "starting evi-server"
     );
     if config.registration == evi_shared::api::Registration::Open {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use evi_server::Config;
-use evi_server::config::{Limits, RateLimits};
+use evi_server::config::{Limits, RateLimits, Timeouts};
 use evi_shared::api::Registration;
 
 #[derive(Parser)]
@@ -46,7 +46,9 @@ struct Cli {
         default_value = "text"
     )]
     log_format: LogFormat,
-    /// Per-user storage quota in bytes (off by default).
+    /// Per-user storage quota in bytes (off by default): ciphertext and blob
+    /// bytes plus a fixed cost per record, entry id and blob for the rows
+    /// that index them (`bytes_used` in the status shows the count).
     #[arg(long, env = "EVI_SERVER_QUOTA_BYTES")]
     quota_bytes: Option<u64>,
     /// Largest push request body in bytes, as sent (JSON or framed).
@@ -59,16 +61,41 @@ struct Cli {
     /// Most records in one pull page.
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_RECORDS", default_value_t = Limits::default().max_page_records)]
     max_page_records: u32,
-    /// Most bytes in one pull page: ciphertext on the JSON page, the whole
-    /// body on the framed page (a larger record still goes alone).
+    /// Most bytes in one pull page as sent, JSON or framed (a larger record
+    /// still goes alone).
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_BYTES", default_value_t = Limits::default().max_page_bytes)]
     max_page_bytes: u64,
     /// Register/login attempts per minute from one address.
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_IP", default_value_t = RateLimits::default().per_ip_per_minute)]
     auth_rate_per_ip: u32,
-    /// Register/login attempts per minute for one user name.
+    /// Failed logins per minute for one user name from one address (and
+    /// wrong old passwords per minute from one device).
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER", default_value_t = RateLimits::default().per_user_per_minute)]
     auth_rate_per_user: u32,
+    /// Failed logins per minute for one user name from all addresses
+    /// together (devices already logged in are never held up by them).
+    #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER_TOTAL", default_value_t = RateLimits::default().per_user_total_per_minute)]
+    auth_rate_per_user_total: u32,
+    /// Seconds a client may take to send a request's whole header (counted
+    /// from when the connection waits for one, so an idle kept-alive
+    /// connection closes after this long too).
+    #[arg(long, env = "EVI_SERVER_HEADER_TIMEOUT", default_value_t = Timeouts::default().header.as_secs())]
+    header_timeout: u64,
+    /// Seconds a request body may go without a byte before it is cut (408).
+    #[arg(long, env = "EVI_SERVER_BODY_TIMEOUT", default_value_t = Timeouts::default().body.as_secs())]
+    body_timeout: u64,
+    /// Seconds a connection may go without a byte either way while no
+    /// request is being handled (a client that stopped reading) before it
+    /// is closed.
+    #[arg(long, env = "EVI_SERVER_IDLE_TIMEOUT", default_value_t = Timeouts::default().idle.as_secs())]
+    idle_timeout: u64,
+    /// The URL clients use to reach this server, e.g. https://sync.example.org:
+    /// requests for any other host are refused (421), so no web page can
+    /// reach the server under a name of its own. A reverse proxy in front
+    /// must pass the Host header on (Caddy does; nginx needs
+    /// `proxy_set_header Host $host`).
+    #[arg(long, env = "EVI_SERVER_PUBLIC_URL")]
+    public_url: Option<String>,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -162,8 +189,26 @@ async fn main() -> std::process::ExitCode {
     config.rate_limits = RateLimits {
         per_ip_per_minute: cli.auth_rate_per_ip.max(1),
         per_user_per_minute: cli.auth_rate_per_user.max(1),
+        per_user_total_per_minute: cli.auth_rate_per_user_total.max(1),
+        ..RateLimits::default()
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
+    let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
+    config.timeouts = Timeouts {
+        header: secs(cli.header_timeout),
+        body: secs(cli.body_timeout),
+        idle: secs(cli.idle_timeout),
+    };
+    if let Some(u) = &cli.public_url {
+        match evi_server::config::PublicUrl::parse(u) {
+            Ok(p) => config.public_url = Some(p),
+            Err(e) => {
+                eprintln!("evi-server: --public-url {e}");
+                eprintln!("hint: for example --public-url https://sync.example.org");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
     config.fault = match evi_server::fault::Fault::from_env() {
         Ok(f) => f,
         Err(e) => {

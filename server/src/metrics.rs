@@ -1,7 +1,6 @@
 //! Prometheus metrics, served in text format on their own listener
 //! (`--metrics-listen`) so they are never exposed on the API port.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -10,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -29,6 +29,9 @@ pub struct Metrics {
     pub records_stored: Counter,
     pub records_dropped: Counter,
     pub blob_bytes_stored: Counter,
+    /// Buckets the register/login limiter holds, read at each scrape: the
+    /// limiter's memory, which no client can grow past its bound.
+    auth_limiter_keys: Gauge,
 }
 
 impl Metrics {
@@ -41,6 +44,7 @@ impl Metrics {
         let records_stored = Counter::default();
         let records_dropped = Counter::default();
         let blob_bytes_stored = Counter::default();
+        let auth_limiter_keys = Gauge::default();
         registry.register("http_requests", "HTTP requests answered", requests.clone());
         registry.register(
             "http_request_duration_seconds",
@@ -62,6 +66,11 @@ impl Metrics {
             "Blob bytes stored",
             blob_bytes_stored.clone(),
         );
+        registry.register(
+            "auth_limiter_keys",
+            "Buckets held by the register/login rate limiter",
+            auth_limiter_keys.clone(),
+        );
         Self {
             registry,
             requests,
@@ -69,6 +78,7 @@ impl Metrics {
             records_stored,
             records_dropped,
             blob_bytes_stored,
+            auth_limiter_keys,
         }
     }
 
@@ -109,7 +119,10 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
     resp
 }
 
-pub async fn serve_metrics(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
+pub async fn serve_metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let m = &state.metrics;
+    m.auth_limiter_keys
+        .set(i64::try_from(state.limiter.len()).unwrap_or(i64::MAX));
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -1,8 +1,27 @@
-//! Token buckets for register and login, per client address and per user
-//! name. A refused attempt gets 429 with `Retry-After` and costs no hashing.
+//! Token buckets for register, login and password change. A refused
+//! attempt gets 429 with `Retry-After` and costs no hashing.
+//!
+//! Who can lock whom out is the point of the keys:
+//! - every register and login attempt takes a token of its client address;
+//! - a login takes a token of (user, address) and one of the user across all
+//!   addresses, and gives both back when the password was right, so only
+//!   failures count there: wrong guesses from one address lock out that
+//!   address, not the owner elsewhere (and only a flood of failures from
+//!   many addresses at once holds up new logins for the user);
+//! - a password change takes a token of its device, given back on success:
+//!   the calls of a device's token never depend on anyone's login failures.
+//!
+//! The limiter's memory is bounded whatever clients send: a key is a client
+//! address (IPv6 by its /64, which one host usually holds whole), a user
+//! name that has already passed validation (at most
+//! [`USER_NAME_MAX_LEN`](evi_shared::limits::USER_NAME_MAX_LEN) bytes), or a
+//! device id the server issued, and at most [`RateLimits::max_keys`] buckets
+//! are held. A full bucket carries no information (it is what a new key
+//! starts as), so it is the first to go; past the bound the buckets touched
+//! longest ago go next.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -15,8 +34,14 @@ use crate::error::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
+    /// Every register and login attempt from this address.
     Ip(IpAddr),
+    /// Failed logins for this (validated, lowercased) user from this address.
+    UserAt(String, IpAddr),
+    /// Failed logins for this user from all addresses.
     User(String),
+    /// Wrong old passwords given by this device.
+    Device(String),
 }
 
 struct Bucket {
@@ -29,8 +54,49 @@ pub struct RateLimiter {
     buckets: Mutex<HashMap<Key, Bucket>>,
 }
 
-/// Above this many tracked keys, full buckets are forgotten.
-const PRUNE_AT: usize = 10_000;
+/// Tokens a login or password change took that count only failures: call
+/// [`Reservation::succeeded`] when the password was right to give them back.
+#[must_use]
+pub struct Reservation<'a> {
+    limiter: &'a RateLimiter,
+    keys: Vec<Key>,
+}
+
+impl Reservation<'_> {
+    pub fn succeeded(self) {
+        let mut b = self.limiter.lock();
+        let now = Instant::now();
+        for key in &self.keys {
+            let per_min = self.limiter.per_minute(key);
+            if let Some(bucket) = b.get_mut(key) {
+                refill(bucket, per_min, now);
+                bucket.tokens = (bucket.tokens + 1.0).min(per_min);
+            }
+        }
+    }
+}
+
+fn refill(bucket: &mut Bucket, per_min: f64, now: Instant) {
+    bucket.tokens =
+        (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_min / 60.0).min(per_min);
+    bucket.at = now;
+}
+
+/// The address a bucket is kept for: IPv4 as it is (IPv4-mapped IPv6 as
+/// IPv4), IPv6 by its /64 prefix, so one host cannot make a new bucket per
+/// address it holds.
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
 
 impl RateLimiter {
     pub fn new(limits: RateLimits) -> Self {
@@ -40,51 +106,111 @@ impl RateLimiter {
         }
     }
 
-    /// Takes one attempt from the address's and the user's buckets, or says
-    /// how many seconds to wait.
-    pub fn check(&self, ip: IpAddr, user: &str) -> Result<(), ApiError> {
-        let mut b = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+    /// How many buckets are held (for the metrics).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Bucket>> {
+        self.buckets.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn per_minute(&self, key: &Key) -> f64 {
+        let l = &self.limits;
+        f64::from(match key {
+            Key::Ip(_) => l.per_ip_per_minute,
+            Key::UserAt(..) | Key::Device(_) => l.per_user_per_minute,
+            Key::User(_) => l.per_user_total_per_minute,
+        })
+    }
+
+    /// A registration attempt from `ip`.
+    pub fn register(&self, ip: IpAddr) -> Result<(), ApiError> {
+        self.take(&[Key::Ip(address_key(ip))])
+    }
+
+    /// A login attempt for `user` (validated: it becomes a key) from `ip`.
+    pub fn login(&self, ip: IpAddr, user: &str) -> Result<Reservation<'_>, ApiError> {
+        let ip = address_key(ip);
+        let user = user.to_ascii_lowercase();
+        let failures = vec![Key::UserAt(user.clone(), ip), Key::User(user)];
+        let mut keys = failures.clone();
+        keys.push(Key::Ip(ip));
+        self.take(&keys)?;
+        Ok(Reservation {
+            limiter: self,
+            keys: failures,
+        })
+    }
+
+    /// A password change by `device`, which proves the old password.
+    pub fn password_change(&self, device: &str) -> Result<Reservation<'_>, ApiError> {
+        let keys = vec![Key::Device(device.to_owned())];
+        self.take(&keys)?;
+        Ok(Reservation {
+            limiter: self,
+            keys,
+        })
+    }
+
+    /// Takes one token from each of `keys`' buckets, or none and says how
+    /// many seconds to wait.
+    fn take(&self, keys: &[Key]) -> Result<(), ApiError> {
+        let mut b = self.lock();
         let now = Instant::now();
-        if b.len() > PRUNE_AT {
-            let l = &self.limits;
-            b.retain(|k, v| {
-                let cap = match k {
-                    Key::Ip(_) => l.per_ip_per_minute,
-                    Key::User(_) => l.per_user_per_minute,
-                } as f64;
-                v.tokens + now.duration_since(v.at).as_secs_f64() * cap / 60.0 < cap
-            });
-        }
-        let keys = [
-            (Key::Ip(ip), self.limits.per_ip_per_minute),
-            (
-                Key::User(user.to_lowercase()),
-                self.limits.per_user_per_minute,
-            ),
-        ];
         let mut wait = 0.0f64;
-        for (key, per_min) in &keys {
-            let cap = f64::from(*per_min);
-            let bucket = b.entry(key.clone()).or_insert(Bucket {
-                tokens: cap,
-                at: now,
-            });
-            bucket.tokens =
-                (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * cap / 60.0).min(cap);
-            bucket.at = now;
-            if bucket.tokens < 1.0 {
-                wait = wait.max((1.0 - bucket.tokens) * 60.0 / cap.max(1e-9));
+        for key in keys {
+            let per_min = self.per_minute(key);
+            if let Some(bucket) = b.get_mut(key) {
+                refill(bucket, per_min, now);
+                if bucket.tokens < 1.0 {
+                    wait = wait.max((1.0 - bucket.tokens) * 60.0 / per_min.max(1e-9));
+                }
             }
         }
         if wait > 0.0 {
             return Err(ApiError::rate_limited(wait.ceil() as u64));
         }
-        for (key, _) in &keys {
-            if let Some(bucket) = b.get_mut(key) {
-                bucket.tokens -= 1.0;
+        for key in keys {
+            let per_min = self.per_minute(key);
+            if !b.contains_key(key) {
+                self.make_room(&mut b, now);
             }
+            b.entry(key.clone())
+                .or_insert(Bucket {
+                    tokens: per_min,
+                    at: now,
+                })
+                .tokens -= 1.0;
         }
         Ok(())
+    }
+
+    /// Frees at least one slot when the map is at its bound: first every
+    /// full bucket, then, if that was not enough, the eighth of the buckets
+    /// touched longest ago (so this runs once per many insertions).
+    fn make_room(&self, b: &mut HashMap<Key, Bucket>, now: Instant) {
+        let max = self.limits.max_keys.max(1);
+        if b.len() < max {
+            return;
+        }
+        b.retain(|k, v| {
+            let per_min = self.per_minute(k);
+            v.tokens + now.duration_since(v.at).as_secs_f64() * per_min / 60.0 < per_min
+        });
+        if b.len() < max {
+            return;
+        }
+        let evict = (max / 8).max(1);
+        let mut ages: Vec<(Instant, Key)> = b.iter().map(|(k, v)| (v.at, k.clone())).collect();
+        ages.select_nth_unstable_by_key(evict - 1, |(at, _)| *at);
+        for (_, k) in ages.into_iter().take(evict) {
+            b.remove(&k);
+        }
     }
 }
 
@@ -119,19 +245,82 @@ impl FromRequestParts<AppState> for ClientIp {
 mod tests {
     use super::*;
 
+    fn limits(per_ip: u32, per_user: u32, max_keys: usize) -> RateLimits {
+        RateLimits {
+            per_ip_per_minute: per_ip,
+            per_user_per_minute: per_user,
+            per_user_total_per_minute: per_user * 2,
+            max_keys,
+        }
+    }
+
+    fn fail(l: &RateLimiter, ip: IpAddr, user: &str) -> Result<(), ApiError> {
+        l.login(ip, user).map(drop)
+    }
+
     #[test]
-    fn bucket_refuses_after_capacity_then_names_a_wait() {
-        let l = RateLimiter::new(RateLimits {
-            per_ip_per_minute: 100,
-            per_user_per_minute: 3,
-        });
+    fn failures_are_refused_past_capacity_with_a_wait() {
+        let l = RateLimiter::new(limits(100, 3, 1000));
         let ip = IpAddr::from([127, 0, 0, 1]);
         for _ in 0..3 {
-            l.check(ip, "alice").unwrap();
+            fail(&l, ip, "alice").unwrap();
         }
-        let e = l.check(ip, "Alice").unwrap_err();
+        let e = fail(&l, ip, "Alice").unwrap_err();
         assert_eq!(e.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
         assert!(e.retry_after.unwrap() >= 1);
-        l.check(ip, "bob").unwrap();
+        fail(&l, ip, "bob").unwrap();
+    }
+
+    #[test]
+    fn successes_cost_only_the_address() {
+        let l = RateLimiter::new(limits(100, 2, 1000));
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        for _ in 0..10 {
+            l.login(ip, "alice").unwrap().succeeded();
+        }
+        fail(&l, ip, "alice").unwrap();
+    }
+
+    #[test]
+    fn failures_from_many_addresses_meet_the_total() {
+        // 2 per address, 4 in all.
+        let l = RateLimiter::new(limits(100, 2, 1000));
+        for n in 0..4u8 {
+            fail(&l, IpAddr::from([10, 0, 0, n]), "alice").unwrap();
+        }
+        assert!(fail(&l, IpAddr::from([10, 0, 0, 9]), "alice").is_err());
+        // A device's password change does not depend on any of that.
+        l.password_change("dev1").unwrap().succeeded();
+    }
+
+    #[test]
+    fn the_number_of_buckets_never_passes_the_bound() {
+        let l = RateLimiter::new(limits(1_000_000, 3, 100));
+        let ip = IpAddr::from([10, 0, 0, 1]);
+        for n in 0..10_000 {
+            fail(&l, ip, &format!("user{n}")).unwrap();
+            assert!(l.len() <= 100, "{} buckets after {n}", l.len());
+        }
+        // The newest names are still limited: eviction takes the oldest.
+        for _ in 0..2 {
+            fail(&l, ip, "user9999").unwrap();
+        }
+        assert!(fail(&l, ip, "user9999").is_err());
+    }
+
+    #[test]
+    fn one_ipv6_host_is_one_address() {
+        let l = RateLimiter::new(limits(2, 100, 1000));
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        l.register(a).unwrap();
+        l.register(b).unwrap();
+        assert!(l.register(a).is_err());
+        // Another /64 has its own budget; IPv4-mapped is IPv4.
+        l.register("2001:db8:1:3::1".parse().unwrap()).unwrap();
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        l.register(v4).unwrap();
+        l.register("::ffff:192.0.2.7".parse().unwrap()).unwrap();
+        assert!(l.register(v4).is_err());
     }
 }

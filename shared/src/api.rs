@@ -90,14 +90,24 @@ pub enum ErrorCode {
     InvalidInvite,
     /// 404: no such device or blob (for this user).
     NotFound,
+    /// 405: the path does not take this method (the `Allow` header lists
+    /// those it takes).
+    MethodNotAllowed,
+    /// 408: the request body stopped arriving (nothing for the server's
+    /// body timeout); the request may be sent again.
+    RequestTimeout,
     /// 409: the user name is taken.
     UserExists,
     /// 409: the account already holds a different key check value.
     KeyCheckMismatch,
     /// 413: the request is larger than the advertised limit.
     PayloadTooLarge,
-    /// 415: the request body's `Content-Type` is not one this endpoint reads.
+    /// 415: the request body's `Content-Type` is not one this endpoint reads
+    /// (JSON bodies must say `application/json`).
     UnsupportedMediaType,
+    /// 421: the request's `Host` is not the server's configured public URL
+    /// (the message names that URL).
+    MisdirectedRequest,
     /// 429: too many attempts; retry after the `Retry-After` seconds.
     RateLimited,
     /// 500: the server failed; the request may be retried.
@@ -114,7 +124,10 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Whether the same request may succeed if sent again later.
     pub fn is_retryable(self) -> bool {
-        matches!(self, Self::RateLimited | Self::Internal | Self::Unavailable)
+        matches!(
+            self,
+            Self::RateLimited | Self::Internal | Self::Unavailable | Self::RequestTimeout
+        )
     }
 }
 
@@ -156,8 +169,9 @@ pub struct Capabilities {
     pub max_blob_bytes: u64,
     /// Most records in one pull page.
     pub max_page_records: u32,
-    /// Most bytes in one pull page: ciphertext on the JSON page, the whole body
-    /// on the framed page (a single larger record still comes alone).
+    /// Most bytes in one pull page, counted as sent (ids, heads and bodies;
+    /// base64 on the JSON page): a single larger record still comes alone.
+    /// Older servers counted only ciphertext on the JSON page.
     pub max_page_bytes: u64,
     pub registration: Registration,
     /// Whether `POST /records` takes, and `GET /records` can answer, the
@@ -174,7 +188,10 @@ pub struct Capabilities {
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct RegisterRequest {
-    /// `[A-Za-z0-9._-]`, 1 to 64 characters.
+    /// `[A-Za-z0-9._-]`, 1 to 64 characters. Names compare without regard
+    /// to case (`Alice` and `alice` are one account); the account keeps the
+    /// spelling it registered with, which login answers with.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9._-]{1,64}$"))]
     pub user: String,
     /// 8 to 1024 bytes.
     pub password: String,
@@ -198,6 +215,8 @@ impl fmt::Debug for RegisterRequest {
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct LoginRequest {
+    /// As at registration, in any case (400 if it breaks the rule).
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9._-]{1,64}$"))]
     pub user: String,
     pub password: String,
     pub device: String,
@@ -303,6 +322,7 @@ pub struct Segment {
     /// Keyed stream (session) id.
     pub stream: KeyedId,
     /// What the segment holds, e.g. `entries` or `journal`: `[a-z0-9_-]{1,32}`.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[a-z0-9_-]{1,32}$"))]
     pub kind: String,
     /// Keyed ids of the entries inside; at least one. The segment is dropped
     /// when every one of them is already stored for this user.
@@ -353,11 +373,18 @@ pub struct KnownEntries {
 #[cfg_attr(feature = "openapi", derive(ToSchema, IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct PullQuery {
-    /// Return records with a seq greater than this (0 for all).
+    /// Return records with a seq greater than this (0 for all); a seq is at
+    /// most 2^63 - 1.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(maximum = 9223372036854775807_u64))]
     pub after: u64,
-    /// Most records wanted; capped by the server's `max_page_records`.
+    /// Most records wanted; capped by the server's `max_page_records` (0
+    /// counts as 1).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        param(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)
+    )]
     pub limit: Option<u32>,
 }
 
@@ -367,6 +394,7 @@ pub struct PullQuery {
 pub struct Record {
     pub seq: u64,
     pub stream: KeyedId,
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[a-z0-9_-]{1,32}$"))]
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
     pub ciphertext: Base64Bytes,
@@ -396,6 +424,7 @@ pub struct StatusQuery {
     /// The calling device's pull cursor: when given, the answer counts
     /// `pending_for_device` after it.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(maximum = 9223372036854775807_u64))]
     pub after: Option<u64>,
 }
 
@@ -407,7 +436,9 @@ pub struct StatusResponse {
     pub records: u64,
     pub entries: u64,
     pub blobs: u64,
-    /// Record ciphertext plus blob bytes.
+    /// What the quota counts: record ciphertext and blob bytes, plus a fixed
+    /// cost for each record, entry id and blob (the rows that index them).
+    /// Servers before that counted only ciphertext and blob bytes.
     pub bytes_used: u64,
     /// The per-user quota, if the server sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,9 +16,8 @@ pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024;
 /// Default most records in one pull page.
 pub const DEFAULT_MAX_PAGE_RECORDS: u32 = 1000;
 
-/// Default most bytes in one pull page: ciphertext on the JSON page, the
-/// whole body as sent on the framed page (a single larger record is still
-/// sent alone, so a page always makes progress).
+/// Default most bytes in one pull page, as sent on either wire (a single
+/// larger record is still sent alone, so a page always makes progress).
 pub const DEFAULT_MAX_PAGE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Longest user name; names use `[A-Za-z0-9._-]`.
@@ -30,6 +29,10 @@ pub const DEVICE_NAME_MAX_LEN: usize = 128;
 /// Shortest and longest accepted password, in bytes.
 pub const PASSWORD_MIN_LEN: usize = 8;
 pub const PASSWORD_MAX_LEN: usize = 1024;
+
+/// Most entry ids in one pushed segment: the server refuses more (413), and
+/// the client cuts a segment there. 10,000 ids are about 670 kB of a batch.
+pub const MAX_ENTRY_IDS_PER_SEGMENT: usize = 10_000;
 
 /// Longest record `kind` (`[a-z0-9_-]`).
 pub const KIND_MAX_LEN: usize = 32;

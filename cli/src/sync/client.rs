@@ -173,8 +173,11 @@ impl ClientError {
     /// Whether the same call may succeed later.
     pub fn is_transient(&self) -> bool {
         match self {
-            // 501: what answered does not implement the method at all.
-            Self::Api { status, .. } => (*status >= 500 && *status != 501) || *status == 429,
+            // 501: what answered does not implement the method at all; 408:
+            // the body stopped arriving (the connection, most likely).
+            Self::Api { status, .. } => {
+                (*status >= 500 && *status != 501) || *status == 429 || *status == 408
+            }
             Self::Transport { cause, .. } => !matches!(cause, Cause::Tls(_)),
             Self::BadFrames { source, .. } => matches!(
                 source,

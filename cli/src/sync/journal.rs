@@ -39,6 +39,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use evi_shared::limits::MAX_ENTRY_IDS_PER_SEGMENT;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -150,7 +151,8 @@ pub(super) fn push_journal(
             seq: js.lines,
             line: raw.to_vec(),
         });
-        if bytes >= budget {
+        // One entry id per line at most, and the server takes so many per segment.
+        if bytes >= budget || lines.len() >= MAX_ENTRY_IDS_PER_SEGMENT {
             let mid = JournalState {
                 file: js.file.mid_file(),
                 ..js.clone()

@@ -13,6 +13,7 @@ use std::io::Read;
 use std::ops::ControlFlow;
 
 use evi_shared::api::ErrorCode;
+use evi_shared::limits::MAX_ENTRY_IDS_PER_SEGMENT;
 use evi_shared::{Day, SessionId};
 
 use super::Entry;
@@ -261,7 +262,9 @@ fn push_files(
             // segment carries its hash.
             let big = !skipped && raw.len() > budget;
             let size = if big { 128 } else { raw.len() };
-            if !skipped && !g.entries.is_empty() && g.bytes + size > budget {
+            // The server takes at most so many entry ids per segment.
+            let full = g.bytes + size > budget || g.entries.len() >= MAX_ENTRY_IDS_PER_SEGMENT;
+            if !skipped && !g.entries.is_empty() && full {
                 // Seal what came before this line.
                 let mid = Mark::File(rel.clone(), settled(&fs, &last_line).mid_file());
                 if let Err(e) = g.seal_into(ctx, up, report, Some(mid)) {

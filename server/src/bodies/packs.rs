@@ -45,13 +45,14 @@ impl PackDir {
     }
 }
 
-/// `create_dir_all`, then fsyncs the parent of a folder it made, so a pack's
-/// folder cannot vanish in a crash after the pack was reported durable.
+/// Creates the folder (0700, see [`crate::private`]), then fsyncs the
+/// parent of a folder it made, so a pack's folder cannot vanish in a crash
+/// after the pack was reported durable.
 fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    std::fs::create_dir_all(dir)?;
+    crate::private::dir(dir)?;
     if let Some(parent) = dir.parent() {
         sync_dir(parent)?;
     }

@@ -34,13 +34,45 @@ fn check_user(name: &str) -> ApiResult<()> {
     }
 }
 
+/// Characters that change how the text around them reads (bidirectional
+/// embeddings, overrides, isolates and marks) or break a line: a device
+/// name holding one could show as another name in a list.
+fn reorders_or_breaks(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}'
+        )
+}
+
+/// Characters that show nothing: white space and Unicode's default
+/// ignorable code points (zero-width spaces and joiners, fillers,
+/// variation selectors, tags), and the blank braille pattern.
+fn invisible(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}' | '\u{2800}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}' | '\u{FFA0}' | '\u{FFF0}'..='\u{FFF8}' | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// A device name is shown in every device list of the account: it must
+/// show what it is (no control, reordering or line-breaking character) and
+/// show something (not only invisible characters).
 fn check_device(name: &str) -> ApiResult<()> {
-    if name.trim().is_empty()
+    if name.is_empty()
         || name.len() > DEVICE_NAME_MAX_LEN
-        || name.chars().any(char::is_control)
+        || name.chars().any(reorders_or_breaks)
+        || name.chars().all(invisible)
     {
         return Err(ApiError::bad_request(format!(
-            "device name must be 1 to {DEVICE_NAME_MAX_LEN} printable characters"
+            "device name must be 1 to {DEVICE_NAME_MAX_LEN} bytes of printable text, with \
+             something visible and no control or text-direction characters"
         )));
     }
     Ok(())
@@ -78,10 +110,12 @@ pub async fn register(
     ClientIp(ip): ClientIp,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> ApiResult<Json<AuthResponse>> {
-    state.limiter.check(ip, &req.user)?;
+    // Validated before anything keeps state about it (the name becomes a
+    // limiter key).
     check_user(&req.user)?;
     check_device(&req.device)?;
     check_password(&req.password)?;
+    state.limiter.register(ip)?;
     let invite_hash = match state.config.registration {
         Registration::Closed => {
             return Err(ApiError::new(
@@ -132,26 +166,29 @@ pub async fn login(
     ClientIp(ip): ClientIp,
     ApiJson(req): ApiJson<LoginRequest>,
 ) -> ApiResult<Json<AuthResponse>> {
-    state.limiter.check(ip, &req.user)?;
+    // Validated before anything keeps state about it (the name becomes a
+    // limiter key). The name rule is public, so this says nothing about
+    // which accounts exist.
+    check_user(&req.user)?;
     check_device(&req.device)?;
+    let attempt = state.limiter.login(ip, &req.user)?;
     let creds = state.store.credentials(&req.user).await?;
-    let (user_id, hash) = match creds {
-        Some((id, h)) => (Some(id), Some(h)),
-        None => (None, None),
-    };
+    let hash = creds.as_ref().map(|c| c.password_hash.clone());
     let ok = state.passwords.verify(req.password, hash).await?;
-    let Some(user_id) = user_id.filter(|_| ok) else {
+    let Some(creds) = creds.filter(|_| ok) else {
         tracing::info!(%ip, "login failed");
         return Err(ApiError::invalid_credentials());
     };
+    attempt.succeeded();
+    let user_id = creds.user_id;
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();
     let device_name = state.store.add_device(user_id, device).await?;
-    tracing::info!(user = %req.user, device = %device_id, name = %device_name, "logged in");
+    tracing::info!(user = %creds.name, device = %device_id, name = %device_name, "logged in");
     Ok(Json(AuthResponse {
         token,
         device_id,
-        user: req.user,
+        user: creds.name,
         device_name,
     }))
 }
@@ -162,20 +199,23 @@ pub async fn login(
     responses((status = 200, body = PasswordChangeResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub async fn change_password(
     State(state): State<AppState>,
-    ClientIp(ip): ClientIp,
     auth: Authed,
     ApiJson(req): ApiJson<PasswordChangeRequest>,
 ) -> ApiResult<Json<PasswordChangeResponse>> {
-    state.limiter.check(ip, &auth.user_name)?;
     check_password(&req.new_password)?;
+    // Keyed by the device, never by the user: other people's login
+    // failures cannot hold up the owner's own devices.
+    let attempt = state.limiter.password_change(&auth.device_id)?;
     let hash = state
         .store
         .credentials(&auth.user_name)
         .await?
-        .map(|(_, h)| h);
+        .filter(|c| c.user_id == auth.user_id)
+        .map(|c| c.password_hash);
     if !state.passwords.verify(req.old_password, hash).await? {
         return Err(ApiError::invalid_credentials());
     }
+    attempt.succeeded();
     let new_hash = state.passwords.hash(req.new_password).await?;
     let revoked_devices = state
         .store
@@ -217,4 +257,35 @@ pub async fn put_key_check(
     Ok(Json(KeyCheckResponse {
         key_check: Some(v.into()),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_must_show_what_they_are() {
+        for ok in [
+            "laptop",
+            "Büro-PC",
+            "laptop 💻",
+            "👩\u{200D}💻",
+            "a\u{00A0}b",
+            "ノート",
+        ] {
+            assert!(check_device(ok).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "",
+            " ",
+            "\u{202E}abc",
+            "a\u{2067}b",
+            "\u{200B}\u{200C}",
+            "\u{E0041}",
+            "x\u{2029}y",
+            "\u{1B}[31m",
+        ] {
+            assert!(check_device(bad).is_err(), "{bad:?}");
+        }
+    }
 }

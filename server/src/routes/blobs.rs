@@ -2,13 +2,14 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use evi_shared::KeyedId;
 use evi_shared::api::{BlobNames, BlobStored, ErrorBody, MissingResponse, PurgeResponse};
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 
-use super::{ApiJson, keyed};
+use super::{ApiJson, BlobName};
 use crate::AppState;
 use crate::auth::Authed;
 use crate::blobs::UploadError;
@@ -41,18 +42,17 @@ pub async fn missing(
 /// Uploads one blob as a raw streamed body. An already stored blob is left as
 /// it is (`created: false`).
 #[utoipa::path(put, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
-    params(("name" = String, Path, description = "keyed blob name (64 lowercase hex)")),
+    params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, body = BlobStored), (status = 200, body = BlobStored),
         (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 507, body = ErrorBody)))]
 pub async fn put(
     State(state): State<AppState>,
     auth: Authed,
-    Path(name): Path<String>,
+    BlobName(name): BlobName,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let name = keyed(&name)?;
     let max = state.config.limits.max_blob_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -74,9 +74,13 @@ pub async fn put(
         };
         return Ok((StatusCode::OK, Json(stored)).into_response());
     }
-    // With a quota, stop streaming as soon as the upload cannot fit.
+    // With a quota, stop streaming as soon as the upload cannot fit (its
+    // row counts too: see blob_cost).
     let room = match state.config.quota_bytes {
-        Some(q) => Some(q.saturating_sub(state.store.usage(auth.user_id).await?.bytes_used)),
+        Some(q) => Some(
+            q.saturating_sub(state.store.usage(auth.user_id).await?.bytes_used)
+                .saturating_sub(crate::store::BLOB_ROW_BYTES),
+        ),
         None => None,
     };
     if let (Some(room), Some(n)) = (room, declared)
@@ -95,14 +99,19 @@ pub async fn put(
             )));
         }
         Err(UploadError::Body(e)) => return Err(ApiError::bad_request(format!("upload cut: {e}"))),
+        Err(UploadError::Stalled) => return Err(ApiError::request_timeout()),
         Err(e @ UploadError::Io(_)) => return Err(ApiError::internal(e)),
     };
+    // Recorded with the size of the file in place, whichever upload put it
+    // there (the other one may not have recorded it yet, or may have died
+    // before it could): what the quota counts is what is on disk.
     match state
         .store
         .add_blob(auth.user_id, &name, placed.size, state.config.quota_bytes)
         .await
     {
-        Ok(created) => {
+        Ok(recorded) => {
+            let created = recorded && placed.ours;
             if created {
                 state.metrics.blob_bytes_stored.inc_by(placed.size);
             }
@@ -119,9 +128,10 @@ pub async fn put(
             Ok((status, Json(stored)).into_response())
         }
         Err(e) => {
-            // Not recorded: take the file away again unless a concurrent
-            // upload of the same name recorded it meanwhile.
-            if state.store.blob_size(auth.user_id, &name).await?.is_none() {
+            // Not recorded: take our file away again unless a concurrent
+            // upload of the same name recorded it meanwhile. Another
+            // upload's file is its own to take away.
+            if placed.ours && state.store.blob_size(auth.user_id, &name).await?.is_none() {
                 let _ = tokio::fs::remove_file(&placed.path).await;
             }
             Err(e.into())
@@ -142,15 +152,14 @@ async fn drain(mut body: Body, max: u64) {
 
 /// Downloads one blob, streamed.
 #[utoipa::path(get, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
-    params(("name" = String, Path, description = "keyed blob name (64 lowercase hex)")),
+    params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
     responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
         (status = 404, body = ErrorBody), (status = 400, body = ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
     auth: Authed,
-    Path(name): Path<String>,
+    BlobName(name): BlobName,
 ) -> ApiResult<Response> {
-    let name = keyed(&name)?;
     let Some(size) = state.store.blob_size(auth.user_id, &name).await? else {
         return Err(ApiError::not_found("blob"));
     };

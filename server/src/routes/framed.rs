@@ -16,7 +16,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use super::json_error;
 use crate::bodies::BodyStore;
-use crate::error::ApiError;
+use crate::error::{ApiError, echo};
 use crate::store::{PageCost, StoredBody, StoredRecord, UserId};
 
 /// A segment as received, on either wire.
@@ -34,27 +34,25 @@ pub enum PushWire {
     Frames,
 }
 
-/// `application/json` (or no type: older clients that never set one) or
-/// `application/vnd.evi.frames`; anything else is 415.
+/// `application/json` or `application/vnd.evi.frames`; anything else, or
+/// no type, is 415 (see [`crate::crosssite`]: a body type a web page could
+/// send cross-site never reaches a handler).
 pub fn push_wire(headers: &HeaderMap) -> Result<PushWire, ApiError> {
-    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(PushWire::Json);
-    };
-    let essence = ct
-        .to_str()
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
-        "application/json" => Ok(PushWire::Json),
-        frames::CONTENT_TYPE => Ok(PushWire::Frames),
-        _ => Err(ApiError::unsupported_media_type(format!(
+    match crate::crosssite::essence(headers).as_deref() {
+        Some("application/json") => Ok(PushWire::Json),
+        Some(frames::CONTENT_TYPE) => Ok(PushWire::Frames),
+        Some(_) => Err(ApiError::unsupported_media_type(format!(
             "a push body is application/json or {}, not {:?}",
             frames::CONTENT_TYPE,
-            ct.to_str().unwrap_or("(not text)")
+            echo(
+                headers[header::CONTENT_TYPE]
+                    .to_str()
+                    .unwrap_or("(not text)")
+            )
+        ))),
+        None => Err(ApiError::unsupported_media_type(format!(
+            "a push body is application/json or {}: say which in Content-Type",
+            frames::CONTENT_TYPE
         ))),
     }
 }

@@ -35,6 +35,9 @@ pub async fn status(
     query: Result<Query<StatusQuery>, QueryRejection>,
 ) -> ApiResult<Json<StatusResponse>> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(after) = q.after {
+        super::check_cursor(after)?;
+    }
     let u = state.store.usage(auth.user_id).await?;
     let pending_for_device = match q.after {
         Some(after) => Some(

@@ -14,14 +14,16 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// A JSON body whose failures answer `{code, message}`: 413 past the route's
-/// body limit, 400 `invalid_id` for a malformed keyed id, 400 otherwise.
+/// A JSON body whose failures answer `{code, message}`: 415 unless it says
+/// `application/json` (see [`crate::crosssite`]), 413 past the route's body
+/// limit, 400 `invalid_id` for a malformed keyed id, 400 otherwise.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        crate::crosssite::require_json(req.headers())?;
         let bytes = body_bytes(req, state).await?;
         serde_json::from_slice(&bytes)
             .map(ApiJson)
@@ -34,6 +36,8 @@ pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
     Bytes::from_request(req, state).await.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large("request body is larger than this server accepts")
+        } else if crate::error::is_body_timeout(&e) {
+            ApiError::request_timeout()
         } else {
             ApiError::bad_request(e.body_text())
         }
@@ -49,6 +53,39 @@ pub fn json_error(what: &str, e: &serde_json::Error) -> ApiError {
     } else {
         ApiError::bad_request(format!("{what}: {msg}"))
     }
+}
+
+/// The `{name}` of a blob path, parsed: 400 `invalid_id` for anything but
+/// 64 lowercase hex (a segment that is not UTF-8 included).
+pub struct BlobName(pub evi_shared::KeyedId);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for BlobName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let axum::extract::Path(name) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| {
+                    ApiError::invalid_id("a blob name is one path segment of 64 lowercase hex")
+                })?;
+        keyed(&name).map(Self)
+    }
+}
+
+/// 400 for a cursor no seq can reach: seqs are SQLite integers, at most
+/// 2^63 - 1 (larger values would wrap in the query).
+pub fn check_cursor(after: u64) -> Result<(), ApiError> {
+    if after > i64::MAX as u64 {
+        return Err(ApiError::bad_request(format!(
+            "after is a seq: at most {}",
+            i64::MAX
+        )));
+    }
+    Ok(())
 }
 
 /// Parses a keyed id from a path segment.

@@ -14,7 +14,7 @@ use evi_shared::api::{
     EntryIds, ErrorBody, KnownEntries, PullQuery, PullResponse, PushRequest, PushResponse, Record,
 };
 use evi_shared::frames::{self, PageEnd};
-use evi_shared::limits::{KIND_MAX_LEN, MAX_NAMES_PER_CALL};
+use evi_shared::limits::{KIND_MAX_LEN, MAX_ENTRY_IDS_PER_SEGMENT, MAX_NAMES_PER_CALL};
 
 use super::framed::{self, Incoming, PushWire};
 use super::{ApiJson, body_bytes};
@@ -22,7 +22,7 @@ use crate::AppState;
 use crate::auth::Authed;
 use crate::error::{ApiError, ApiResult};
 use crate::fault::Fault;
-use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody};
+use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody, StoredRecord};
 
 /// The OpenAPI schema of a framed body: binary, described in
 /// [`evi_shared::frames`].
@@ -68,6 +68,13 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
         return Err(ApiError::bad_request(
             "a segment needs at least one entry id",
         ));
+    }
+    if s.entry_ids.len() > MAX_ENTRY_IDS_PER_SEGMENT {
+        return Err(ApiError::too_large(format!(
+            "a segment holds at most {MAX_ENTRY_IDS_PER_SEGMENT} entry ids, this one {}: \
+             split it into several segments",
+            s.entry_ids.len()
+        )));
     }
     Ok(())
 }
@@ -168,11 +175,39 @@ async fn store_segments(
     result
 }
 
-/// Records with a seq above `after`, in seq order, bounded by count and
-/// bytes: a JSON page (bytes = ciphertext), or with `Accept:
-/// application/vnd.evi.frames` a framed page, streamed (bytes = the whole
-/// body as sent). A framed page that fails mid-way is cut off before its end
-/// frame.
+/// The JSON form of a stored record, its ciphertext left out (an empty
+/// string): what it costs on a page besides the base64 of its body.
+fn json_head(r: &StoredRecord) -> usize {
+    let rec = Record {
+        seq: r.seq,
+        stream: r.stream.clone(),
+        kind: r.kind.clone(),
+        entry_ids: r.entry_ids.clone(),
+        ciphertext: Vec::new().into(),
+        device: r.device_id.clone(),
+    };
+    serde_json::to_vec(&rec).map_or(0, |v| v.len())
+}
+
+/// The byte budget for records in a JSON page of at most `max_page_bytes`
+/// as sent, and the cost of each record: its whole JSON (ids, head and the
+/// base64 of its body) and the comma before it.
+fn json_page_budget(max_page_bytes: u64) -> (u64, PageCost) {
+    let envelope = serde_json::to_vec(&PullResponse {
+        records: Vec::new(),
+        next_after: u64::MAX,
+        more: false,
+    })
+    .map_or(0, |v| v.len());
+    let cost: PageCost =
+        std::sync::Arc::new(|r| (json_head(r) + 1) as u64 + r.body.len().div_ceil(3) * 4);
+    (max_page_bytes.saturating_sub(envelope as u64), cost)
+}
+
+/// Records with a seq above `after`, in seq order, bounded by count and by
+/// bytes as sent: a JSON page, or with `Accept: application/vnd.evi.frames`
+/// a framed page, streamed. A framed page that fails mid-way is cut off
+/// before its end frame.
 #[utoipa::path(get, path = "/api/v1/records", tag = "records", security(("bearer" = [])),
     params(PullQuery),
     responses((status = 200, description = "A page of records, JSON or framed by the Accept header.",
@@ -185,6 +220,7 @@ pub async fn pull(
     query: Result<Query<PullQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    super::check_cursor(q.after)?;
     let max = state.config.limits.max_page_records;
     let limit = q.limit.unwrap_or(max).clamp(1, max);
     let max_bytes = state.config.limits.max_page_bytes;
@@ -192,7 +228,7 @@ pub async fn pull(
     let (budget, cost): (u64, PageCost) = if frames {
         framed::page_budget(max_bytes)
     } else {
-        (max_bytes, std::sync::Arc::new(|r| r.body.len()))
+        json_page_budget(max_bytes)
     };
     let page = state
         .store

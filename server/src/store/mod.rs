@@ -21,6 +21,28 @@ pub mod sqlite;
 
 pub type UserId = i64;
 
+/// What a stored record costs against the quota besides its body: its row
+/// (ids, kind, seq, body location) and index entries. Measured on SQLite:
+/// about 205 bytes a row.
+pub const RECORD_ROW_BYTES: u64 = 256;
+/// What each entry id of a record costs: its 65 characters in the row and
+/// its row in the table of known ids (about 111 bytes measured).
+pub const ENTRY_ID_BYTES: u64 = 128;
+/// What a blob costs besides its bytes: its row (about 86 bytes measured)
+/// and its file's inode and directory entry.
+pub const BLOB_ROW_BYTES: u64 = 256;
+
+/// The quota cost of a record: every byte it stores, so that no shape of
+/// push (many ids, no ciphertext) grows an account past its quota.
+pub fn record_cost(body_len: u64, entry_ids: usize) -> u64 {
+    body_len + RECORD_ROW_BYTES + ENTRY_ID_BYTES * entry_ids as u64
+}
+
+/// The quota cost of a blob of `size` bytes on disk.
+pub fn blob_cost(size: u64) -> u64 {
+    size + BLOB_ROW_BYTES
+}
+
 /// Errors worth telling apart. Only `Backend` is worth retrying.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -47,6 +69,15 @@ pub struct NewDevice {
     pub name: String,
     pub token_hash: [u8; 32],
     pub now: i64,
+}
+
+/// An account as login finds it.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub user_id: UserId,
+    /// The name as registered (a login may spell it in another case).
+    pub name: String,
+    pub password_hash: String,
 }
 
 /// The device a token belongs to.
@@ -119,8 +150,8 @@ pub struct StoredRecord {
     pub device_id: Option<String>,
 }
 
-/// What a record costs against a page's byte budget: the wire decides (the
-/// JSON page counts ciphertext, the framed page what it sends).
+/// What a record costs against a page's byte budget: what its wire sends
+/// for it (JSON with base64, or a frame).
 pub type PageCost = Arc<dyn Fn(&StoredRecord) -> u64 + Send + Sync>;
 
 #[derive(Debug, Clone)]
@@ -168,7 +199,9 @@ pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
 pub trait Store: Send + Sync + 'static {
     /// Creates a user and its first device (under the name asked for: the
     /// account has no other device yet); with `invite`, consumes that invite
-    /// in the same transaction.
+    /// in the same transaction. `UserExists` if an account's name matches
+    /// `name` in any ASCII case. The invite is checked before the name, so
+    /// `UserExists` goes only to someone holding a valid code.
     async fn create_user(
         &self,
         name: &str,
@@ -176,8 +209,10 @@ pub trait Store: Send + Sync + 'static {
         invite_hash: Option<[u8; 32]>,
         device: NewDevice,
     ) -> StoreResult<UserId>;
-    /// The user's id and password hash, if the user exists.
-    async fn credentials(&self, name: &str) -> StoreResult<Option<(UserId, String)>>;
+    /// The account `name` names, in any ASCII case. A database from before
+    /// names compared without case may hold several such accounts: then
+    /// the one spelled exactly so, and none if no spelling is exact.
+    async fn credentials(&self, name: &str) -> StoreResult<Option<Credentials>>;
     /// Adds a device and returns the name it got: `device.name`, or the
     /// first of `NAME-2`, `NAME-3`, … that no device of the account has
     /// (see [`unique_device_name`]). Choosing the name and inserting the
@@ -196,7 +231,8 @@ pub trait Store: Send + Sync + 'static {
     /// Sets the value if unset; `KeyCheckMismatch` if a different one is set.
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()>;
     /// Stores the segments whose entry ids are not all known, in one
-    /// transaction; `QuotaExceeded` stores nothing. Quota counts body bytes.
+    /// transaction; `QuotaExceeded` stores nothing. The quota counts
+    /// [`record_cost`] of each stored record.
     async fn push(
         &self,
         user: UserId,
@@ -226,7 +262,8 @@ pub trait Store: Send + Sync + 'static {
     /// The subset of `names` this user has no blob for, in the given order.
     async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn blob_size(&self, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>>;
-    /// Records a blob whose file is in place; false if it was already recorded.
+    /// Records a blob whose file is in place; false if it was already
+    /// recorded. The quota counts [`blob_cost`] of `size`.
     async fn add_blob(
         &self,
         user: UserId,

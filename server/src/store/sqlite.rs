@@ -17,11 +17,47 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::*;
 use crate::bodies::{BodyRef, PackName};
 
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../migrations/sqlite/0001_init.sql"),
-    include_str!("../../migrations/sqlite/0002_record_device.sql"),
-    include_str!("../../migrations/sqlite/0003_record_bodies.sql"),
+/// One step of the schema's history; the database's `user_version` says
+/// how many have run.
+enum Migration {
+    Sql(&'static str),
+    /// A step that needs the server's own constants.
+    Code(fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>),
+}
+
+const MIGRATIONS: &[Migration] = &[
+    Migration::Sql(include_str!("../../migrations/sqlite/0001_init.sql")),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0002_record_device.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0003_record_bodies.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0004_user_name_nocase.sql"
+    )),
+    Migration::Code(recount_usage),
 ];
+
+/// Sets every account's `bytes_used` to what it stores as [`record_cost`]
+/// and [`blob_cost`] count it (before, only ciphertext and blob bytes
+/// counted). A record's entry ids are its `entry_ids` text: n ids of 64
+/// characters and n - 1 commas.
+fn recount_usage(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE users SET bytes_used =
+           COALESCE((SELECT SUM(COALESCE(body_len, length(ciphertext)) + ?1
+                                + ?2 * ((length(entry_ids) + 1) / 65))
+                     FROM records r WHERE r.user_id = users.id), 0)
+         + COALESCE((SELECT SUM(size + ?3) FROM blobs b WHERE b.user_id = users.id), 0)",
+        params![
+            RECORD_ROW_BYTES as i64,
+            ENTRY_ID_BYTES as i64,
+            BLOB_ROW_BYTES as i64
+        ],
+    )?;
+    Ok(())
+}
 const READERS: usize = 4;
 
 impl From<rusqlite::Error> for StoreError {
@@ -52,9 +88,12 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
 
 fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
     let version: usize = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(version) {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(sql)?;
+        match step {
+            Migration::Sql(sql) => tx.execute_batch(sql)?,
+            Migration::Code(f) => f(&tx)?,
+        }
         tx.pragma_update(None, "user_version", i + 1)?;
         tx.commit()?;
     }
@@ -172,10 +211,24 @@ impl Store for SqliteStore {
         let name = name.to_owned();
         self.write(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The invite first: without a valid code, nobody learns whether
+            // a name is taken.
+            if let Some(h) = invite_hash {
+                let unused = tx
+                    .prepare_cached(
+                        "SELECT 1 FROM invites WHERE code_hash = ?1 AND used_by IS NULL",
+                    )?
+                    .exists([&h[..]])?;
+                if !unused {
+                    return Err(StoreError::InvalidInvite);
+                }
+            }
             let exists: Option<i64> = tx
-                .query_row("SELECT id FROM users WHERE name = ?1", [&name], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT id FROM users WHERE name = ?1 COLLATE NOCASE LIMIT 1",
+                    [&name],
+                    |r| r.get(0),
+                )
                 .optional()?;
             if exists.is_some() {
                 return Err(StoreError::UserExists);
@@ -201,15 +254,30 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn credentials(&self, name: &str) -> StoreResult<Option<(UserId, String)>> {
+    async fn credentials(&self, name: &str) -> StoreResult<Option<Credentials>> {
         let name = name.to_owned();
         self.read(move |c| {
-            Ok(c.query_row(
-                "SELECT id, password_hash FROM users WHERE name = ?1",
-                [&name],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
+            // The exact spelling first; two rows and neither exact is a name
+            // that two accounts from before the case rule share.
+            let mut st = c.prepare_cached(
+                "SELECT id, name, password_hash FROM users WHERE name = ?1 COLLATE NOCASE
+                 ORDER BY name = ?1 DESC, id LIMIT 2",
+            )?;
+            let rows = st
+                .query_map([&name], |r| {
+                    Ok(Credentials {
+                        user_id: r.get(0)?,
+                        name: r.get(1)?,
+                        password_hash: r.get(2)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut rows = rows.into_iter();
+            Ok(match (rows.next(), rows.next()) {
+                (Some(first), _) if first.name == name => Some(first),
+                (Some(only), None) => Some(only),
+                _ => None,
+            })
         })
         .await
     }
@@ -406,7 +474,7 @@ impl Store for SqliteStore {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;
                     }
                     stored += 1;
-                    added += r.body.len as i64;
+                    added += record_cost(r.body.len, r.entry_ids.len()) as i64;
                 }
             }
             if let Some(q) = quota
@@ -620,7 +688,8 @@ impl Store for SqliteStore {
                 tx.query_row("SELECT bytes_used FROM users WHERE id = ?1", [user], |r| {
                     r.get(0)
                 })?;
-            if quota.is_some_and(|q| used as u64 + size > q) {
+            let cost = blob_cost(size);
+            if quota.is_some_and(|q| used as u64 + cost > q) {
                 return Err(StoreError::QuotaExceeded);
             }
             tx.execute(
@@ -635,7 +704,7 @@ impl Store for SqliteStore {
             tx.execute(
                 "UPDATE users SET blob_count = blob_count + 1, bytes_used = bytes_used + ?1
                  WHERE id = ?2",
-                params![size as i64, user],
+                params![cost as i64, user],
             )?;
             tx.commit()?;
             Ok(true)
@@ -657,7 +726,7 @@ impl Store for SqliteStore {
                         .query_row(params![user, n.as_str()], |r| r.get(0))
                         .optional()?;
                     if let Some(s) = size {
-                        freed += s;
+                        freed += blob_cost(s as u64) as i64;
                         gone.push(n);
                     }
                 }

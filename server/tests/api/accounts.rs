@@ -195,6 +195,59 @@ async fn invite_and_closed_registration() {
     );
 }
 
+/// A one-time code from `evi-server invite` on the server's data folder.
+fn invite_code(srv: &TestServer) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_evi-server"))
+        .arg("invite")
+        .arg("--data")
+        .arg(srv.data())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test]
+async fn invite_mode_checks_the_code_before_saying_a_name_is_taken() {
+    let srv = TestServer::start(&["--registration", "invite"]);
+    let anon = srv.anon();
+    let body = |user: &str, invite: &str| json!({"user": user, "password": PASSWORD, "device": "d", "invite": invite});
+    let first = invite_code(&srv);
+    let (st, v) = anon.post("/api/v1/register", body("alice", &first)).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+
+    // Without a valid code, a taken name and a free one get the same answer.
+    let wrong = "0123456789abcdef0123456789abcdef";
+    for user in ["alice", "Alice", "nobody"] {
+        let (st, v) = anon.post("/api/v1/register", body(user, wrong)).await;
+        assert_eq!(
+            (st, v["code"].as_str()),
+            (StatusCode::FORBIDDEN, Some("invalid_invite")),
+            "{user}: {v}"
+        );
+    }
+    // A used code is no valid code either.
+    let (st, v) = anon.post("/api/v1/register", body("alice", &first)).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("invalid_invite"))
+    );
+
+    // With a valid code, a taken name is 409 and the code stays unused.
+    let second = invite_code(&srv);
+    let (st, v) = anon.post("/api/v1/register", body("alice", &second)).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_exists"))
+    );
+    let (st, v) = anon.post("/api/v1/register", body("bob", &second)).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
 #[tokio::test]
 async fn login_is_rate_limited_per_user_and_per_address() {
     let srv = TestServer::start(&["--auth-rate-per-user", "3", "--auth-rate-per-ip", "6"]);
@@ -336,4 +389,116 @@ async fn a_device_name_already_in_use_gets_the_first_free_suffix() {
     let (got, _) = login("pat", long.clone()).await;
     assert_eq!(got.len(), long.len());
     assert_eq!(got, format!("{}-2", &long[..long.len() - 2]));
+}
+
+#[tokio::test]
+async fn user_names_that_differ_only_in_case_are_one_account() {
+    let srv = TestServer::start(&[]);
+    srv.register("alice").await;
+    let anon = srv.anon();
+    let (st, v) = anon
+        .post(
+            "/api/v1/register",
+            json!({"user": "Alice", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_exists")),
+        "{v}"
+    );
+    // Any case logs in to it, and the answer names the account as registered.
+    let (st, v) = anon
+        .post(
+            "/api/v1/login",
+            json!({"user": "ALICE", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["user"], "alice");
+    // Look-alikes from other scripts are no user names at all (Cyrillic а).
+    let (st, v) = anon
+        .post(
+            "/api/v1/register",
+            json!({"user": "\u{430}lice", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{v}"
+    );
+}
+
+/// Device names of the account `user` logs in to with `password`.
+async fn devices_of(srv: &TestServer, user: &str) -> (StatusCode, Vec<String>) {
+    let anon = srv.anon();
+    let (st, v) = anon
+        .post(
+            "/api/v1/login",
+            json!({"user": user, "password": PASSWORD, "device": "probe"}),
+        )
+        .await;
+    if st != StatusCode::OK {
+        return (st, Vec::new());
+    }
+    let (_, d) = anon
+        .with_token(v["token"].as_str().unwrap())
+        .get("/api/v1/devices")
+        .await;
+    let names = d["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    (st, names)
+}
+
+#[tokio::test]
+async fn accounts_from_before_that_differ_only_in_case_keep_working() {
+    let mut srv = TestServer::start(&["--auth-rate-per-user", "100"]);
+    srv.register("bob").await;
+    srv.stop();
+    // An older server let `Bob` register beside `bob`; make that database
+    // (as it was before the case rule: its last migration undone).
+    let db = rusqlite::Connection::open(srv.data().join("evi-server.sqlite3")).unwrap();
+    db.execute_batch(
+        "INSERT INTO users (name, password_hash, created_at)
+             SELECT 'Bob', password_hash, created_at FROM users WHERE name = 'bob';
+         DROP INDEX IF EXISTS users_by_name_nocase;",
+    )
+    .unwrap();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    db.pragma_update(None, "user_version", version.min(3))
+        .unwrap();
+    drop(db);
+    srv.start_again();
+
+    // Each logs in under its exact name, to its own devices.
+    assert_eq!(
+        devices_of(&srv, "bob").await,
+        (StatusCode::OK, vec!["first".to_owned(), "probe".to_owned()])
+    );
+    assert_eq!(
+        devices_of(&srv, "Bob").await,
+        (StatusCode::OK, vec!["probe".to_owned()])
+    );
+    // A spelling that matches both is neither.
+    assert_eq!(devices_of(&srv, "BOB").await.0, StatusCode::UNAUTHORIZED);
+    // And no third spelling can register.
+    let (st, v) = srv
+        .anon()
+        .post(
+            "/api/v1/register",
+            json!({"user": "BoB", "password": PASSWORD, "device": "d"}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("user_exists")),
+        "{v}"
+    );
 }

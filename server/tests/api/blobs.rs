@@ -1,5 +1,6 @@
 //! Blobs: missing, upload, download, purge, limits, traversal, cut uploads.
 
+use evi_server::store::BLOB_ROW_BYTES;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -30,7 +31,7 @@ async fn upload_download_missing_purge() {
     let (_, st) = a.get("/api/v1/status").await;
     assert_eq!(
         (st["blobs"].as_u64(), st["bytes_used"].as_u64()),
-        (Some(1), Some(300_000))
+        (Some(1), Some(300_000 + BLOB_ROW_BYTES))
     );
 
     let (_, v) = a
@@ -175,4 +176,58 @@ async fn a_cut_upload_leaves_no_blob() {
         a.put_blob(&name, vec![9; 1000]).await.0,
         StatusCode::CREATED
     );
+}
+
+#[tokio::test]
+async fn the_first_completed_upload_of_a_name_wins() {
+    use std::io::{Read, Write};
+    let srv = TestServer::start(&[]);
+    let a = srv.register("racer").await;
+    let name = kid(4, 77);
+    let token = a.token.clone().unwrap();
+    let blobs = srv.data().join("blobs");
+    // A slow upload of 9000 bytes: its head and half its body now.
+    let mut slow = std::net::TcpStream::connect(&srv.addr).unwrap();
+    write!(
+        slow,
+        "PUT /api/v1/blobs/{name} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: 9000\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    slow.write_all(&[1u8; 4500]).unwrap();
+    slow.flush().unwrap();
+    let streaming = eventually(|| {
+        files_under(&blobs)
+            .iter()
+            .any(|p| p.file_name().unwrap().to_string_lossy().starts_with(".tmp"))
+    })
+    .await;
+    assert!(streaming, "the slow upload never reached the server");
+
+    // A one-byte upload of the same name completes first.
+    let (st, v) = a.put_blob(&name, vec![2]).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(v["size"], 1);
+
+    // Then the slow one: it is told the blob was there already.
+    slow.write_all(&[1u8; 4500]).unwrap();
+    let mut reply = String::new();
+    slow.read_to_string(&mut reply).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap_or_default();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert_eq!(
+        (body["created"].as_bool(), body["size"].as_u64()),
+        (Some(false), Some(1)),
+        "{reply}"
+    );
+
+    // What is stored is the first completed upload, on disk and in the count.
+    let (st, got) = a.get_blob(&name).await;
+    assert_eq!((st, got), (StatusCode::OK, vec![2]));
+    let files: Vec<_> = files_under(&blobs);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), 1);
+    let (_, st) = a.get("/api/v1/status").await;
+    assert_eq!(st["bytes_used"], 1 + BLOB_ROW_BYTES);
 }

@@ -5,10 +5,11 @@
 
 use std::path::Path;
 
+use evi_server::store::{blob_cost, record_cost};
 use reqwest::StatusCode;
 use sha2::Digest as _;
 
-use crate::common::{TestServer, segment};
+use crate::common::{TestServer, kid, segment};
 use crate::wire::{Seg, push_body, seg};
 
 /// Every record row's body is in place: its pack exists and holds the bytes
@@ -177,8 +178,16 @@ fn old_data_folder(n: u64) -> tempfile::TempDir {
         )
         .unwrap();
     }
+    // And one blob of 1000 bytes (its row: status only reads the counters).
     db.execute(
-        "UPDATE users SET newest_seq = ?1, record_count = ?1, entry_count = ?1, bytes_used = ?2",
+        "INSERT INTO blobs (user_id, name, size, created_at) VALUES (1, ?1, 1000, 0)",
+        [kid(4, 1)],
+    )
+    .unwrap();
+    bytes += 1000;
+    db.execute(
+        "UPDATE users SET newest_seq = ?1, record_count = ?1, entry_count = ?1, blob_count = 1,
+         bytes_used = ?2",
         rusqlite::params![n as i64, bytes],
     )
     .unwrap();
@@ -192,6 +201,12 @@ async fn a_database_from_before_packs_still_serves_its_records() {
     let (st, status) = a.get("/api/v1/status").await;
     assert_eq!(st, StatusCode::OK, "{status}");
     assert_eq!(status["records"], 5);
+    // Usage counted again as the quota counts it now: rows and ids too.
+    let bodies: u64 = (1..=5).map(|i| 100 + i).sum();
+    assert_eq!(
+        status["bytes_used"],
+        bodies + 5 * record_cost(0, 1) + blob_cost(1000)
+    );
 
     // Old records, inline in their rows, on both wires.
     let (json_all, _) = a.pull_all(None).await;

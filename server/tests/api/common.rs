@@ -50,6 +50,20 @@ impl TestServer {
         }
     }
 
+    /// Starts with `--metrics-listen` on a free port, plus `args`; the
+    /// metrics address is the second value.
+    pub fn start_with_metrics(args: &[&str]) -> (Self, String) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let metrics = format!("127.0.0.1:{port}");
+        let mut all = vec!["--metrics-listen", metrics.as_str()];
+        all.extend_from_slice(args);
+        (Self::start(&all), metrics)
+    }
+
     pub fn data(&self) -> PathBuf {
         self.root.path().join("data")
     }
@@ -84,6 +98,20 @@ impl TestServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
+        self.child = child;
+        self.addr = addr;
+    }
+
+    /// Kills the process (SIGKILL) and waits for it, leaving the data
+    /// folder to be changed before [`TestServer::start_again`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        self.child.wait().unwrap();
+    }
+
+    /// Starts again on the same data folder, flags and environment.
+    pub fn start_again(&mut self) {
         let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
         self.child = child;
         self.addr = addr;
@@ -294,6 +322,24 @@ pub fn segment(stream: u64, entry: u64, len: usize) -> Value {
         "entry_ids": [kid(2, entry)],
         "ciphertext": base64::engine::general_purpose::STANDARD.encode(ct),
     })
+}
+
+/// The value of an unlabelled metric (`evi_server_NAME`) on the metrics
+/// listener at `addr`.
+pub async fn metric(addr: &str, name: &str) -> f64 {
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let full = format!("evi_server_{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&full))
+        .unwrap_or_else(|| panic!("no metric {full:?} in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Sends raw bytes on a fresh connection and returns what came back before

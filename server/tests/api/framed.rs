@@ -3,6 +3,7 @@
 //! sent; bad bodies are refused with a message; bodies live in packs.
 
 use base64::Engine as _;
+use evi_server::store::record_cost;
 use evi_shared::frames;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -76,7 +77,11 @@ async fn framed_push_and_pull_round_trip_and_mix_with_json() {
 
     let (_, st) = a.get("/api/v1/status").await;
     assert_eq!(st["records"], 6);
-    assert_eq!(st["bytes_used"], 1 + 1000 + 300_000 + 70_000 + 123);
+    // Six records, one of them with two entry ids, and their bodies.
+    assert_eq!(
+        st["bytes_used"],
+        1 + 1000 + 300_000 + 70_000 + 123 + 5 * record_cost(0, 1) + record_cost(0, 2)
+    );
     // An empty account answers an empty framed page.
     let b = srv.register("empty").await;
     let p = b.pull_frames_page(0, None).await;

@@ -66,7 +66,8 @@ async fn start_logs_version_data_folder_registration_and_limits() {
             "INFO evi_server: starting evi-server version={VERSION} data={} registration=invite \
              max_batch_bytes=8388608 max_blob_bytes=67108864 max_page_records=1000 \
              max_page_bytes=4194304 quota_bytes=1000000 auth_rate_per_ip=60 \
-             auth_rate_per_user=10 trust_forwarded_for=false",
+             auth_rate_per_user=10 auth_rate_per_user_total=100 trust_forwarded_for=false \
+             public_url=none header_timeout_secs=30 body_timeout_secs=60 idle_timeout_secs=60",
             srv.data().display()
         ),
         "{lines:#?}"
@@ -187,6 +188,24 @@ fn listen_without_a_port_is_a_usage_error() {
         (
             "",
             "evi-server: --listen localhost: expected HOST:PORT, for example 127.0.0.1:8787\n",
+            2
+        )
+    );
+}
+
+#[test]
+fn a_public_url_without_http_is_a_usage_error() {
+    let root = tempfile::tempdir().unwrap();
+    let (out, err, code) = run(
+        &["--public-url", "sync.example.org"],
+        &root.path().join("data"),
+    );
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        (
+            "",
+            "evi-server: --public-url \"sync.example.org\" needs http:// or https://\n\
+             hint: for example --public-url https://sync.example.org\n",
             2
         )
     );

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use evi_server::store::record_cost;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -45,7 +46,11 @@ async fn a_retried_batch_adds_nothing() {
     assert_eq!(st["records"], 7);
     assert_eq!(st["entries"], 7);
     assert_eq!(st["newest_seq"], 7);
-    assert_eq!(st["bytes_used"], 5 * 20 + 5 + 5);
+    // Six records of one entry id, one of two.
+    assert_eq!(
+        st["bytes_used"],
+        5 * 20 + 5 + 5 + 6 * record_cost(0, 1) + record_cost(0, 2)
+    );
     let (all, _) = a.pull_all(None).await;
     let seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
@@ -89,8 +94,11 @@ async fn check_pages(
 #[tokio::test]
 async fn pagination_at_page_size_boundaries() {
     // Count-bounded pages of 5 (client limit) and byte-bounded pages of 3
-    // records (server max_page_bytes = 300, records of 100 bytes).
-    let srv = TestServer::start(&["--max-page-bytes", "300"]);
+    // records. The page counts what it sends: a record of 100 bytes of
+    // ciphertext is about 372 bytes of JSON (ids, head, base64), one of 10
+    // about 252, and the page's own fields about 61; so 1400 bytes hold 3
+    // of the first (not 4) and 5 of the second.
+    let srv = TestServer::start(&["--max-page-bytes", "1400"]);
     check_pages(&srv, "c9", 9, 10, Some(5), 2).await;
     check_pages(&srv, "c10", 10, 10, Some(5), 2).await;
     check_pages(&srv, "c11", 11, 10, Some(5), 3).await;
@@ -216,7 +224,14 @@ async fn malformed_ids_and_bodies_are_400() {
 
 #[tokio::test]
 async fn oversized_batch_is_413_and_quota_is_507_with_nothing_stored() {
-    let srv = TestServer::start(&["--max-batch-bytes", "65536", "--quota-bytes", "1000"]);
+    // Room for a record of 600 bytes and one of 300, not of 600 and 600.
+    let quota = record_cost(600, 1) + record_cost(300, 1) + 10;
+    let srv = TestServer::start(&[
+        "--max-batch-bytes",
+        "65536",
+        "--quota-bytes",
+        &quota.to_string(),
+    ]);
     let a = srv.register("limits").await;
     let (st, v) = a
         .post(
@@ -247,12 +262,12 @@ async fn oversized_batch_is_413_and_quota_is_507_with_nothing_stored() {
             st["bytes_used"].as_u64(),
             st["quota_bytes"].as_u64()
         ),
-        (Some(1), Some(600), Some(1000))
+        (Some(1), Some(record_cost(600, 1)), Some(quota))
     );
     // A blob past the quota is refused and leaves nothing.
     let name = kid(5, 5);
     assert_eq!(
-        a.put_blob(&name, vec![1; 500]).await.0,
+        a.put_blob(&name, vec![1; 600]).await.0,
         StatusCode::INSUFFICIENT_STORAGE
     );
     let (_, v) = a
@@ -260,7 +275,7 @@ async fn oversized_batch_is_413_and_quota_is_507_with_nothing_stored() {
         .await;
     assert_eq!(v["missing"], json!([name]));
     // What still fits goes in.
-    assert_eq!(a.push(vec![segment(1, 4, 400)]).await["stored"], 1);
+    assert_eq!(a.push(vec![segment(1, 4, 300)]).await["stored"], 1);
 }
 
 #[tokio::test]

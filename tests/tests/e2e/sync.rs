@@ -195,3 +195,51 @@ fn push_pull_three_devices_converge_append_only() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// The server takes at most `MAX_ENTRY_IDS_PER_SEGMENT` entry ids per
+/// segment: a session and a journal of many short lines go up in segments
+/// cut there, every line arrives, and no record holds more ids.
+#[test]
+fn many_short_lines_go_up_in_segments_the_server_takes() {
+    let max = evi_shared::limits::MAX_ENTRY_IDS_PER_SEGMENT;
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    let lines = max * 2 + 500;
+    let session: String = (0..lines)
+        .map(|n| line("user", &n.to_string(), "2026-06-08T09:00:00Z"))
+        .collect();
+    a.write(D1, "MANY", session.as_bytes());
+    let journal: String = (1..=max + 100)
+        .map(|n| {
+            format!(
+                "{{\"seq\":{n},\"ts\":\"2026-06-08T09:00:02Z\",\"path\":\"/f{n}\",\"op\":\"create\"}}\n"
+            )
+        })
+        .collect();
+    a.put("checkpoints/journal.jsonl", journal.as_bytes());
+
+    a.init(&server, "many", "laptop");
+    let out = a.sync_ok(&["push"]);
+    assert!(
+        out.starts_with(&format!(
+            "pushed {lines} entries in 1 sessions, {} journal lines",
+            max + 100
+        )),
+        "{out}"
+    );
+    let records = server.records(&a.token());
+    assert!(records.len() >= 5, "{} records", records.len());
+    for r in &records {
+        let ids = r["entry_ids"].as_array().unwrap().len();
+        assert!(ids <= max, "a record of {ids} entry ids");
+    }
+
+    b.join(&a, &server, "many", "desktop");
+    b.sync_ok(&["pull"]);
+    assert_eq!(entry_set(&b, "MANY"), entry_set(&a, "MANY"));
+    assert_eq!(entry_set(&b, "MANY").len(), lines);
+    assert_eq!(
+        b.tree("checkpoints")[&format!("devices/{}/journal.jsonl", journal_name(&a))].as_deref(),
+        Some(journal.as_bytes())
+    );
+}

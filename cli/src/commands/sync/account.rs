@@ -143,7 +143,8 @@ fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock, SyncState), CommandError> {
 /// the same server (anything else would mix two accounts in one state).
 fn check_same_account(have: &Account, args: &AccountArgs) -> Result<(), CommandError> {
     let server = args.server.trim_end_matches('/');
-    if have.server == server && have.user == args.user {
+    // The server compares user names without regard to case.
+    if have.server == server && have.user.eq_ignore_ascii_case(&args.user) {
         return Ok(());
     }
     Err(user_error(format!(

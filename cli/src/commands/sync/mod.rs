@@ -129,6 +129,20 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
                 None => "try again in a minute".to_owned(),
             })
         }
+        ClientError::Api {
+            code: ErrorCode::MisdirectedRequest,
+            ..
+        } => user_error(c).hinted(
+            "the server answers only at the URL it names (its --public-url): pass that URL \
+             with --server; behind a reverse proxy, the proxy must pass the Host header on",
+        ),
+        ClientError::Api {
+            code: ErrorCode::UnsupportedMediaType,
+            ..
+        } => user_error(c).hinted(
+            "something between this device and the server changed the request's \
+             Content-Type (a proxy?), or the server is newer than this evi",
+        ),
         ClientError::Transport { url, cause, .. } => {
             let hint = match cause {
                 Cause::Refused => "start evi-server, or check the host and port \

@@ -1,0 +1,240 @@
+//! The accept loop: HTTP/1.1 connections with timeouts, and graceful
+//! shutdown.
+//!
+//! What it promises, whatever a client does or fails to do:
+//! - a request's header must arrive whole within [`Timeouts::header`] of
+//!   the connection waiting for it, so a half-sent header, a connection that
+//!   sends nothing, and one kept alive with no next request are all closed;
+//! - a request body that sends nothing for [`Timeouts::body`] is cut: the
+//!   handler reading it answers 408 `request_timeout`;
+//! - a connection on which no byte moves either way for [`Timeouts::idle`]
+//!   while no handler runs (a client that stopped reading an answer) is
+//!   closed.
+//!
+//! On shutdown it stops accepting and waits for the requests in flight;
+//! idle connections close at once.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tower::ServiceExt as _;
+
+pub use crate::config::Timeouts;
+
+/// When a connection last moved a byte, and how many of its requests are
+/// being handled.
+struct Activity {
+    start: Instant,
+    /// Milliseconds since `start`.
+    last: AtomicU64,
+    busy: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+            busy: AtomicUsize::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = self.start.elapsed().as_millis() as u64;
+        self.last.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_millis(self.last.load(Ordering::Relaxed))
+    }
+
+    /// Resolves once nothing has moved for `idle` while no handler ran.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let due = self.last() + idle;
+            if Instant::now() >= due && self.busy.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            let wake = if Instant::now() >= due {
+                // A handler runs: look again after another period.
+                Instant::now() + idle
+            } else {
+                due
+            };
+            tokio::time::sleep_until(wake.into()).await;
+        }
+    }
+}
+
+/// Marks a request as being handled until dropped (when the handler has
+/// produced its answer, or was dropped).
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(a: &Arc<Activity>) -> Self {
+        a.busy.fetch_add(1, Ordering::Relaxed);
+        Self(a.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A TCP stream that notes every byte it moves.
+struct Tracked {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then waits for
+/// the requests in flight. Each request carries `ConnectInfo<SocketAddr>`.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    timeouts: Timeouts,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // No Nagle: a streamed body (blob download) is written in small
+        // chunks, and the last one would wait for the client's delayed ACK
+        // (about 40 ms per blob on loopback).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY: {e}");
+        }
+        let activity = Arc::new(Activity::new());
+        let io = TokioIo::new(Tracked {
+            inner: tcp,
+            activity: activity.clone(),
+        });
+        let service = {
+            let activity = activity.clone();
+            let app = app.clone();
+            hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let busy = Busy::new(&activity);
+                let mut req =
+                    req.map(|b| Body::new(tower_http::timeout::TimeoutBody::new(timeouts.body, b)));
+                req.extensions_mut().insert(ConnectInfo(peer));
+                let app = app.clone();
+                async move {
+                    let resp = app.oneshot(req).await;
+                    drop(busy);
+                    resp
+                }
+            })
+        };
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(timeouts.header);
+        let conn = graceful.watch(http.serve_connection(io, service));
+        let idle = timeouts.idle;
+        tokio::spawn(async move {
+            tokio::select! {
+                r = conn => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, "connection ended: {e}");
+                    }
+                }
+                () = activity.idle_for(idle) => {
+                    tracing::info!(%peer, idle_secs = idle.as_secs(), "closed a connection on which nothing moved");
+                }
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// A connection that failed before it was accepted is the client's
+/// problem; anything else (out of file descriptors) gets a pause so the
+/// loop does not spin.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::*;
+    if matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!("accept failed: {e}; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}

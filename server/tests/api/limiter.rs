@@ -1,0 +1,137 @@
+//! The register/login limiter under attack: its state stays bounded
+//! whatever names clients send.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::common::{PASSWORD, TestServer, metric};
+
+/// A user name far past the 64-character limit, different for each `n`.
+fn huge_name(n: usize) -> String {
+    format!("{n}-{}", "x".repeat(100_000))
+}
+
+#[tokio::test]
+async fn huge_user_names_are_refused_before_they_reach_the_limiter() {
+    let (srv, metrics) = TestServer::start_with_metrics(&["--auth-rate-per-ip", "100000"]);
+    let anon = srv.anon();
+    let mut answers = Vec::new();
+    for n in 0..200 {
+        let (path, body) = if n % 2 == 0 {
+            (
+                "/api/v1/login",
+                json!({"user": huge_name(n), "password": "wrong-password", "device": "d"}),
+            )
+        } else {
+            (
+                "/api/v1/register",
+                json!({"user": huge_name(n), "password": PASSWORD, "device": "d"}),
+            )
+        };
+        answers.push((path, anon.post(path, body).await));
+    }
+    // Nothing was keyed by those names: at most the one client address.
+    let keys = metric(&metrics, "auth_limiter_keys").await;
+    assert!(keys <= 1.0, "the limiter holds {keys} buckets");
+    for (path, (st, v)) in answers {
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {v}");
+        assert_eq!(v["code"], "bad_request", "{v}");
+        assert!(v["message"].as_str().unwrap().contains("user name"), "{v}");
+    }
+
+    // A valid name is still limited as before.
+    let (st, _) = anon
+        .post(
+            "/api/v1/login",
+            json!({"user": "nobody", "password": "wrong-password", "device": "d"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    // Its address, the name from that address, the name from anywhere.
+    assert_eq!(metric(&metrics, "auth_limiter_keys").await, 3.0);
+}
+
+/// A login from `from` (the address a trusted proxy would name).
+async fn login_from(srv: &TestServer, from: &str, user: &str, password: &str) -> StatusCode {
+    srv.anon()
+        .http
+        .post(srv.url("/api/v1/login"))
+        .header("x-forwarded-for", from)
+        .json(&json!({"user": user, "password": password, "device": "d"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn wrong_passwords_from_one_address_do_not_lock_the_owner_out() {
+    let srv = TestServer::start(&["--trust-forwarded-for", "--auth-rate-per-user", "3"]);
+    let owner = srv.register("olive").await;
+    let attacker = "203.0.113.66";
+    let mut refused = false;
+    for _ in 0..10 {
+        match login_from(&srv, attacker, "olive", "wrong-password").await {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                refused = true;
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(refused, "the guessing address was never limited");
+    // The attacker's address stays limited, even with the right password.
+    assert_eq!(
+        login_from(&srv, attacker, "olive", PASSWORD).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // The owner, from another address, logs in.
+    assert_eq!(
+        login_from(&srv, "198.51.100.1", "olive", PASSWORD).await,
+        StatusCode::OK
+    );
+    // The owner's device works, password change included.
+    assert_eq!(owner.get("/api/v1/status").await.0, StatusCode::OK);
+    let (st, v) = owner
+        .post(
+            "/api/v1/password",
+            json!({"old_password": PASSWORD, "new_password": "another password"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn wrong_old_passwords_limit_that_device_only() {
+    let srv = TestServer::start(&["--trust-forwarded-for", "--auth-rate-per-user", "3"]);
+    let owner = srv.register("pia").await;
+    let mut refused = false;
+    for _ in 0..10 {
+        let (st, v) = owner
+            .post(
+                "/api/v1/password",
+                json!({"old_password": "not the password", "new_password": "another password"}),
+            )
+            .await;
+        match st {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                refused = true;
+                break;
+            }
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    assert!(
+        refused,
+        "password guessing through a token was never limited"
+    );
+    // Logins are not limited by the device's failures.
+    assert_eq!(
+        login_from(&srv, "198.51.100.2", "pia", PASSWORD).await,
+        StatusCode::OK
+    );
+    assert_eq!(owner.get("/api/v1/status").await.0, StatusCode::OK);
+}
