@@ -2,6 +2,8 @@
 //! `evi sessions list --json`, a session page exactly what
 //! `evi sessions show --json` prints (a page of it): the same types.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -15,7 +17,7 @@ use crate::sync::state::SyncState;
 use crate::transcript::Catalog;
 use crate::transcript::catalog::SessionFile;
 use crate::transcript::summary::SessionSummary;
-use crate::transcript::view::{MessageView, PageRequest, SessionPage, ViewError};
+use crate::transcript::view::{MessageView, PageRequest, SessionPage, TreeIndex, ViewError};
 
 /// Sessions per listing page, by default and at most.
 const LIST_LIMIT: (usize, usize) = (50, 500);
@@ -46,6 +48,23 @@ fn scan(state: &AppState) -> Result<Catalog, ApiError> {
         .library
         .catalog()
         .map_err(|e| ApiError::internal("cannot read the transcripts folder", e))
+}
+
+/// The catalog, the session `prefix` names, and that session's tree index
+/// (cached by the library): what every per-session call starts from.
+fn session_index(
+    state: &AppState,
+    prefix: &str,
+) -> Result<(Catalog, SessionId, Arc<TreeIndex>), ApiError> {
+    let catalog = scan(state)?;
+    let (id, _) = resolve(state, &catalog, prefix)?;
+    let id = id.clone();
+    let index = state
+        .inner
+        .library
+        .index(&catalog, &id)
+        .map_err(|e| ApiError::internal("cannot read the session", e))?;
+    Ok((catalog, id, index))
 }
 
 /// The session an id or unambiguous prefix names, as the CLI resolves it.
@@ -219,13 +238,7 @@ pub async fn session(
 ) -> Result<Json<SessionPage>, ApiError> {
     let q = query(q)?;
     blocking(move || {
-        let catalog = scan(&state)?;
-        let (id, _) = resolve(&state, &catalog, &prefix)?;
-        let index = state
-            .inner
-            .library
-            .index(&catalog, id)
-            .map_err(|e| ApiError::internal("cannot read the session", e))?;
+        let (catalog, id, index) = session_index(&state, &prefix)?;
         let mut page = index
             .page(&PageRequest {
                 through: q.through.as_deref().filter(|t| !t.is_empty()),
@@ -234,7 +247,7 @@ pub async fn session(
                 text_limit: Some(TEXT_LIMIT),
             })
             .map_err(view_error)?;
-        page.session.short_id = catalog.short_id(id);
+        page.session.short_id = catalog.short_id(&id);
         Ok(Json(page))
     })
     .await
@@ -246,13 +259,7 @@ pub async fn entry(
     Path((prefix, entry)): Path<(String, String)>,
 ) -> Result<Json<MessageView>, ApiError> {
     blocking(move || {
-        let catalog = scan(&state)?;
-        let (id, _) = resolve(&state, &catalog, &prefix)?;
-        let index = state
-            .inner
-            .library
-            .index(&catalog, id)
-            .map_err(|e| ApiError::internal("cannot read the session", e))?;
+        let (_, _, index) = session_index(&state, &prefix)?;
         index.entry_view(&entry).map(Json).map_err(view_error)
     })
     .await
