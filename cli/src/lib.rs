@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod fsutil;
 pub mod home;
+pub mod malloc;
 pub mod message;
 pub mod resume;
 pub mod sync;

@@ -30,7 +30,7 @@
 //! after pull's line. The `fstat` notices it, the session is re-read, and any
 //! entry that did not read back under its id is appended again with ids.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::ControlFlow;
@@ -42,6 +42,7 @@ use base64::Engine as _;
 use evi_shared::{Day, SessionId};
 
 use super::Entry;
+use super::id_set::IdSet;
 use super::pending::WaitReason;
 use super::state::{FileState, Stat, line_hash};
 use crate::home::EviHome;
@@ -124,7 +125,7 @@ struct Planned {
 pub(super) struct SessionAppender {
     pub session: SessionId,
     dir: PathBuf,
-    known: HashSet<String>,
+    known: IdSet,
     chain: IdChain,
     tip_day: Option<Day>,
     files: BTreeMap<Day, FileInfo>,
@@ -145,7 +146,7 @@ impl SessionAppender {
         let mut me = Self {
             session: session.clone(),
             dir: home.transcripts_dir(),
-            known: HashSet::new(),
+            known: IdSet::default(),
             chain: IdChain::default(),
             tip_day: None,
             files: BTreeMap::new(),
@@ -180,7 +181,7 @@ impl SessionAppender {
                 }
                 info.last_start = offset;
                 info.last_hash = Some(line_hash(raw));
-                known.insert(placed.id);
+                known.insert(&placed.id);
                 ControlFlow::Continue(())
             })?;
             info.offset = end.offset;
@@ -371,7 +372,7 @@ impl SessionAppender {
         info.last_hash = Some(line_hash(&bytes[..bytes.len() - 1]));
         info.has_implicit |= moves;
         self.rechain();
-        self.known.insert(e.id.clone());
+        self.known.insert(&e.id);
         Ok((day, bytes, verbatim))
     }
 
