@@ -13,9 +13,16 @@
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: libc::c_int = 1 << 20;
 
-/// Fixes glibc's mmap threshold (see the module's doc). Call once, first
-/// thing in `main`; elsewhere it does nothing.
+/// Fixes glibc's mmap threshold (see the module's doc), unless the user set
+/// it with glibc's own variables (`MALLOC_MMAP_THRESHOLD_`, or
+/// `glibc.malloc.mmap_threshold` in `GLIBC_TUNABLES`), which then stand.
+/// Call once, first thing in `main`; elsewhere it does nothing.
 pub fn return_big_buffers() {
+    let set_by_user = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
+        || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold"));
+    if set_by_user {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; it is called before
     // any other thread exists, and M_MMAP_THRESHOLD accepts any value up to
