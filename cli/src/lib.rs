@@ -1,7 +1,8 @@
 //! The engine behind the `evi` command: the eVi home on disk, the transcript
-//! reader and session tree, and the commands built on them. `main.rs` only
-//! calls [`cli::main`].
+//! reader and session tree, eVi's checkpoints, and the commands built on
+//! them. `main.rs` only calls [`cli::main`].
 
+pub mod checkpoints;
 pub mod cli;
 pub mod command_error;
 pub mod commands;
