@@ -10,6 +10,7 @@ mod first_hour_network;
 mod first_hour_sessions;
 mod handoff;
 mod rewind;
+mod rewind_sync;
 mod server_data;
 mod sessions;
 mod sync;
