@@ -12,5 +12,6 @@ pub mod home;
 pub mod message;
 pub mod resume;
 pub mod sync;
+pub mod title_command;
 pub mod transcript;
 pub mod web;

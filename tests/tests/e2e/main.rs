@@ -13,6 +13,7 @@ mod rewind;
 mod rewind_sync;
 mod server_data;
 mod sessions;
+mod sessions_title;
 mod sync;
 mod sync_blobs;
 mod sync_conditions;
