@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::command_error::{CommandError, is_broken_pipe};
 use crate::commands::checkpoints::CheckpointsCommand;
 use crate::commands::completions::{self, CompletionsArgs, ManArgs};
+use crate::commands::link::LinkArgs;
 use crate::commands::rewind::RewindArgs;
 use crate::commands::web::WebArgs;
 use crate::commands::{self, Ctx, sessions::SessionsCommand, sync::SyncCommand};
@@ -32,6 +33,8 @@ pub enum Command {
     /// Restore one checkpoint's saved bytes, from this device or another.
     #[command(subcommand)]
     Checkpoints(CheckpointsCommand),
+    /// Print a session's evi://session/ID deep link (--open: hand it to the desktop).
+    Link(LinkArgs),
     /// Serve the local web viewer of the sessions (http://127.0.0.1:7878/).
     Web(WebArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
@@ -64,6 +67,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Sync(cmd) => commands::sync::run(&Ctx::load()?, cmd),
         Command::Rewind(a) => commands::rewind::cmd_rewind(&Ctx::load()?, a),
         Command::Checkpoints(cmd) => commands::checkpoints::run(&Ctx::load()?, cmd),
+        Command::Link(a) => commands::link::cmd_link(&Ctx::load()?, a),
         Command::Web(a) => commands::web::cmd_web(&Ctx::load()?, a),
         // Generated from the arguments alone: no eVi home needed.
         Command::Completions(a) => completions::cmd_completions(a),

@@ -7,6 +7,8 @@ pub mod cli;
 pub mod command_error;
 pub mod commands;
 pub mod config;
+pub mod deeplink;
+pub mod desktop;
 pub mod fsutil;
 pub mod home;
 pub mod message;

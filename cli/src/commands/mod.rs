@@ -2,6 +2,7 @@
 
 pub mod checkpoints;
 pub mod completions;
+pub mod link;
 pub mod rewind;
 pub mod sessions;
 pub mod sync;

@@ -9,6 +9,7 @@ mod first_hour_account;
 mod first_hour_network;
 mod first_hour_sessions;
 mod handoff;
+mod link;
 mod rewind;
 mod rewind_sync;
 mod server_data;
