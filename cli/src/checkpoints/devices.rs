@@ -104,6 +104,18 @@ pub fn find(checkpoints: &Path, name: &str) -> Result<DeviceJournal, DeviceError
     })
 }
 
+/// The journal to read: this device's (`device` `None`), or the pulled
+/// one `device` names; with that one's name.
+pub fn journal_path(
+    checkpoints: &Path,
+    device: Option<&str>,
+) -> Result<(PathBuf, Option<String>), DeviceError> {
+    match device {
+        None => Ok((checkpoints.join("journal.jsonl"), None)),
+        Some(name) => find(checkpoints, name).map(|j| (j.path, Some(j.name))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

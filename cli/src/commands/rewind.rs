@@ -8,8 +8,8 @@ use chrono::{Local, TimeZone};
 use clap::Args;
 use serde::Serialize;
 
+use super::checkpoints::journal_of;
 use super::{Ctx, finish, stdout, warn};
-use crate::checkpoints::devices;
 use crate::checkpoints::journal::{Checkpoint, Journal, Op, Unreadable};
 use crate::checkpoints::rewind::{Outcome, Report, RewindError, Target, Undone, rewind};
 use crate::command_error::{CommandError, CommandResult, user_error};
@@ -190,15 +190,7 @@ fn not_restorable(c: &Checkpoint, blob_here: bool) -> Option<&'static str> {
 
 fn list(ctx: &Ctx, args: &RewindArgs) -> CommandResult {
     let checkpoints = ctx.home.checkpoints_dir();
-    let (path, device) = match &args.device {
-        None => (checkpoints.join("journal.jsonl"), None),
-        Some(name) => {
-            let found = devices::find(&checkpoints, name).map_err(|e| {
-                user_error(e).hinted("`evi sync pull` brings the other devices' checkpoints")
-            })?;
-            (found.path, Some(found.name))
-        }
-    };
+    let (path, device) = journal_of(ctx, args.device.as_deref())?;
     let journal = Journal::read(&path)
         .map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
     for u in &journal.unreadable {

@@ -5,6 +5,20 @@
 use crate::common::{Device, TestServer};
 use crate::sync_journal::checkpoint;
 
+/// `evi checkpoints restore SEQ --device laptop --to TO [extra…]` on `dev`.
+fn restore_laptops(dev: &Device, seq: &str, to: &str, extra: &[&str]) -> crate::common::Run {
+    let args = [
+        "checkpoints",
+        "restore",
+        seq,
+        "--device",
+        "laptop",
+        "--to",
+        to,
+    ];
+    dev.evi(&[&args[..], extra].concat())
+}
+
 fn run_ok(dev: &Device, args: &[&str]) -> String {
     let r = dev.evi(args);
     assert_eq!(r.code, 0, "evi {args:?}: {}", r.stderr);
@@ -68,33 +82,16 @@ fn a_checkpoint_from_one_device_is_restored_on_another_and_a_rewind_there_breaks
     // with --force.
     let here = b.dir.path().join("a-from-laptop.py");
     let to = here.to_str().unwrap();
-    let out = run_ok(
-        &b,
-        &[
-            "checkpoints",
-            "restore",
-            "1",
-            "--device",
-            "laptop",
-            "--to",
-            to,
-        ],
-    );
+    let r = restore_laptops(&b, "1", to, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = r.stdout;
     assert!(
         out.starts_with(&format!("✓ restored — {to} (5 bytes")),
         "{out}"
     );
     assert_eq!(std::fs::read_to_string(&here).unwrap(), "a v0\n");
     std::fs::write(&here, "edited on the desk\n").unwrap();
-    let r = b.evi(&[
-        "checkpoints",
-        "restore",
-        "2",
-        "--device",
-        "laptop",
-        "--to",
-        to,
-    ]);
+    let r = restore_laptops(&b, "2", to, &[]);
     assert_eq!(r.code, 1);
     assert!(
         r.stderr.contains("the file exists (pass --force"),
@@ -105,29 +102,9 @@ fn a_checkpoint_from_one_device_is_restored_on_another_and_a_rewind_there_breaks
         std::fs::read_to_string(&here).unwrap(),
         "edited on the desk\n"
     );
-    run_ok(
-        &b,
-        &[
-            "checkpoints",
-            "restore",
-            "2",
-            "--device",
-            "laptop",
-            "--to",
-            to,
-            "--force",
-        ],
-    );
+    assert_eq!(restore_laptops(&b, "2", to, &["--force"]).code, 0);
     assert_eq!(std::fs::read_to_string(&here).unwrap(), "b v0\n");
-    let r = b.evi(&[
-        "checkpoints",
-        "restore",
-        "3",
-        "--device",
-        "laptop",
-        "--to",
-        to,
-    ]);
+    let r = restore_laptops(&b, "3", to, &[]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("no earlier contents"), "{}", r.stderr);
 
@@ -176,16 +153,7 @@ fn a_checkpoint_from_one_device_is_restored_on_another_and_a_rewind_there_breaks
         .collect();
     assert_eq!(seqs, [2, 3, 2, 1]);
     assert!(listing["checkpoints"][0]["blob_here"].as_bool().unwrap());
-    let r = b.evi(&[
-        "checkpoints",
-        "restore",
-        "2",
-        "--device",
-        "laptop",
-        "--to",
-        to,
-        "--force",
-    ]);
+    let r = restore_laptops(&b, "2", to, &["--force"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("seq 2 appears 2 times"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&here).unwrap(), "d v0\n");

@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Ctx;
+use super::journal_of;
 use crate::checkpoints::restore::recorded_path;
-use crate::checkpoints::{Journal, Overwrite, RestoreError, devices, restore_checkpoint};
+use crate::checkpoints::{Journal, Overwrite, RestoreError, restore_checkpoint};
 use crate::command_error::{CommandResult, user_error};
 use crate::commands::{finish, stdout};
 
@@ -35,15 +36,7 @@ pub struct RestoreArgs {
 
 pub fn cmd_checkpoints_restore(ctx: &Ctx, args: RestoreArgs) -> CommandResult {
     let checkpoints = ctx.home.checkpoints_dir();
-    let (path, device) = match &args.device {
-        None => (checkpoints.join("journal.jsonl"), None),
-        Some(name) => {
-            let found = devices::find(&checkpoints, name).map_err(|e| {
-                user_error(e).hinted("`evi sync pull` brings the other devices' checkpoints")
-            })?;
-            (found.path, Some(found.name))
-        }
-    };
+    let (path, device) = journal_of(ctx, args.device.as_deref())?;
     let whose = device.as_deref().unwrap_or("this device");
     let journal = Journal::read(&path)
         .map_err(|e| user_error(format!("cannot read {}: {e}", path.display())))?;
