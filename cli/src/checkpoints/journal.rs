@@ -84,6 +84,8 @@ pub struct FileId {
     pub ino: u64,
     pub len: u64,
     pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// A journal file, read.
@@ -198,6 +200,8 @@ impl Journal {
             ino: meta.ino(),
             len: offset + journal.pending_bytes,
             mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
         });
         Ok(journal)
     }

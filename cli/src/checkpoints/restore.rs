@@ -16,7 +16,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -98,13 +98,13 @@ pub fn blob_path(blobs: &Path, sha: &str) -> Result<PathBuf, RestoreError> {
     Ok(blobs.join(sha))
 }
 
-/// What is at `dest` now: `Some(mode)` for a regular file, `None` for
+/// What is at `dest` now: a regular file's metadata, or `None` for
 /// nothing; a link or a folder is an error.
-fn existing(dest: &Path) -> Result<Option<u32>, RestoreError> {
+fn existing(dest: &Path) -> Result<Option<fs::Metadata>, RestoreError> {
     match fs::symlink_metadata(dest) {
         Ok(m) if m.file_type().is_symlink() => Err(RestoreError::Symlink),
         Ok(m) if m.is_dir() => Err(RestoreError::Folder),
-        Ok(m) => Ok(Some(m.mode() & 0o7777)),
+        Ok(m) => Ok(Some(m)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -156,18 +156,17 @@ pub fn write_blob(
         Err(e) => return Err(e.into()),
     };
     folder(dest)?;
-    let mode = match existing(dest)? {
+    let (mode, owner) = match existing(dest)? {
         Some(_) if overwrite == Overwrite::Never => return Err(RestoreError::Exists),
-        Some(mode) => mode,
-        None => NEW_FILE_MODE,
+        Some(m) => (m.mode() & 0o7777, Some((m.uid(), m.gid()))),
+        None => (NEW_FILE_MODE, None),
     };
     let mut tmp = crate::fsutil::temp_beside(dest)?;
     let (size, actual) = copy_hashing(&mut src, tmp.as_file_mut())?;
     if actual != sha {
         return Err(RestoreError::DamagedBlob(sha.to_owned()));
     }
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
+    crate::fsutil::set_mode_and_owner(tmp.as_file(), mode, owner)?;
     match overwrite {
         Overwrite::Never => persist_new(tmp, dest).map_err(|e| match e.kind() {
             io::ErrorKind::AlreadyExists => RestoreError::Exists,
@@ -234,6 +233,7 @@ pub fn check_remove(path: &Path) -> Result<Removed, RestoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn sha(b: &[u8]) -> String {
         hex::encode(Sha256::digest(b))
@@ -311,6 +311,28 @@ mod tests {
             .filter(|n| n.starts_with(".evi-tmp-"))
             .collect();
         assert!(names.is_empty(), "temp files left: {names:?}");
+    }
+
+    #[test]
+    fn a_restored_file_keeps_its_owner_where_this_process_may_set_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = b"owned\n";
+        let name = sha(bytes);
+        fs::write(dir.path().join(&name), bytes).unwrap();
+        let dest = dir.path().join("theirs.txt");
+        fs::write(&dest, b"x").unwrap();
+        let me = fs::metadata(&dest).unwrap();
+        // Only root can give a file away; anyone else keeps their own.
+        let other = if me.uid() == 0 {
+            (4321, 4321)
+        } else {
+            (me.uid(), me.gid())
+        };
+        std::os::unix::fs::chown(&dest, Some(other.0), Some(other.1)).unwrap();
+        write_blob(dir.path(), &name, &dest, Overwrite::Replace).unwrap();
+        let m = fs::metadata(&dest).unwrap();
+        assert_eq!((m.uid(), m.gid()), other);
+        assert_eq!(fs::read(&dest).unwrap(), bytes);
     }
 
     #[test]

@@ -16,13 +16,13 @@
 //!   only real lines; it sees a journal that shrank or changed and reads it
 //!   again whole, sending only the lines the server lacks.
 
-use std::fs::{File, Permissions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 
 use super::journal::Journal;
-use crate::fsutil::{persist_replace, temp_beside};
+use crate::fsutil::{persist_replace, set_mode_and_owner, temp_beside};
 
 /// Rounds of "eVi appended meanwhile, copy that too" before giving up.
 const ROUNDS: usize = 8;
@@ -54,9 +54,7 @@ pub fn trim(journal: &Journal, remove: &[Range<u64>]) -> Result<(), TrimError> {
         return Err(changed());
     }
     let mut tmp = temp_beside(path).map_err(io)?;
-    tmp.as_file()
-        .set_permissions(Permissions::from_mode(id.mode))
-        .map_err(io)?;
+    set_mode_and_owner(tmp.as_file(), id.mode, Some((id.uid, id.gid))).map_err(io)?;
     let mut spans: Vec<&Range<u64>> = remove.iter().collect();
     spans.sort_by_key(|r| r.start);
     {
@@ -113,6 +111,8 @@ fn ends_in_newline(src: &mut File, len: u64) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::Permissions;
+    use std::os::unix::fs::PermissionsExt;
 
     fn journal(dir: &std::path::Path, text: &str) -> Journal {
         let path = dir.join("journal.jsonl");

@@ -178,6 +178,21 @@ fn set_works_without_a_command_and_the_newest_title_wins() {
         assert!(r.stderr.starts_with("error: the title is"), "{}", r.stderr);
     }
     assert!(before == dev.tree("transcripts"), "a refused title wrote");
+
+    // eVi is in the middle of a line: the title never cuts into it.
+    dev.append(
+        &format!("transcripts/2026-06-08/{S}.jsonl"),
+        br#"{"role":"assistant","content":"half"#,
+    );
+    let before = dev.tree("transcripts");
+    let r = dev.evi(&["sessions", "title", S, "--set", "Third name"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("ends in a line eVi is still writing"),
+        "{}",
+        r.stderr
+    );
+    assert!(before == dev.tree("transcripts"), "a title cut into a line");
 }
 
 #[test]

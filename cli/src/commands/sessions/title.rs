@@ -11,7 +11,7 @@ use super::{Ctx, load_tree};
 use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::{finish, stdout};
 use crate::title_command::{TitleCommandError, ask, prompt};
-use crate::transcript::title::{append_title, clean};
+use crate::transcript::title::{TitleError, append_title, clean};
 
 #[derive(Debug, Args)]
 pub struct TitleArgs {
@@ -36,7 +36,12 @@ pub fn cmd_sessions_title(ctx: &Ctx, args: TitleArgs) -> CommandResult {
             err.hinted("that is what `[title] command` printed first on stdout")
         }
     })?;
-    let file = append_title(&tree, &title).map_err(user_error)?;
+    let file = append_title(&tree, &title).map_err(|e| match e {
+        TitleError::Busy(_) => {
+            user_error(e).hinted("eVi is writing to the session: run this again in a moment")
+        }
+        e => user_error(e),
+    })?;
     let mut out = stdout();
     writeln!(out, "{title}")?;
     finish(out)?;
