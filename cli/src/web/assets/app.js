@@ -473,7 +473,7 @@
     const title = named ? named : '(no user message)';
     return el('a', { class: 'row', href: viewUrl({ session: s.id }), data: { session: s.id } },
       el('span', { class: 'when' }, when(s.end || s.start)),
-      el('span', { class: 'first' + (named ? '' : ' none') + (s.title ? ' titled' : '') }, title.length > 200 ? title.slice(0, 199) + '…' : title),
+      el('span', { class: 'first' + (named ? '' : ' none') }, title.length > 200 ? title.slice(0, 199) + '…' : title),
       el('span', { class: 'stat msgs', title: 'messages on the active branch' }, s.messages + ' msgs'),
       el('span', { class: 'stat branches' + (s.branches > 1 ? ' forked' : ''), title: 'branches' }, s.branches + (s.branches === 1 ? ' branch' : ' branches')),
       el('span', { class: 'id' }, s.short_id));
