@@ -137,6 +137,27 @@ fn list_shows_checkpoints_newest_first_with_skips_not_restorable() {
     assert_eq!(cps[3]["op"], "create");
     assert_eq!(cps[3]["restorable"], true);
 
+    // Today's checkpoints show the time alone, as eVi shows them.
+    let now = chrono::Utc::now();
+    p.dev.append(
+        "checkpoints/journal.jsonl",
+        format!(
+            "{{\"seq\":6,\"ts\":\"{}\",\"path\":\"{}\",\"op\":\"create\"}}\n",
+            now.to_rfc3339(),
+            p.shown("today.py")
+        )
+        .as_bytes(),
+    );
+    let r = p.evi(&["rewind", "--list", "--limit", "1"]);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "     6 {} create {}\n",
+            now.format("%H:%M:%S"),
+            p.shown("today.py")
+        )
+    );
+
     // Nothing to list is not an error.
     let empty = Project::new();
     let r = empty.evi(&["rewind", "--list"]);

@@ -19,6 +19,18 @@ fn restore_laptops(dev: &Device, seq: &str, to: &str, extra: &[&str]) -> crate::
     dev.evi(&[&args[..], extra].concat())
 }
 
+/// `evi rewind --list --device laptop --json` on `dev`.
+fn laptops_listing(dev: &Device) -> serde_json::Value {
+    let out = run_ok(dev, &["rewind", "--list", "--device", "laptop", "--json"]);
+    serde_json::from_str(&out).unwrap()
+}
+
+/// The seqs of a `--list --json`, newest first.
+fn seqs(listing: &serde_json::Value) -> Vec<u64> {
+    let cps = listing["checkpoints"].as_array().unwrap();
+    cps.iter().map(|c| c["seq"].as_u64().unwrap()).collect()
+}
+
 fn run_ok(dev: &Device, args: &[&str]) -> String {
     let r = dev.evi(args);
     assert_eq!(r.code, 0, "evi {args:?}: {}", r.stderr);
@@ -140,18 +152,13 @@ fn a_checkpoint_from_one_device_is_restored_on_another_and_a_rewind_there_breaks
     // The desk keeps the history: the rewound lines stay, the new one
     // joins, and seq 2 now means the newest of the two.
     b.sync_ok(&["pull"]);
-    let listing: serde_json::Value = serde_json::from_str(&run_ok(
-        &b,
-        &["rewind", "--list", "--device", "laptop", "--json"],
-    ))
-    .unwrap();
-    let seqs: Vec<u64> = listing["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["seq"].as_u64().unwrap())
-        .collect();
-    assert_eq!(seqs, [2, 3, 2, 1]);
+    let listing = laptops_listing(&b);
+    assert_eq!(seqs(&listing), [2, 3, 2, 1]);
+    // So does the server: a device that joins now gets all of it.
+    let c = Device::new();
+    c.join_copying_key(&a, &server.url, "alice", "tower");
+    c.sync_ok(&["pull"]);
+    assert_eq!(seqs(&laptops_listing(&c)), [2, 3, 2, 1]);
     assert!(listing["checkpoints"][0]["blob_here"].as_bool().unwrap());
     let r = restore_laptops(&b, "2", to, &["--force"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
