@@ -5,7 +5,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::command_error::{CommandError, is_broken_pipe};
+use crate::commands::checkpoints::CheckpointsCommand;
 use crate::commands::completions::{self, CompletionsArgs, ManArgs};
+use crate::commands::link::LinkArgs;
+use crate::commands::rewind::RewindArgs;
 use crate::commands::web::WebArgs;
 use crate::commands::{self, Ctx, sessions::SessionsCommand, sync::SyncCommand};
 
@@ -25,6 +28,13 @@ pub enum Command {
     /// Sync transcripts and checkpoints with an evi-server, end-to-end encrypted.
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Undo eVi's latest file writes from its checkpoints, or list them (--list).
+    Rewind(RewindArgs),
+    /// Restore one checkpoint's saved bytes, from this device or another.
+    #[command(subcommand)]
+    Checkpoints(CheckpointsCommand),
+    /// Print a session's evi://session/ID deep link (--open: hand it to the desktop).
+    Link(LinkArgs),
     /// Serve the local web viewer of the sessions (http://127.0.0.1:7878/).
     Web(WebArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
@@ -56,6 +66,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Sessions(cmd) => commands::sessions::run(&Ctx::load()?, cmd),
         Command::Sync(cmd) => commands::sync::run(&Ctx::load()?, cmd),
+        Command::Rewind(a) => commands::rewind::cmd_rewind(&Ctx::load()?, a),
+        Command::Checkpoints(cmd) => commands::checkpoints::run(&Ctx::load()?, cmd),
+        Command::Link(a) => commands::link::cmd_link(&Ctx::load()?, a),
         Command::Web(a) => commands::web::cmd_web(&Ctx::load()?, a),
         // Generated from the arguments alone: no eVi home needed.
         Command::Completions(a) => completions::cmd_completions(a),

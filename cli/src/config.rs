@@ -16,6 +16,7 @@ pub struct Config {
     pub sync: SyncConfig,
     pub web: Web,
     pub agent: Agent,
+    pub title: Title,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,6 +54,30 @@ pub struct Web {
 pub struct Agent {
     /// Command that resumes a session; `{session}` and `{home}` substituted.
     pub command: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Title {
+    /// Command (run by `sh -c`) that reads a session's first messages on
+    /// stdin and prints a title on stdout: the model `evi sessions title`
+    /// asks.
+    pub command: Option<String>,
+    /// Seconds the command may take before it is killed.
+    pub timeout: u64,
+}
+
+/// Seconds a `[title] command` may take unless `timeout` says otherwise: a
+/// model answering a short prompt, with room for a slow network.
+pub const DEFAULT_TITLE_TIMEOUT: u64 = 30;
+
+impl Default for Title {
+    fn default() -> Self {
+        Self {
+            command: None,
+            timeout: DEFAULT_TITLE_TIMEOUT,
+        }
+    }
 }
 
 /// A config file that could not be read.
@@ -176,6 +201,23 @@ mod tests {
         assert_eq!(l.config.web.url.as_deref(), Some("http://h:1"));
         assert!(l.warnings.is_empty());
         assert!(parse("").unwrap().config.tools.transcripts);
+    }
+
+    #[test]
+    fn title_command_and_timeout() {
+        let c = parse("").unwrap().config;
+        assert_eq!((c.title.command, c.title.timeout), (None, 30));
+        let c = parse("[title]\ncommand = \"llm -s 'a title'\"\ntimeout = 5\n")
+            .unwrap()
+            .config;
+        assert_eq!(c.title.command.as_deref(), Some("llm -s 'a title'"));
+        assert_eq!(c.title.timeout, 5);
+        let e = parse("[title]\ntimeout = \"soon\"\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("config.toml:2: key `title.timeout`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -83,6 +83,24 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     persist_replace(tmp, path)
 }
 
+/// Gives `file`, written to replace another, that one's permission bits
+/// and, where this process may, its owner: a rewind run with sudo must not
+/// leave files owned by root in a user's project. A refused `chown` (not
+/// root, and a group this user is not in) leaves the owner as it is.
+pub fn set_mode_and_owner(file: &fs::File, mode: u32, owner: Option<(u32, u32)>) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    if let Some((uid, gid)) = owner {
+        match std::os::unix::fs::fchown(file, Some(uid), Some(gid)) {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
+            other => other?,
+        }
+        // A chown clears set-id bits: put them back.
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
 fn folder_of(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,

@@ -1,6 +1,9 @@
 //! One module per command group, one file per subcommand.
 
+pub mod checkpoints;
 pub mod completions;
+pub mod link;
+pub mod rewind;
 pub mod sessions;
 pub mod sync;
 pub mod web;

@@ -111,20 +111,7 @@ async fn shutdown_signal() {
 /// Opens `url` in the desktop's browser; a failure is only a warning (the
 /// URL is printed anyway).
 pub fn open_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    let started = std::process::Command::new(opener)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    if let Err(e) = started {
-        warn(&format!(
-            "cannot open a browser ({opener}: {e}); open {url}"
-        ));
+    if let Err(e) = crate::desktop::open_in_background(url) {
+        warn(&format!("cannot open a browser: {e}; open {url}"));
     }
 }

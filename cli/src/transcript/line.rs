@@ -40,6 +40,8 @@ pub struct LineHead {
     pub fault: Option<LineFault>,
     /// The line is pull's wrapper for a non-object branch line.
     pub wrapped: bool,
+    /// The line is a session title (see [`super::title`]), not a message.
+    pub title: bool,
 }
 
 /// A field that is present (possibly `null`), as opposed to absent.
@@ -59,6 +61,8 @@ struct Head<'a> {
     role: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "eviRawLine", deserialize_with = "present")]
     raw_line: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
+    kind: Option<&'a RawValue>,
 }
 
 fn as_string(raw: &RawValue) -> Option<String> {
@@ -86,6 +90,7 @@ pub fn parse_head(raw: &[u8]) -> LineHead {
         role: Role::Invalid,
         fault: Some(fault),
         wrapped: false,
+        title: false,
     };
     let head: Head<'_> = match is_object(raw).then(|| serde_json::from_slice(raw)) {
         Some(Ok(h)) => h,
@@ -107,12 +112,15 @@ pub fn parse_head(raw: &[u8]) -> LineHead {
         _ if wrapped => Role::Invalid,
         _ => Role::Other,
     };
+    let title = role == Role::System
+        && head.kind.and_then(as_string).as_deref() == Some(super::title::TITLE_TYPE);
     LineHead {
         ids: ExplicitIds { id, parent },
         ts: head.ts.and_then(as_string).as_deref().and_then(parse_ts),
         role,
         fault: wrapped.then_some(LineFault::NotJson),
         wrapped,
+        title,
     }
 }
 

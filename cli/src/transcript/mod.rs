@@ -1,6 +1,7 @@
 //! Reading eVi transcripts: which files exist ([`catalog`]), their lines
 //! streamed with bounded memory ([`lines`]), each line's head ([`line`]), entry
-//! ids ([`entry_id`]) and the session tree they form ([`tree`]).
+//! ids ([`entry_id`]), the session tree they form ([`tree`]), and the
+//! titles kept beside it ([`title`]).
 
 pub mod catalog;
 pub mod entry_id;
@@ -8,6 +9,7 @@ pub mod line;
 pub mod lines;
 pub mod recent;
 pub mod summary;
+pub mod title;
 pub mod tree;
 pub mod view;
 

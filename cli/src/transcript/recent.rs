@@ -32,7 +32,11 @@ pub fn most_recent(catalog: &Catalog) -> io::Result<Option<SessionId>> {
         };
         let mut newest = None;
         walk_file(&last.path, 0, |_, raw| {
-            newest = newest.max(parse_head(raw).ts);
+            // A title given later is not activity in the session.
+            let head = parse_head(raw);
+            if !head.title {
+                newest = newest.max(head.ts);
+            }
             ControlFlow::Continue(())
         })?;
         let key = (newest, last.mtime);

@@ -24,6 +24,8 @@ pub struct SessionSummary {
     /// Leaves of the tree.
     pub branches: usize,
     pub first_message: Option<String>,
+    /// The newest title given with `evi sessions title`, if any.
+    pub title: Option<String>,
     pub days: Vec<Day>,
     pub invalid_lines: usize,
 }
@@ -52,6 +54,7 @@ impl SessionSummary {
             messages: active.len(),
             branches: tree.leaves().len(),
             first_message,
+            title: tree.latest_title()?,
             days,
             invalid_lines: tree.entries.iter().filter(|e| e.fault.is_some()).count(),
         })

@@ -40,13 +40,23 @@ pub struct Branch {
     pub len: usize,
 }
 
+/// A title line of the session (see [`super::title`]).
+#[derive(Debug, Clone)]
+pub struct TitleMeta {
+    pub id: String,
+    pub ts: Option<i64>,
+    pub at: LineAt,
+}
+
 /// A whole session tree.
 #[derive(Debug)]
 pub struct SessionTree {
     pub id: SessionId,
     pub files: Vec<SessionFile>,
     /// In reading order, duplicates of an id dropped (first one kept).
+    /// Title lines are not entries of the tree: they are in `titles`.
     pub entries: Vec<EntryMeta>,
+    pub titles: Vec<TitleMeta>,
     /// Parent index of each entry (`None` for roots and orphans).
     parents: Vec<Option<usize>>,
     pub pending_bytes: u64,
@@ -57,11 +67,19 @@ impl SessionTree {
     pub fn load(id: SessionId, files: Vec<SessionFile>) -> io::Result<Self> {
         let mut chain = IdChain::default();
         let mut entries = Vec::new();
+        let mut titles = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let end = walk(&files, |at, raw| {
             let head = parse_head(raw);
+            // Placed all the same: the chain reads every line as sync does.
             let placed = chain.place(raw, head.ids);
-            if !index.contains_key(&placed.id) {
+            if head.title {
+                titles.push(TitleMeta {
+                    id: placed.id,
+                    ts: head.ts,
+                    at,
+                });
+            } else if !index.contains_key(&placed.id) {
                 index.insert(placed.id.clone(), entries.len());
                 entries.push(EntryMeta {
                     id: placed.id,
@@ -87,6 +105,7 @@ impl SessionTree {
             id,
             files,
             entries,
+            titles,
             parents,
             pending_bytes: end.pending_bytes,
         };
@@ -255,6 +274,19 @@ impl SessionTree {
                 }
             })
             .collect()
+    }
+
+    /// The newest title (by `ts`, then id), if the session has one.
+    pub fn latest_title(&self) -> io::Result<Option<String>> {
+        let Some(t) = self
+            .titles
+            .iter()
+            .max_by(|a, b| (a.ts, &a.id).cmp(&(b.ts, &b.id)))
+        else {
+            return Ok(None);
+        };
+        let raw = self.fetcher().fetch(t.at)?;
+        Ok(super::title::text_of(&raw))
     }
 
     /// A reader that fetches entry lines by position.

@@ -195,11 +195,12 @@ pub async fn list(
     .await
 }
 
-/// Every word is in the first message or the id (case ignored).
+/// Every word is in the title, the first message or the id (case ignored).
 fn matches(s: &SessionSummary, words: &[String]) -> bool {
     let text = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         s.id,
+        s.title.as_deref().unwrap_or_default(),
         s.first_message.as_deref().unwrap_or_default()
     )
     .to_lowercase();

@@ -433,6 +433,12 @@ fn list_session_branches_and_hostile_text_in_chromium() {
         return;
     }
     let (dev, total) = home(60);
+    // Titles (`evi sessions title`) stand for their sessions, as text.
+    let hostile_title = "<img src=x onerror=\"document.title='pwned'\"> named";
+    for (id, t) in [(HOSTILE, hostile_title), (BRANCHED, "The flaky list test")] {
+        let run = dev.evi(&["sessions", "title", id, "--set", t]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
     let web = dev.web("127.0.0.1:0");
     let driver = Driver::start();
     let profile = tempfile::tempdir().unwrap();
@@ -446,6 +452,13 @@ fn list_session_branches_and_hostile_text_in_chromium() {
     assert_eq!(b.count(".row"), 50);
     b.screenshot("list.png");
     assert_eq!(scroll_to_end(&b, ".row"), total);
+    let row = |id: &str| {
+        b.js(&format!(
+            "return document.querySelector('.row[data-session=\"{id}\"] .first').textContent"
+        ))
+    };
+    assert_eq!(row(HOSTILE), hostile_title);
+    assert_eq!(row(BRANCHED), "The flaky list test");
     // The search narrows it.
     b.js("const q = document.querySelector('.search'); q.value = 'sessions list test fails'; q.dispatchEvent(new Event('input'))");
     for _ in 0..200 {
@@ -482,6 +495,7 @@ fn list_session_branches_and_hostile_text_in_chromium() {
     b.go(&format!("{}/?session={BRANCHED}", web.base));
     b.wait_ready();
     assert_eq!(b.title(), format!("evi session {}", &BRANCHED[..8]));
+    assert_eq!(b.text("h1"), "The flaky list test");
     assert_eq!(b.count(".msg"), branch_messages(&dev, BRANCHED));
     assert_eq!(b.count(".msg"), 6);
     assert_eq!(b.count(".fork .choice"), 2);
@@ -508,7 +522,8 @@ fn list_session_branches_and_hostile_text_in_chromium() {
     b.wait_ready();
     let title = format!("evi session {}", &HOSTILE[..8]);
     assert_eq!(b.title(), title);
-    assert_eq!(b.count(".msg"), 4);
+    assert_eq!(b.text("h1"), hostile_title);
+    assert_eq!(b.count(".msg"), 4, "a title is not a message");
     let shown = b.text("main");
     for text in [
         "<script>document.title='pwned'",

@@ -112,6 +112,9 @@ fn markdown(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let active = tree.active_branch();
     let others = tree.other_branches(&active).len();
     writeln!(out, "# Session {}\n", tree.id)?;
+    if let Some(title) = tree.latest_title()? {
+        writeln!(out, "Title: {title}\n")?;
+    }
     writeln!(
         out,
         "{} messages on the active branch, {} other branches.",
@@ -148,10 +151,14 @@ pre{white-space:pre-wrap;word-wrap:break-word;margin:.3em 0}";
 fn html(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let active = tree.active_branch();
     let id = esc(tree.id.as_str());
+    let title = match tree.latest_title()? {
+        Some(t) => format!("<p class=\"title\">{}</p>\n", esc(&t)),
+        None => String::new(),
+    };
     writeln!(
         out,
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Session {id}</title>\
-         <style>{CSS}</style></head><body>\n<h1>Session {id}</h1>\n<p>{} messages on the active branch, {} other branches.</p>",
+         <style>{CSS}</style></head><body>\n<h1>Session {id}</h1>\n{title}<p>{} messages on the active branch, {} other branches.</p>",
         active.len(),
         tree.other_branches(&active).len()
     )?;
@@ -187,8 +194,9 @@ fn json(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let leaf = active.last().map(|&i| tree.entries[i].id.as_str());
     write!(
         out,
-        "{{\"session\":{},\"active_leaf\":{},\"entries\":[",
+        "{{\"session\":{},\"title\":{},\"active_leaf\":{},\"entries\":[",
         serde_json::to_string(tree.id.as_str())?,
+        serde_json::to_string(&tree.latest_title()?)?,
         serde_json::to_string(&leaf)?
     )?;
     let mut fetch = tree.fetcher();

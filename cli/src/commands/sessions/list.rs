@@ -86,15 +86,26 @@ fn print_table(out: &mut impl Write, rows: &[SessionSummary]) -> std::io::Result
             .map(fmt_minute)
             .unwrap_or_else(|| "-".into())
     };
+    // A titled session shows its title where the others show their first
+    // message.
+    let last = if rows.iter().any(|r| r.title.is_some()) {
+        "TITLE / FIRST MESSAGE"
+    } else {
+        "FIRST MESSAGE"
+    };
     writeln!(
         out,
-        "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  FIRST MESSAGE",
+        "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {last}",
         "ID", "START", "END", "MSGS", "BR"
     )?;
     let fixed = idw + 2 + 16 + 2 + 16 + 2 + 5 + 2 + 3 + 2;
     let room = width().saturating_sub(fixed).max(10);
     for r in rows {
-        let first = r.first_message.as_deref().unwrap_or("(no user message)");
+        let first = r
+            .title
+            .as_deref()
+            .or(r.first_message.as_deref())
+            .unwrap_or("(no user message)");
         writeln!(
             out,
             "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {}",

@@ -7,6 +7,7 @@ mod list;
 mod open;
 mod resume;
 mod show;
+mod title;
 
 use chrono::{Local, TimeZone};
 use clap::Subcommand;
@@ -23,6 +24,7 @@ pub use list::ListArgs;
 pub use open::OpenArgs;
 pub use resume::{ContinueArgs, ResumeArgs};
 pub use show::ShowArgs;
+pub use title::TitleArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
@@ -42,6 +44,8 @@ pub enum SessionsCommand {
     Resume(ResumeArgs),
     /// Resume the most recently active session.
     Continue(ContinueArgs),
+    /// Give a session a title: from the `[title] command`, or --set TEXT.
+    Title(TitleArgs),
 }
 
 pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
@@ -54,6 +58,7 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
         SessionsCommand::Open(a) => open::cmd_sessions_open(ctx, a),
         SessionsCommand::Resume(a) => resume::cmd_sessions_resume(ctx, a),
         SessionsCommand::Continue(a) => resume::cmd_sessions_continue(ctx, a),
+        SessionsCommand::Title(a) => title::cmd_sessions_title(ctx, a),
     }
 }
 

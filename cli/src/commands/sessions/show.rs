@@ -53,6 +53,9 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
         others.len() + 1,
         if others.is_empty() { "" } else { "es" },
     )?;
+    if let Some(title) = tree.latest_title()? {
+        writeln!(out, "title: {title}")?;
+    }
     let mut fetch = tree.fetcher();
     for (n, &i) in active.iter().enumerate() {
         let raw = fetch.fetch(tree.entries[i].at)?;

@@ -468,10 +468,12 @@
   }
 
   function row(s) {
-    const title = s.first_message ? s.first_message : '(no user message)';
+    // A title given with `evi sessions title` stands for the session.
+    const named = s.title || s.first_message;
+    const title = named ? named : '(no user message)';
     return el('a', { class: 'row', href: viewUrl({ session: s.id }), data: { session: s.id } },
       el('span', { class: 'when' }, when(s.end || s.start)),
-      el('span', { class: 'first' + (s.first_message ? '' : ' none') }, title.length > 200 ? title.slice(0, 199) + '…' : title),
+      el('span', { class: 'first' + (named ? '' : ' none') }, title.length > 200 ? title.slice(0, 199) + '…' : title),
       el('span', { class: 'stat msgs', title: 'messages on the active branch' }, s.messages + ' msgs'),
       el('span', { class: 'stat branches' + (s.branches > 1 ? ' forked' : ''), title: 'branches' }, s.branches + (s.branches === 1 ? ' branch' : ' branches')),
       el('span', { class: 'id' }, s.short_id));
@@ -494,7 +496,7 @@
     document.title = 'evi session ' + s.short_id;
     where.textContent = 'session ' + s.short_id;
     const head = el('section', { class: 'session-head' },
-      el('h1', null, s.first_message || '(no user message)'),
+      el('h1', null, s.title || s.first_message || '(no user message)'),
       el('p', { class: 'meta' },
         el('span', { class: 'id' }, s.id), ' · ',
         el('span', { id: 'branch-count' }, first.branch_messages + ' messages on this branch'), ' · ',
