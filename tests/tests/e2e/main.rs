@@ -10,6 +10,7 @@ mod first_hour_network;
 mod first_hour_sessions;
 mod handoff;
 mod server_data;
+mod schemathesis;
 mod sessions;
 mod sync;
 mod sync_blobs;
