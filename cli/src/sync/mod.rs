@@ -21,6 +21,7 @@ pub mod blob_transfer;
 pub mod client;
 pub mod context;
 pub mod error;
+pub mod high_water;
 pub mod identity;
 pub mod incoming;
 pub mod journal;

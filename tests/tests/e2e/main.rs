@@ -12,6 +12,7 @@ mod handoff;
 mod metadata_audit;
 mod schemathesis;
 mod server_data;
+mod server_rollback;
 mod sessions;
 mod sync;
 mod sync_blobs;
