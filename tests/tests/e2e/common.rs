@@ -119,6 +119,21 @@ impl Device {
         path
     }
 
+    /// Fills the home with `evi-gen-home` and `args`; what it printed.
+    pub fn generate(&self, args: &[&str]) -> String {
+        let run = Command::new(bin("evi-gen-home"))
+            .arg(self.home())
+            .args(args)
+            .output()
+            .expect("run evi-gen-home");
+        assert!(
+            run.status.success(),
+            "evi-gen-home: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8(run.stdout).expect("UTF-8 from evi-gen-home")
+    }
+
     pub fn write_config(&self, text: &str) {
         std::fs::create_dir_all(self.home()).unwrap();
         std::fs::write(self.home().join("config.toml"), text).unwrap();

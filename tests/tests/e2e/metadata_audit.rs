@@ -14,11 +14,10 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::common::{Device, TestServer, bin, held, sessions, today, tree};
+use crate::common::{Device, TestServer, held, sessions, today, tree};
 use crate::sync_journal::checkpoint;
 
 const HOSTS: [&str; 2] = ["fennel-laptop.example.lan", "juniper-desktop.example.lan"];
@@ -170,16 +169,7 @@ fn the_server_keeps_no_id_path_content_host_or_plain_hash() {
     // The most verbose level the server has, its dependencies' too.
     let srv = TestServer::start_logged(&[], &[("EVI_SERVER_LOG", "trace")], logs.path());
     let (a, b) = (Device::new(), Device::new());
-    let run = Command::new(bin("evi-gen-home"))
-        .arg(a.home())
-        .args(["--sessions", "6", "--total-mb", "2", "--big-mb", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    a.generate(&["--sessions", "6", "--total-mb", "2", "--big-mb", "1"]);
     write_corpus(&a, HOSTS[0], "alder");
     write_corpus(&b, HOSTS[1], "birch");
     a.init(&srv, "pat", "laptop");
