@@ -7,6 +7,8 @@ pub mod command_error;
 pub mod commands;
 pub mod config;
 pub mod fsutil;
+#[doc(hidden)]
+pub mod fuzz_targets;
 pub mod home;
 pub mod message;
 pub mod resume;
