@@ -10,6 +10,7 @@ pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod home;
+pub mod malloc;
 pub mod message;
 pub mod resume;
 pub mod sync;

@@ -30,7 +30,7 @@
 //! after pull's line. The `fstat` notices it, the session is re-read, and any
 //! entry that did not read back under its id is appended again with ids.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::ControlFlow;
@@ -42,6 +42,7 @@ use base64::Engine as _;
 use evi_shared::{Day, SessionId};
 
 use super::Entry;
+use super::id_set::IdSet;
 use super::pending::WaitReason;
 use super::state::{FileState, Stat, line_hash};
 use crate::home::EviHome;
@@ -124,7 +125,7 @@ struct Planned {
 pub(super) struct SessionAppender {
     pub session: SessionId,
     dir: PathBuf,
-    known: HashSet<String>,
+    known: IdSet,
     chain: IdChain,
     tip_day: Option<Day>,
     files: BTreeMap<Day, FileInfo>,
@@ -145,7 +146,7 @@ impl SessionAppender {
         let mut me = Self {
             session: session.clone(),
             dir: home.transcripts_dir(),
-            known: HashSet::new(),
+            known: IdSet::default(),
             chain: IdChain::default(),
             tip_day: None,
             files: BTreeMap::new(),
@@ -170,6 +171,7 @@ impl SessionAppender {
                 ..FileInfo::default()
             };
             let (chain, known, tip_day) = (&mut self.chain, &mut self.known, &mut self.tip_day);
+            let mut last_len = None;
             let end = walk_file(&path, 0, |offset, raw| {
                 let head = parse_head(raw);
                 let moves = head.ids.parent.is_none();
@@ -179,10 +181,15 @@ impl SessionAppender {
                     info.has_implicit = true;
                 }
                 info.last_start = offset;
-                info.last_hash = Some(line_hash(raw));
-                known.insert(placed.id);
+                last_len = Some(raw.len());
+                known.insert(&placed.id);
                 ControlFlow::Continue(())
             })?;
+            // Only the last line's hash is kept: read back once rather than
+            // hashing every line of a session of hundreds of MB.
+            if let Some(len) = last_len {
+                info.last_hash = Some(hash_line_at(&path, info.last_start, len)?);
+            }
             info.offset = end.offset;
             info.partial = end.pending_bytes;
             // The walk read further than the stat saw: the file grew while
@@ -368,10 +375,11 @@ impl SessionAppender {
         let info = self.files.entry(day).or_default();
         info.last_start = info.offset;
         info.offset += bytes.len() as u64;
-        info.last_hash = Some(line_hash(&bytes[..bytes.len() - 1]));
+        // Hashed once per file, from the planned bytes, by `append`.
+        info.last_hash = None;
         info.has_implicit |= moves;
         self.rechain();
-        self.known.insert(e.id.clone());
+        self.known.insert(&e.id);
         Ok((day, bytes, verbatim))
     }
 
@@ -402,6 +410,7 @@ impl SessionAppender {
         self.written.push(f);
         let info = self.files.get_mut(&day).expect("planned file");
         info.disk = Some(Disk::of(&m));
+        info.last_hash = Some(line_hash(last_line(&p.bytes)));
         let after = exact.then(|| FileState {
             size: m.len(),
             mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
@@ -458,6 +467,22 @@ impl SessionAppender {
         dirs.append(&mut self.new_files_in);
         std::mem::take(&mut self.written)
     }
+}
+
+/// The hash of the line of `len` bytes at `start` (its newline not
+/// counted), as [`line_hash`] gives it.
+fn hash_line_at(path: &std::path::Path, start: u64, len: usize) -> io::Result<String> {
+    let mut raw = vec![0; len];
+    File::open(path)?.read_exact_at(&mut raw, start)?;
+    Ok(line_hash(&raw))
+}
+
+/// The last line of planned bytes (which end in a newline), without it.
+fn last_line(planned: &[u8]) -> &[u8] {
+    let body = planned.strip_suffix(b"\n").unwrap_or(planned);
+    body.iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(body, |i| &body[i + 1..])
 }
 
 fn stat(path: &std::path::Path) -> io::Result<Option<Disk>> {
@@ -739,6 +764,12 @@ mod tests {
         assert_eq!((b.waiting.len(), b.branched), (0, 1));
         assert_eq!(read(&home, "2026-06-08"), b"{\"cut");
         assert!(read(&home, "2026-06-09").starts_with(b"{\"id\":"));
+    }
+
+    #[test]
+    fn the_last_planned_line_is_the_one_hashed() {
+        assert_eq!(last_line(b"{\"a\":1}\n{\"b\":2}\n"), b"{\"b\":2}");
+        assert_eq!(last_line(b"{\"only\":1}\n"), b"{\"only\":1}");
     }
 
     #[test]

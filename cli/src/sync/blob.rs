@@ -3,9 +3,16 @@
 //! # Promises
 //!
 //! A sealed blob is a standard binary age file to the identity's own X25519
-//! recipient whose plaintext is exactly the blob's bytes (no compression, no
-//! framing): `age -d -i identity.txt` yields the original file. It is stored
-//! under `SyncKeys::blob_key(sha256_hex)`.
+//! recipient whose plaintext is the blob's bytes as one zstd frame (level
+//! [`ZSTD_LEVEL`]): `age -d -i identity.txt | zstd -d` yields the original
+//! file. It is stored under `SyncKeys::blob_key(sha256_hex)`. Compressing
+//! halves what the server stores for text (source files, the long lines
+//! sent as blobs) and costs little for what does not compress.
+//!
+//! Blobs sealed before compression hold the bare bytes. A plaintext that
+//! begins with zstd's magic number is decoded, any other is taken as it is;
+//! for an old bare blob that begins with the magic itself (a checkpointed
+//! `.zst` file), [`BlobDecoding::Bare`] opens it as it is.
 //!
 //! Both directions stream through age's 64 KiB chunks with a fixed buffer, so
 //! a large blob never sits whole in memory. [`open_blob`] hashes the plaintext
@@ -29,6 +36,21 @@ use super::identity::Identity;
 use crate::fsutil::{persist_new, temp_beside};
 
 const BUF: usize = 64 * 1024;
+
+/// zstd level of blobs: the segments' level (see `bench/RESULTS.md`).
+pub const ZSTD_LEVEL: i32 = 3;
+
+/// The first four bytes of every zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// How an opened blob's plaintext is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobDecoding {
+    /// Decoded when it begins with zstd's magic (every blob sealed now).
+    Auto,
+    /// As it is (a blob sealed before compression).
+    Bare,
+}
 
 /// Why a blob could not be sealed or opened.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +116,7 @@ pub fn seal_blob<R: Read, W: Write>(
     let enc =
         age::Encryptor::with_recipients(iter::once(identity.recipient() as &dyn age::Recipient))
             .map_err(|e| BlobError::Encrypt(e.to_string()))?;
-    let mut w = enc.wrap_output(out)?;
+    let mut w = zstd::stream::write::Encoder::new(enc.wrap_output(out)?, ZSTD_LEVEL)?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     let mut buf = vec![0u8; BUF];
@@ -109,7 +131,7 @@ pub fn seal_blob<R: Read, W: Write>(
         w.write_all(&buf[..n])?;
         size += n as u64;
     }
-    let out = w.finish()?;
+    let out = w.finish()?.finish()?;
     Ok((
         out,
         BlobDigest {
@@ -126,14 +148,60 @@ pub fn open_blob<R: Read, W: Write>(
     identity: &Identity,
     expected_sha256_hex: &str,
     ciphertext: R,
-    mut out: W,
+    out: W,
 ) -> Result<u64, BlobError> {
-    check_name(expected_sha256_hex)?;
+    open_blob_as(
+        identity,
+        expected_sha256_hex,
+        ciphertext,
+        out,
+        BlobDecoding::Auto,
+    )
+}
+
+/// The plaintext of a sealed blob, streamed: decrypted, then decoded as
+/// `decoding` says. A zstd window past 2^[`MAX_WINDOW_LOG`] is refused, so a
+/// hostile blob cannot make the decoder allocate more than that.
+///
+/// [`MAX_WINDOW_LOG`]: super::segment::MAX_WINDOW_LOG
+pub fn blob_reader<'a, R: Read + 'a>(
+    identity: &Identity,
+    ciphertext: R,
+    decoding: BlobDecoding,
+) -> Result<Box<dyn Read + 'a>, BlobError> {
     let dec = age::Decryptor::new_buffered(BufReader::with_capacity(BUF, ciphertext))
         .map_err(|e| BlobError::Decrypt(e.to_string()))?;
     let mut r = dec
         .decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
         .map_err(|e| BlobError::Decrypt(e.to_string()))?;
+    if decoding == BlobDecoding::Bare {
+        return Ok(Box::new(r));
+    }
+    let mut head = Vec::with_capacity(ZSTD_MAGIC.len());
+    (&mut r)
+        .take(ZSTD_MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| BlobError::Decrypt(e.to_string()))?;
+    let compressed = head == ZSTD_MAGIC;
+    let whole = io::Cursor::new(head).chain(r);
+    if !compressed {
+        return Ok(Box::new(whole));
+    }
+    let mut z = zstd::stream::read::Decoder::new(whole)?;
+    z.window_log_max(super::segment::MAX_WINDOW_LOG)?;
+    Ok(Box::new(z))
+}
+
+/// [`open_blob`], reading the plaintext as `decoding` says.
+pub fn open_blob_as<R: Read, W: Write>(
+    identity: &Identity,
+    expected_sha256_hex: &str,
+    ciphertext: R,
+    mut out: W,
+    decoding: BlobDecoding,
+) -> Result<u64, BlobError> {
+    check_name(expected_sha256_hex)?;
+    let mut r = blob_reader(identity, ciphertext, decoding)?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     let mut buf = vec![0u8; BUF];
@@ -205,14 +273,62 @@ mod tests {
         assert_eq!(n, data.len() as u64);
         assert_eq!(out, data);
 
-        // The age crate alone opens it to the original bytes.
-        let dec = age::Decryptor::new(&ct[..]).unwrap();
+        // age alone opens it to a zstd frame of the original bytes.
+        assert_eq!(
+            age_open(&id, &ct),
+            zstd::encode_all(&data[..], ZSTD_LEVEL).unwrap()
+        );
+        assert_eq!(zstd::decode_all(&age_open(&id, &ct)[..]).unwrap(), data);
+        // Repetitive text is stored in a fraction of its size.
+        assert!(ct.len() < data.len() / 10, "{} bytes", ct.len());
+    }
+
+    fn age_open(id: &Identity, ct: &[u8]) -> Vec<u8> {
         let mut plain = Vec::new();
-        dec.decrypt(iter::once(id.age_identity() as &dyn age::Identity))
+        age::Decryptor::new(ct)
+            .unwrap()
+            .decrypt(iter::once(id.age_identity() as &dyn age::Identity))
             .unwrap()
             .read_to_end(&mut plain)
             .unwrap();
-        assert_eq!(plain, data);
+        plain
+    }
+
+    /// A blob sealed before compression: age of the bare bytes.
+    fn seal_bare(id: &Identity, data: &[u8]) -> Vec<u8> {
+        let enc =
+            age::Encryptor::with_recipients(iter::once(id.recipient() as &dyn age::Recipient))
+                .unwrap();
+        let mut ct = Vec::new();
+        let mut w = enc.wrap_output(&mut ct).unwrap();
+        w.write_all(data).unwrap();
+        w.finish().unwrap();
+        ct
+    }
+
+    #[test]
+    fn blobs_sealed_before_compression_still_open() {
+        let id = Identity::generate();
+        let plain = b"an old blob, stored as it is".to_vec();
+        let mut out = Vec::new();
+        open_blob(&id, &sha(&plain), &seal_bare(&id, &plain)[..], &mut out).unwrap();
+        assert_eq!(out, plain);
+        // One that is itself a zstd file reads as a frame at first (and does
+        // not match its name), then as it is when asked.
+        let zst = zstd::encode_all(&b"a checkpointed .zst file"[..], 19).unwrap();
+        let ct = seal_bare(&id, &zst);
+        assert!(matches!(
+            open_blob(&id, &sha(&zst), &ct[..], Vec::new()),
+            Err(BlobError::HashMismatch { .. })
+        ));
+        let mut out = Vec::new();
+        open_blob_as(&id, &sha(&zst), &ct[..], &mut out, BlobDecoding::Bare).unwrap();
+        assert_eq!(out, zst);
+        // Sealed now, it is compressed again and opens to itself.
+        let (ct, _) = seal_blob(&id, &zst[..], Vec::new()).unwrap();
+        let mut out = Vec::new();
+        open_blob(&id, &sha(&zst), &ct[..], &mut out).unwrap();
+        assert_eq!(out, zst);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod client;
 pub mod context;
 pub mod error;
 pub mod high_water;
+pub mod id_set;
 pub mod identity;
 pub mod incoming;
 pub mod journal;

@@ -37,6 +37,9 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0004_user_name_nocase.sql"
     )),
     Migration::Code(recount_usage),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0005_entry_id_bytes.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -59,6 +62,8 @@ fn recount_usage(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
     Ok(())
 }
 const READERS: usize = 4;
+/// Bytes of write-ahead log kept after a checkpoint.
+const WAL_SIZE_LIMIT: i64 = 4 << 20;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -82,6 +87,10 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     c.busy_timeout(std::time::Duration::from_secs(10))?;
     c.pragma_update(None, "journal_mode", "WAL")?;
     c.pragma_update(None, "synchronous", "FULL")?;
+    // A checkpointed write-ahead log is cut back to this size; otherwise it
+    // keeps the size of the biggest burst of pushes since the start (13 MiB
+    // after a first push of a 400 MB home) on disk for good.
+    c.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
     c.pragma_update(None, "foreign_keys", "ON")?;
     Ok(c)
 }
@@ -104,20 +113,33 @@ fn entry_key(id: &KeyedId) -> Vec<u8> {
     hex::decode(id.as_str()).expect("keyed ids are hex")
 }
 
-fn join_ids(ids: &[KeyedId]) -> String {
-    ids.iter()
-        .map(KeyedId::as_str)
-        .collect::<Vec<_>>()
-        .join(",")
+/// A record's entry ids as stored: their raw MACs, one after another.
+fn join_ids(keys: &[Vec<u8>]) -> Vec<u8> {
+    keys.concat()
 }
 
-fn split_ids(s: &str) -> StoreResult<Vec<KeyedId>> {
-    s.split(',')
-        .map(|p| {
-            p.parse()
-                .map_err(|e| StoreError::Backend(format!("corrupt entry ids: {e}")))
-        })
-        .collect()
+/// A record's entry ids from either form a row may hold: raw bytes (rows
+/// since migration 5) or comma-separated hex (rows from before).
+fn split_ids(bytes: Option<Vec<u8>>, text: &str) -> StoreResult<Vec<KeyedId>> {
+    let corrupt = |e: String| StoreError::Backend(format!("corrupt entry ids: {e}"));
+    match bytes {
+        Some(b) => {
+            let chunks = b.chunks_exact(32);
+            if !chunks.remainder().is_empty() {
+                return Err(corrupt(format!("{} bytes", b.len())));
+            }
+            Ok(chunks
+                .map(|c| KeyedId::from_bytes(c.try_into().expect("32-byte chunk")))
+                .collect())
+        }
+        None => text
+            .split(',')
+            .map(|p| {
+                p.parse()
+                    .map_err(|e: evi_shared::IdError| corrupt(e.to_string()))
+            })
+            .collect(),
+    }
 }
 
 fn parse_keyed(s: String) -> StoreResult<KeyedId> {
@@ -433,13 +455,12 @@ impl Store for SqliteStore {
             )?;
             let (mut stored, mut dropped, mut new_entries, mut added) = (0u64, 0u64, 0i64, 0i64);
             {
-                let mut known = tx.prepare_cached(
-                    "SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2",
-                )?;
+                let mut known = tx
+                    .prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
                 let mut ins_rec = tx.prepare_cached(
-                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at,
-                     device_id, body_pack, body_offset, body_len)
-                     VALUES (?1, ?2, ?3, ?4, ?5, x'', ?6, ?7, ?8, ?9, ?10)",
+                    "INSERT INTO records (user_id, seq, stream, kind, entry_ids, entry_id_bytes,
+                     ciphertext, created_at, device_id, body_pack, body_offset, body_len)
+                     VALUES (?1, ?2, ?3, ?4, '', ?5, x'', ?6, ?7, ?8, ?9, ?10)",
                 )?;
                 let mut ins_entry = tx.prepare_cached(
                     "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
@@ -463,7 +484,7 @@ impl Store for SqliteStore {
                         seq,
                         r.stream.as_str(),
                         r.kind,
-                        join_ids(&r.entry_ids),
+                        join_ids(&keys),
                         now,
                         r.device_id,
                         r.body.pack.as_str(),
@@ -514,7 +535,7 @@ impl Store for SqliteStore {
             // left the database; others cost a few dozen bytes each.
             let mut st = c.prepare_cached(
                 "SELECT seq, stream, kind, entry_ids, device_id, body_pack, body_offset, body_len,
-                        CASE WHEN body_pack IS NULL THEN ciphertext END
+                        CASE WHEN body_pack IS NULL THEN ciphertext END, entry_id_bytes
                  FROM records WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
             )?;
             let mut rows = st.query(params![user, after as i64, limit as i64 + 1])?;
@@ -542,7 +563,7 @@ impl Store for SqliteStore {
                     seq: seq as u64,
                     stream: parse_keyed(r.get(1)?)?,
                     kind: r.get(2)?,
-                    entry_ids: split_ids(&r.get::<_, String>(3)?)?,
+                    entry_ids: split_ids(r.get(9)?, &r.get::<_, String>(3)?)?,
                     body,
                     device_id: r.get(4)?,
                 };

@@ -241,6 +241,19 @@ async fn a_database_from_before_packs_still_serves_its_records() {
     assert_eq!(all[6].1, vec![0xee; 50]);
     assert_eq!(srv.packs().len(), 2);
     assert_eq!(every_row_has_its_body(&srv.data()), 2);
+    // Old rows keep their ids as hex text; new ones hold the raw MACs, half
+    // the bytes.
+    let db = rusqlite::Connection::open(srv.data().join("evi-server.sqlite3")).unwrap();
+    let forms: Vec<(i64, i64, Option<i64>)> = db
+        .prepare("SELECT seq, length(entry_ids), length(entry_id_bytes) FROM records ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut want: Vec<(i64, i64, Option<i64>)> = (1..=5).map(|i| (i, 64, None)).collect();
+    want.extend([(6, 0, Some(32)), (7, 0, Some(32))]);
+    assert_eq!(forms, want);
 }
 
 #[tokio::test]

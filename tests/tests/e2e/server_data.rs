@@ -28,23 +28,30 @@ pub fn rows(data: &Path) -> Vec<Row> {
     .expect("open the server's database");
     let mut st = db
         .prepare(
-            "SELECT user_id, seq, kind, entry_ids, body_pack, body_offset, body_len
+            "SELECT user_id, seq, kind, entry_ids, body_pack, body_offset, body_len,
+                    entry_id_bytes
              FROM records ORDER BY user_id, seq",
         )
         .unwrap();
     st.query_map([], |r| {
-        let ids: String = r.get(3)?;
+        let text: String = r.get(3)?;
+        // Raw 32-byte MACs since the server's migration 5, hex text before.
+        let raw: Option<Vec<u8>> = r.get(7)?;
+        let entry_ids = match raw {
+            Some(b) => b.chunks(32).map(hex::encode).collect(),
+            None => text
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
         let pack: Option<String> = r.get(4)?;
         let (offset, len): (Option<i64>, Option<i64>) = (r.get(5)?, r.get(6)?);
         Ok(Row {
             user: r.get(0)?,
             seq: r.get(1)?,
             kind: r.get(2)?,
-            entry_ids: ids
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            entry_ids,
             body: pack.map(|p| (p, offset.unwrap_or(0) as u64, len.unwrap_or(0) as u64)),
         })
     })

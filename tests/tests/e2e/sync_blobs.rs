@@ -60,6 +60,8 @@ fn get_blob(server: &TestServer, token: &str, name: &str) -> Result<Vec<u8>, u16
     Ok(resp.bytes().unwrap().to_vec())
 }
 
+/// What a user with the identity gets from a stored blob, manifest or part:
+/// `age -d | zstd -d`.
 fn age_decrypt(identity: &Identity, ct: &[u8]) -> Vec<u8> {
     let dec = age::Decryptor::new(ct).expect("a standard age file");
     let mut out = Vec::new();
@@ -69,7 +71,7 @@ fn age_decrypt(identity: &Identity, ct: &[u8]) -> Vec<u8> {
     .expect("opens with the identity")
     .read_to_end(&mut out)
     .unwrap();
-    out
+    zstd::decode_all(&out[..]).expect("a zstd frame")
 }
 
 #[test]
@@ -97,7 +99,7 @@ fn a_blob_over_the_server_limit_travels_in_parts_and_arrives_whole() {
     assert_eq!(report["journal_lines"], 2, "{report}");
 
     // On the server: no whole copy of the big blob, a manifest, and parts
-    // that each fit the limit and open with `age -d` to their slice.
+    // that each fit the limit and open with `age -d | zstd -d` to their slice.
     let identity = Identity::load(&a.identity_path()).unwrap();
     let keys = SyncKeys::derive(&identity);
     let token = a.token();

@@ -9,8 +9,7 @@
 //! its place in the manifest gives.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::iter;
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -19,8 +18,9 @@ use tempfile::NamedTempFile;
 use super::manifest::{MANIFEST_MAX_BYTES, MAX_BLOB_TOTAL_BYTES, ManifestError, PartManifest};
 use super::{BUF, BlobTransfer, Fetched, TransferError, is_sha_name};
 use crate::fsutil::{persist_new, temp_beside};
+use crate::sync::blob::{BlobDecoding, blob_reader, open_blob_as};
 use crate::sync::client::ClientError;
-use crate::sync::{BlobError, Identity, open_blob};
+use crate::sync::{BlobError, Identity};
 
 /// A name asked for must be a SHA-256 before it names a file or a key.
 fn check_name(sha: &str) -> Result<(), TransferError> {
@@ -87,33 +87,20 @@ impl BlobTransfer<'_> {
     /// Writes the verified blob into `out` (fresh, empty); its size, or
     /// `None` when the server has neither the whole blob nor all its parts.
     fn fetch_into(&self, sha: &str, out: &mut File) -> Result<Option<u64>, TransferError> {
-        let write_err = |source| TransferError::Io {
-            context: format!("cannot write blob {sha}"),
-            source,
-        };
         match self.client.get_blob(&self.keys.blob_key(sha)) {
             Ok(body) => {
-                let mut w = Capped::new(BufWriter::with_capacity(BUF, &mut *out));
-                let size = match open_blob(self.identity, sha, body, &mut w) {
-                    Ok(n) => n,
-                    Err(_) if w.over => {
-                        return Err(TransferError::Refused {
-                            sha: sha.to_owned(),
-                            source: BlobError::Inconsistent(format!(
-                                "it is longer than the {MAX_BLOB_TOTAL_BYTES} bytes a blob may have"
-                            )),
-                        });
+                return match self.open_whole(sha, body, out, BlobDecoding::Auto) {
+                    // A bare blob sealed before compression whose bytes begin
+                    // like a zstd frame: fetched again and taken as it is.
+                    Err(TransferError::Refused {
+                        source: BlobError::HashMismatch { .. } | BlobError::Decrypt(_),
+                        ..
+                    }) if rewound(sha, out)? => {
+                        let body = self.client.get_blob(&self.keys.blob_key(sha))?;
+                        self.open_whole(sha, body, out, BlobDecoding::Bare)
                     }
-                    Err(BlobError::Io(e)) => return Err(write_err(e)),
-                    Err(source) => {
-                        return Err(TransferError::Refused {
-                            sha: sha.to_owned(),
-                            source,
-                        });
-                    }
+                    other => other,
                 };
-                w.inner.flush().map_err(write_err)?;
-                return Ok(Some(size));
             }
             Err(e) if is_404(&e) => {}
             Err(e) => return Err(e.into()),
@@ -138,6 +125,55 @@ impl BlobTransfer<'_> {
             BufWriter::with_capacity(BUF, out),
         )
     }
+}
+
+impl BlobTransfer<'_> {
+    /// Opens a whole blob's body into `out`, at most
+    /// [`MAX_BLOB_TOTAL_BYTES`] of it.
+    fn open_whole(
+        &self,
+        sha: &str,
+        body: impl Read,
+        out: &mut File,
+        decoding: BlobDecoding,
+    ) -> Result<Option<u64>, TransferError> {
+        let write_err = |source| TransferError::Io {
+            context: format!("cannot write blob {sha}"),
+            source,
+        };
+        let mut w = Capped::new(BufWriter::with_capacity(BUF, &mut *out));
+        let size = match open_blob_as(self.identity, sha, body, &mut w, decoding) {
+            Ok(n) => n,
+            Err(_) if w.over => {
+                return Err(TransferError::Refused {
+                    sha: sha.to_owned(),
+                    source: BlobError::Inconsistent(format!(
+                        "it is longer than the {MAX_BLOB_TOTAL_BYTES} bytes a blob may have"
+                    )),
+                });
+            }
+            Err(BlobError::Io(e)) => return Err(write_err(e)),
+            Err(source) => {
+                return Err(TransferError::Refused {
+                    sha: sha.to_owned(),
+                    source,
+                });
+            }
+        };
+        w.inner.flush().map_err(write_err)?;
+        Ok(Some(size))
+    }
+}
+
+/// Empties `out` for a second attempt; always `true`.
+fn rewound(sha: &str, out: &mut File) -> Result<bool, TransferError> {
+    let io_err = |source| TransferError::Io {
+        context: format!("cannot write blob {sha}"),
+        source,
+    };
+    out.set_len(0).map_err(io_err)?;
+    out.seek(SeekFrom::Start(0)).map_err(io_err)?;
+    Ok(true)
 }
 
 /// A writer that refuses to grow past [`MAX_BLOB_TOTAL_BYTES`], and says so.
@@ -173,11 +209,13 @@ impl<W: Write> Write for Capped<W> {
 }
 
 /// An age decryptor of `ciphertext` for the identity.
-fn decryptor<R: Read>(identity: &Identity, ciphertext: R) -> Result<impl Read, BlobError> {
-    let dec = age::Decryptor::new_buffered(BufReader::with_capacity(BUF, ciphertext))
-        .map_err(|e| BlobError::Decrypt(e.to_string()))?;
-    dec.decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
-        .map_err(|e| BlobError::Decrypt(e.to_string()))
+/// A manifest's or part's plaintext (parts and manifests are sealed as
+/// blobs are, so they are decoded the same way).
+fn decryptor<'a, R: Read + 'a>(
+    identity: &Identity,
+    ciphertext: R,
+) -> Result<Box<dyn Read + 'a>, BlobError> {
+    blob_reader(identity, ciphertext, BlobDecoding::Auto)
 }
 
 /// Decrypts and checks a manifest fetched for `sha`.

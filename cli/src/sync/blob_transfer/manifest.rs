@@ -1,5 +1,5 @@
 //! How a blob is cut into parts, and the manifest that says so. Part sizing
-//! is arithmetic on age's format: [`sealed_len`] bounds the age file of a
+//! is arithmetic on zstd's and age's formats: [`sealed_len`] bounds the age file of a
 //! plaintext from above, so a part of [`part_size_for`] a limit never seals
 //! to more than that limit. [`PartManifest::parse`] is the one gate a fetched
 //! manifest passes: the right format and version, this blob's name, a size
@@ -34,24 +34,38 @@ const AGE_TAG: u64 = 16;
 /// the 16-byte nonce; the rest is margin.
 pub(super) const AGE_HEADER_ROOM: u64 = 1024;
 
-/// An upper bound on the size of the age file of `plain` bytes: the header
-/// and a tag per 64 KiB chunk (an empty blob still has one chunk).
+/// Room for a zstd frame's header and end: at most 18 bytes of header, no
+/// checksum; the rest is margin.
+const ZSTD_FRAME_ROOM: u64 = 32;
+/// zstd's largest block, and the header each block carries. A block that
+/// does not compress is stored as it is, so nothing grows by more.
+const ZSTD_BLOCK: u64 = 128 * 1024;
+const ZSTD_BLOCK_HEADER: u64 = 3;
+
+/// An upper bound on the size of the age file of `plain` bytes sealed as a
+/// blob (compressed first: for bytes that do not compress, zstd's frame and
+/// block headers), then age's header and a tag per 64 KiB chunk (an empty
+/// blob still has one chunk).
 pub fn sealed_len(plain: u64) -> u64 {
-    AGE_HEADER_ROOM + plain + AGE_TAG * plain.div_ceil(AGE_CHUNK).max(1)
+    let z = plain + ZSTD_FRAME_ROOM + ZSTD_BLOCK_HEADER * plain.div_ceil(ZSTD_BLOCK).max(1);
+    AGE_HEADER_ROOM + z + AGE_TAG * z.div_ceil(AGE_CHUNK).max(1)
 }
 
-/// The largest part whose age file fits in `limit` bytes: whole 64 KiB
-/// chunks when the limit holds one, so parts stay aligned to age's chunks.
-/// `None` when the limit cannot hold even [`MIN_PART_BYTES`].
+/// The largest part whose age file fits in `limit` bytes, whatever its
+/// bytes; `None` when the limit cannot hold even [`MIN_PART_BYTES`].
 pub fn part_size_for(limit: u64) -> Option<u64> {
-    let room = limit.checked_sub(AGE_HEADER_ROOM)?;
-    let chunks = room / (AGE_CHUNK + AGE_TAG);
-    let size = if chunks > 0 {
-        chunks * AGE_CHUNK
-    } else {
-        room.checked_sub(AGE_TAG)?
-    };
-    (size >= MIN_PART_BYTES).then_some(size)
+    // sealed_len grows with its argument: the largest size it keeps within
+    // the limit, by bisection.
+    let (mut lo, mut hi) = (0u64, limit);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if sealed_len(mid) <= limit {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    (lo >= MIN_PART_BYTES && sealed_len(lo) <= limit).then_some(lo)
 }
 
 /// The plaintext of a blob's manifest: how it was split. Serialized as JSON

@@ -77,21 +77,26 @@ fn sealed_len_bounds_real_age_files() {
 
 #[test]
 fn part_size_fits_the_limit() {
-    assert_eq!(part_size_for(1 << 20), Some(15 * 65_536));
-    assert_eq!(part_size_for(AGE_HEADER_ROOM + 65_552), Some(65_536));
-    assert_eq!(
-        part_size_for(8 * 1024),
-        Some(8 * 1024 - AGE_HEADER_ROOM - 16)
-    );
-    assert_eq!(
-        part_size_for(AGE_HEADER_ROOM + 16 + MIN_PART_BYTES - 1),
-        None
-    );
-    assert_eq!(part_size_for(100), None);
-    for limit in [2100, 8 * 1024, 70_000, 1 << 20, 64 << 20] {
+    for limit in [
+        2100,
+        8 * 1024,
+        70_000,
+        AGE_HEADER_ROOM + 65_552,
+        1 << 20,
+        64 << 20,
+    ] {
         let p = part_size_for(limit).unwrap();
         assert!(sealed_len(p) <= limit, "{limit}");
+        assert!(sealed_len(p + 1) > limit, "{limit}: {p} is not the largest");
     }
+    // A part of a 1 MiB limit is within a few KB of it.
+    assert!(part_size_for(1 << 20).unwrap() > (1 << 20) - 2 * AGE_HEADER_ROOM);
+    assert_eq!(part_size_for(sealed_len(MIN_PART_BYTES) - 1), None);
+    assert_eq!(
+        part_size_for(sealed_len(MIN_PART_BYTES)),
+        Some(MIN_PART_BYTES)
+    );
+    assert_eq!(part_size_for(100), None);
 }
 
 #[test]
@@ -99,18 +104,20 @@ fn split_and_join_round_trip_and_parts_are_plain_age() {
     let id = Identity::generate();
     let data = noise(300_000);
     let (m, parts) = split(&id, &data, 70_000);
-    assert_eq!(m.part_size, 65_536);
+    assert_eq!(m.part_size, part_size_for(70_000).unwrap());
     assert_eq!(m.parts, 5);
     assert_eq!(parts.len(), 5);
-    // Each part alone is a standard age file of its slice; in order they
-    // are the blob.
+    // Each part alone is a standard age file of its slice, compressed; in
+    // order they are the blob.
     let mut cat = Vec::new();
     for ct in &parts {
         let dec = age::Decryptor::new(&ct[..]).unwrap();
+        let mut z = Vec::new();
         dec.decrypt(iter::once(id.age_identity() as &dyn age::Identity))
             .unwrap()
-            .read_to_end(&mut cat)
+            .read_to_end(&mut z)
             .unwrap();
+        cat.extend(zstd::decode_all(&z[..]).unwrap());
     }
     assert_eq!(cat, data);
     let parts: Vec<_> = parts.into_iter().map(Some).collect();
@@ -120,10 +127,11 @@ fn split_and_join_round_trip_and_parts_are_plain_age() {
 #[test]
 fn a_blob_that_is_an_exact_number_of_parts_joins() {
     let id = Identity::generate();
-    let data = noise(4 * 65_536);
+    let part = part_size_for(70_000).unwrap();
+    let data = noise(4 * part as usize);
     let (m, parts) = split(&id, &data, 70_000);
     assert_eq!(m.parts, 4);
-    assert_eq!(m.part_range(3), (3 * 65_536, 65_536));
+    assert_eq!(m.part_range(3), (3 * part, part));
     let parts: Vec<_> = parts.into_iter().map(Some).collect();
     assert_eq!(join(&id, &m, &parts).unwrap().unwrap(), data);
 }
