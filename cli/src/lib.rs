@@ -10,6 +10,8 @@ pub mod config;
 pub mod deeplink;
 pub mod desktop;
 pub mod fsutil;
+#[doc(hidden)]
+pub mod fuzz_targets;
 pub mod home;
 pub mod malloc;
 pub mod message;

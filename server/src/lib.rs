@@ -18,6 +18,7 @@ pub mod blobs;
 pub mod bodies;
 pub mod config;
 pub mod crosssite;
+pub mod device_name;
 pub mod error;
 pub mod fault;
 pub mod listen;

@@ -64,8 +64,37 @@ impl utoipa::PartialSchema for Base64Bytes {
                 utoipa::openapi::KnownFormat::Byte,
             )))
             .description(Some("standard base64"))
+            .pattern(Some(base64_pattern(None)))
             .into()
     }
+}
+
+/// A regular expression for exactly the strings [`Base64Bytes`] decodes:
+/// standard alphabet, padded, no stray bits in the last character (the
+/// decoder refuses those), of at most `max_bytes` decoded bytes when given.
+#[cfg(feature = "openapi")]
+pub fn base64_pattern(max_bytes: Option<usize>) -> String {
+    const QUAD: &str = "[A-Za-z0-9+/]{4}";
+    const ONE: &str = "[A-Za-z0-9+/][AQgw]==";
+    const TWO: &str = "[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=";
+    let Some(max) = max_bytes else {
+        return format!("^(?:{QUAD})*(?:{ONE}|{TWO})?$");
+    };
+    let (quads, rest) = (max / 3, max % 3);
+    let tail = match rest {
+        0 => String::new(),
+        1 => format!("(?:{ONE})?"),
+        _ => format!("(?:{ONE}|{TWO})?"),
+    };
+    if quads == 0 {
+        return format!("^{tail}$");
+    }
+    // Fewer whole quads than the limit allows, with any tail; or exactly
+    // as many, with a tail that fits in what is left.
+    format!(
+        "^(?:(?:{QUAD}){{0,{}}}(?:{ONE}|{TWO})?|(?:{QUAD}){{{quads}}}{tail})$",
+        quads - 1
+    )
 }
 #[cfg(feature = "openapi")]
 impl utoipa::ToSchema for Base64Bytes {}
@@ -193,7 +222,7 @@ pub struct RegisterRequest {
     /// spelling it registered with, which login answers with.
     #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9._-]{1,64}$"))]
     pub user: String,
-    /// 8 to 1024 bytes.
+    /// 8 to 1024 characters.
     pub password: String,
     /// Device name shown in the device list.
     pub device: String,

@@ -23,14 +23,14 @@ pub const DEFAULT_MAX_PAGE_BYTES: u64 = 4 * 1024 * 1024;
 /// Longest user name; names use `[A-Za-z0-9._-]`.
 pub const USER_NAME_MAX_LEN: usize = 64;
 
-/// Longest device name (any printable text).
+/// Longest device name, in characters (printable text).
 pub const DEVICE_NAME_MAX_LEN: usize = 128;
 
-/// Shortest and longest accepted password, in bytes.
+/// Shortest and longest accepted password, in characters.
 pub const PASSWORD_MIN_LEN: usize = 8;
 pub const PASSWORD_MAX_LEN: usize = 1024;
 
-/// Most entry ids in one pushed segment: the server refuses more (413), and
+/// Most entry ids in one pushed segment: the server refuses more (400), and
 /// the client cuts a segment there. 10,000 ids are about 670 kB of a batch.
 pub const MAX_ENTRY_IDS_PER_SEGMENT: usize = 10_000;
 

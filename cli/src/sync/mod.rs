@@ -21,6 +21,7 @@ pub mod blob_transfer;
 pub mod client;
 pub mod context;
 pub mod error;
+pub mod high_water;
 pub mod id_set;
 pub mod identity;
 pub mod incoming;
@@ -47,8 +48,8 @@ pub use segment::{
     seal_journal,
 };
 
-/// The fixed identity of the frozen vectors (test data only, never a real key).
-#[cfg(test)]
+/// The fixed identity of the frozen vectors and the fuzz targets (test data
+/// only, never a real key).
 pub(crate) const TEST_IDENTITY: &str =
     "AGE-SECRET-KEY-19SS7KFETF239GNV7LY5EDZRN9R2FDUS58K9ML8WTY33MDSAEW5RSJCA34J";
 

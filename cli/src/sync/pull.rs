@@ -8,10 +8,12 @@ use std::str::FromStr;
 
 use super::context::SyncContext;
 use super::error::SyncError;
+use super::high_water::HighWater;
 use super::incoming::drain_pending;
 use super::journal::{apply_journal, fetch_blobs, journal_blobs};
 use super::progress::Progress;
 use super::records::{Page, PulledRecord};
+use super::state::JournalState;
 use super::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
@@ -28,6 +30,9 @@ pub struct PullReport {
     pub deferred: Option<String>,
     /// Entries kept in `sync/pending/` until their file is whole.
     pub waiting: u64,
+    /// Set when the server holds less than this device saw it hold (see
+    /// [`high_water`](super::high_water)): what went back, for people.
+    pub server_went_back: Option<String>,
 }
 
 /// How to pull.
@@ -47,6 +52,9 @@ pub fn pull(
 ) -> Result<PullReport, SyncError> {
     let mut report = PullReport::default();
     let status = ctx.client.status()?;
+    let went_back = ctx.state.high_water.went_back(&status);
+    report.server_went_back = went_back.as_ref().map(ToString::to_string);
+    ctx.state.high_water.observe(&status);
     let framed = ctx.client.capabilities()?.frames;
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
@@ -54,6 +62,7 @@ pub fn pull(
     progress.start("pulling", status.newest_seq.saturating_sub(first));
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
+    let mut pulled_to = first;
     // The next page downloads while this one is verified and written.
     std::thread::scope(|scope| -> Result<(), SyncError> {
         // A rendezvous: the fetcher holds the one page it read ahead until
@@ -99,6 +108,8 @@ pub fn pull(
             // Entries that wait are safe in sync/pending/: the cursor moves
             // past every record of the page.
             ctx.state.cursor = ctx.state.cursor.max(next_after);
+            ctx.state.high_water.observe_seq(next_after);
+            pulled_to = next_after;
             ctx.save_state()?;
             progress.inc(count);
             if !more {
@@ -118,6 +129,23 @@ pub fn pull(
             "{} entries wait until eVi finishes the line it is writing (see `evi sync status`)",
             report.waiting
         ));
+    }
+    if went_back.is_some() && opts.all {
+        // Everything the server holds now is here: its history as it now
+        // stands is the one to follow, and to measure it by from now on.
+        ctx.state.cursor = pulled_to;
+        ctx.state.high_water = HighWater::default();
+        ctx.state.high_water.observe(&status);
+        ctx.state.high_water.observe_seq(pulled_to);
+        // What this device pushed may be what the server lost: the next
+        // push reads every file and journal line again, as with a lost
+        // state.json, and the server keeps by entry id what it still has.
+        ctx.state.files.clear();
+        ctx.state.skip.clear();
+        ctx.state.journal = JournalState {
+            name: ctx.state.journal.name.take(),
+            ..JournalState::default()
+        };
     }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;

@@ -17,14 +17,14 @@ pub struct OutSegment {
 }
 
 /// A record as pulled, not yet verified.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PulledRecord {
     pub head: RecordHead,
     pub ciphertext: Vec<u8>,
 }
 
 /// One pull page.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Page {
     pub records: Vec<PulledRecord>,
     /// Cursor for the next call.

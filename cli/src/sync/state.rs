@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::home::EviHome;
+use crate::sync::high_water::HighWater;
 
 /// The account this device syncs with.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -115,6 +116,10 @@ pub struct SyncState {
     /// them, so a blob that was late is never forgotten (`blob_transfer`).
     #[serde(default)]
     pub missing_blobs: BTreeSet<String>,
+    /// The most the server has shown this device: a server whose counts
+    /// fall below them went backwards ([`HighWater`]).
+    #[serde(default)]
+    pub high_water: HighWater,
 }
 
 /// Paths of the sync folder.

@@ -375,6 +375,8 @@ impl Uploader {
                 }
             };
             self.labels_in_flight.remove(&self.next_record);
+            changed |= resp.newest_seq > ctx.state.high_water.newest_seq;
+            ctx.state.high_water.observe_seq(resp.newest_seq);
             report.segments_stored += resp.stored;
             report.segments_dropped += resp.dropped;
             report.bytes_sent += bytes;

@@ -72,11 +72,19 @@ pub struct FileEnd {
 pub fn walk_file(
     path: &Path,
     start: u64,
-    mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
 ) -> io::Result<FileEnd> {
     let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(start))?;
-    let mut r = BufReader::with_capacity(BUF, file);
+    walk_reader(BufReader::with_capacity(BUF, file), start, f)
+}
+
+/// [`walk_file`] over any reader positioned at byte `start` of a file.
+pub fn walk_reader(
+    mut r: impl BufRead,
+    start: u64,
+    mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+) -> io::Result<FileEnd> {
     let mut buf = Vec::with_capacity(4096);
     let mut end = FileEnd {
         offset: start,

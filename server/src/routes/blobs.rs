@@ -17,7 +17,7 @@ use crate::error::{ApiError, ApiResult};
 
 fn check_count(names: &BlobNames) -> ApiResult<()> {
     if names.names.len() > MAX_NAMES_PER_CALL {
-        return Err(ApiError::too_large(format!(
+        return Err(ApiError::bad_request(format!(
             "at most {MAX_NAMES_PER_CALL} names per call"
         )));
     }

@@ -70,7 +70,7 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
         ));
     }
     if s.entry_ids.len() > MAX_ENTRY_IDS_PER_SEGMENT {
-        return Err(ApiError::too_large(format!(
+        return Err(ApiError::bad_request(format!(
             "a segment holds at most {MAX_ENTRY_IDS_PER_SEGMENT} entry ids, this one {}: \
              split it into several segments",
             s.entry_ids.len()
@@ -306,7 +306,7 @@ pub async fn known(
     ApiJson(req): ApiJson<EntryIds>,
 ) -> ApiResult<Json<KnownEntries>> {
     if req.entry_ids.len() > MAX_NAMES_PER_CALL {
-        return Err(ApiError::too_large(format!(
+        return Err(ApiError::bad_request(format!(
             "at most {MAX_NAMES_PER_CALL} entry ids per call"
         )));
     }

@@ -171,8 +171,8 @@ pub struct Usage {
 
 /// The name a new device gets when the account's live devices already use
 /// the names for which `taken` is true: `asked` itself if free, else the
-/// first free `asked-2`, `asked-3`, …, the base shortened (on a character
-/// boundary) so the whole stays within [`DEVICE_NAME_MAX_LEN`]. Revoked
+/// first free `asked-2`, `asked-3`, …, the base shortened so the whole
+/// stays within [`DEVICE_NAME_MAX_LEN`] characters. Revoked
 /// devices are deleted, so their names are free again. Names compare
 /// exactly (`Laptop` and `laptop` are two names).
 pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
@@ -183,13 +183,11 @@ pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
     (2u64..)
         .map(|n| {
             let suffix = format!("-{n}");
-            let mut end = asked
-                .len()
-                .min(DEVICE_NAME_MAX_LEN.saturating_sub(suffix.len()));
-            while !asked.is_char_boundary(end) {
-                end -= 1;
-            }
-            format!("{}{suffix}", &asked[..end])
+            let base: String = asked
+                .chars()
+                .take(DEVICE_NAME_MAX_LEN.saturating_sub(suffix.len()))
+                .collect();
+            format!("{base}{suffix}")
         })
         .find(|candidate| !taken(candidate))
         .expect("a free suffix exists")
@@ -311,11 +309,11 @@ mod tests {
         let got = unique_device_name(&long, among(&taken));
         assert_eq!(got.len(), DEVICE_NAME_MAX_LEN);
         assert!(got.ends_with("a-2"));
-        // Shortened on a character boundary: 'é' is two bytes.
-        let wide = "é".repeat(DEVICE_NAME_MAX_LEN / 2);
+        // The limit counts characters: 'é' is two bytes and one character.
+        let wide = "é".repeat(DEVICE_NAME_MAX_LEN);
         let taken = [wide.as_str()];
         let got = unique_device_name(&wide, among(&taken));
-        assert!(got.len() <= DEVICE_NAME_MAX_LEN);
+        assert_eq!(got.chars().count(), DEVICE_NAME_MAX_LEN);
         assert!(got.ends_with("é-2"));
         // From ten on the suffix is longer and the base shorter: still unique.
         let mut taken = vec![long.clone()];

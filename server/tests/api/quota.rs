@@ -65,7 +65,7 @@ async fn a_segment_has_at_most_the_limit_of_entry_ids() {
         .await;
     assert_eq!(
         (st, v["code"].as_str()),
-        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
         "{v}"
     );
     let msg = v["message"].as_str().unwrap();

@@ -302,7 +302,7 @@ async fn known_answers_which_entry_ids_this_user_holds() {
     let (st, v) = a
         .post("/api/v1/records/known", json!({ "entry_ids": many }))
         .await;
-    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
     let (st, _) = a
         .post("/api/v1/records/known", json!({ "entry_ids": ["nope"] }))
         .await;

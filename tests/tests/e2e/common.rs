@@ -119,6 +119,21 @@ impl Device {
         path
     }
 
+    /// Fills the home with `evi-gen-home` and `args`; what it printed.
+    pub fn generate(&self, args: &[&str]) -> String {
+        let run = Command::new(bin("evi-gen-home"))
+            .arg(self.home())
+            .args(args)
+            .output()
+            .expect("run evi-gen-home");
+        assert!(
+            run.status.success(),
+            "evi-gen-home: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8(run.stdout).expect("UTF-8 from evi-gen-home")
+    }
+
     pub fn write_config(&self, text: &str) {
         std::fs::create_dir_all(self.home()).unwrap();
         std::fs::write(self.home().join("config.toml"), text).unwrap();
@@ -160,6 +175,8 @@ pub struct TestServer {
     pub url: String,
     /// The extra flags it was started with, kept across restarts.
     flags: Vec<String>,
+    /// Where its output goes, if anywhere (see [`TestServer::start_logged`]).
+    logs: Option<PathBuf>,
 }
 
 impl TestServer {
@@ -176,39 +193,71 @@ impl TestServer {
     /// [`TestServer::start_with`] with extra environment variables (such as
     /// `EVI_SERVER_FAULT`), for this start only: a restart goes without.
     pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(extra, env, None)
+    }
+
+    /// [`TestServer::start_env`] with everything the server prints kept in
+    /// `logs/stderr.log` (its log) and `logs/stdout.log`, across restarts.
+    pub fn start_logged(extra: &[&str], env: &[(&str, &str)], logs: &Path) -> Self {
+        Self::spawn(extra, env, Some(logs.to_owned()))
+    }
+
+    fn spawn(extra: &[&str], env: &[(&str, &str)], logs: Option<PathBuf>) -> Self {
         let data = tempfile::tempdir().expect("temp dir");
-        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env);
+        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env, logs.as_deref());
         Self {
             child,
             data,
             url,
             flags: extra.iter().map(|s| s.to_string()).collect(),
+            logs,
         }
     }
 }
 
 /// Spawns `evi-server` on `listen`, with extra flags and environment
-/// variables, and returns it with its URL.
+/// variables, and returns it with its URL. With `logs`, its stderr and
+/// stdout are appended to files there.
 pub fn spawn_server(
     data: &Path,
     listen: &str,
     extra: &[&str],
     env: &[(&str, &str)],
+    logs: Option<&Path>,
 ) -> (std::process::Child, String) {
-    use std::io::BufRead;
+    use std::io::{BufRead, Write};
+    let append = |name: &str| {
+        let dir = logs.expect("a log folder");
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))
+            .unwrap()
+    };
+    let stderr = match logs {
+        Some(_) => std::process::Stdio::from(append("stderr.log")),
+        None => std::process::Stdio::null(),
+    };
     let mut child = Command::new(bin("evi-server"))
         .args(["--listen", listen, "--registration", "open", "--data"])
         .arg(data)
         .args(extra)
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("start evi-server");
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    stdout
         .read_line(&mut line)
         .expect("read the server's first line");
+    if logs.is_some() {
+        let mut out = append("stdout.log");
+        out.write_all(line.as_bytes()).unwrap();
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut out));
+    }
     let addr = line
         .trim()
         .strip_prefix("listening on ")
@@ -308,7 +357,7 @@ impl TestServer {
             }
         }
         let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        let (child, url) = spawn_server(self.data.path(), &addr, &flags, env);
+        let (child, url) = spawn_server(self.data.path(), &addr, &flags, env, self.logs.as_deref());
         assert_eq!(url, self.url);
         self.child = child;
     }

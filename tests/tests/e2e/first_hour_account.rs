@@ -226,7 +226,7 @@ fn a_failed_init_leaves_no_key_and_a_second_init_works() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: the password is too short: evi-server needs at least 8 bytes\n\
+        "error: the password is too short: evi-server needs at least 8 characters\n\
          hint: choose a longer one (EVI_SYNC_PASSWORD, --password-stdin or the prompt)\n"
     );
     assert!(!dev.identity_path().exists());

@@ -185,15 +185,16 @@ fn key_mismatch(paths: &SyncPaths, identity: &Identity, user: &str, server: &str
 /// A password the server would refuse for a new account, refused here
 /// before anything is sent.
 fn check_new_password(pw: &str) -> Result<(), CommandError> {
-    if pw.len() < PASSWORD_MIN_LEN {
+    let chars = pw.chars().count();
+    if chars < PASSWORD_MIN_LEN {
         return Err(user_error(format!(
-            "the password is too short: evi-server needs at least {PASSWORD_MIN_LEN} bytes"
+            "the password is too short: evi-server needs at least {PASSWORD_MIN_LEN} characters"
         ))
         .hinted("choose a longer one (EVI_SYNC_PASSWORD, --password-stdin or the prompt)"));
     }
-    if pw.len() > PASSWORD_MAX_LEN {
+    if chars > PASSWORD_MAX_LEN {
         return Err(user_error(format!(
-            "the password is too long: evi-server takes at most {PASSWORD_MAX_LEN} bytes"
+            "the password is too long: evi-server takes at most {PASSWORD_MAX_LEN} characters"
         )));
     }
     Ok(())

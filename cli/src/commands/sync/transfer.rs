@@ -99,6 +99,9 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     if let Some(why) = &r.deferred {
         eprintln!("note: {why}; the next pull or push applies them once the line is complete");
     }
+    if let Some(back) = &r.server_went_back {
+        eprintln!("warning: {back}");
+    }
     Ok(())
 }
 
@@ -123,6 +126,9 @@ struct Status {
     /// Blobs named by a journal here that the server did not have when last
     /// asked; every pull asks again, every push sends those it has.
     missing_blobs: u64,
+    /// Set when the server holds less than this device saw it hold before:
+    /// what went back, for people.
+    server_went_back: Option<String>,
 }
 
 /// Entries of one session and day that wait.
@@ -195,6 +201,11 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
     let changed = changed_files(&sync).map_err(sync_error)?;
     let waiting = waiting(&sync)?;
     let remote = sync.client.status_after(sync.state.cursor);
+    let went_back = remote
+        .as_ref()
+        .ok()
+        .and_then(|s| sync.state.high_water.went_back(s))
+        .map(|w| w.to_string());
     let (pending, server_error) = match remote {
         // An older server does not count per device: every record after the
         // cursor, this device's own too.
@@ -220,7 +231,11 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         server_error,
         waiting,
         missing_blobs: sync.state.missing_blobs.len() as u64,
+        server_went_back: went_back,
     };
+    if let Some(back) = &s.server_went_back {
+        eprintln!("warning: {back}");
+    }
     if args.json {
         return print_json(&s);
     }

@@ -94,7 +94,7 @@ mod seal;
 
 use evi_shared::{Day, KeyedId, SessionId};
 
-pub use open::open;
+pub use open::{open, open_plaintext_bytes};
 #[cfg(test)]
 pub(crate) use seal::{BodyRef, RawEntry, seal_raw_for_test, write_plaintext};
 pub use seal::{check_device, seal, seal_journal, seal_unchecked_for_tests};

@@ -247,6 +247,24 @@ pub fn open(
     open_plaintext(keys, &mut p, stream, kind, entry_ids)
 }
 
+/// The parsing and checking half of [`open`], on a plaintext already
+/// decrypted and decompressed: what the fuzz targets drive (a fuzzer cannot
+/// get past age's authentication to reach it through [`open`]).
+pub fn open_plaintext_bytes(
+    keys: &SyncKeys,
+    plaintext: &[u8],
+    stream: &KeyedId,
+    kind: SegmentKind,
+    entry_ids: &[KeyedId],
+) -> Result<OpenedSegment, SegmentError> {
+    let mut p = Parser {
+        r: plaintext,
+        mac: keys.segment_mac(),
+        body_len: 0,
+    };
+    open_plaintext(keys, &mut p, stream, kind, entry_ids)
+}
+
 fn open_plaintext<R: BufRead>(
     keys: &SyncKeys,
     p: &mut Parser<R>,

@@ -8,6 +8,9 @@ use utoipa::{Modify, OpenApi};
 
 use crate::routes::{accounts, blobs, devices, meta, records};
 
+mod format_rules;
+use format_rules::FormatRules;
+
 struct BearerAuth;
 
 impl Modify for BearerAuth {
@@ -114,7 +117,7 @@ impl Modify for LayerAnswers {
         blobs::missing, blobs::put, blobs::get, blobs::purge,
     ),
     components(schemas(evi_shared::api::ErrorCode)),
-    modifiers(&BearerAuth, &LayerAnswers)
+    modifiers(&BearerAuth, &LayerAnswers, &FormatRules)
 )]
 pub struct ApiDoc;
 

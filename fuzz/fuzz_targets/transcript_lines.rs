@@ -1,0 +1,4 @@
+#![no_main]
+//! The body is `evi::fuzz_targets::transcript_lines`, shared with the stable corpus replay test.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| evi::fuzz_targets::transcript_lines(data));
