@@ -34,6 +34,7 @@ use sha2::{Digest, Sha256};
 
 use super::identity::Identity;
 use crate::fsutil::{persist_new, temp_beside};
+use crate::sync::zstd_context::compress_into;
 
 const BUF: usize = 64 * 1024;
 
@@ -116,22 +117,24 @@ pub fn seal_blob<R: Read, W: Write>(
     let enc =
         age::Encryptor::with_recipients(iter::once(identity.recipient() as &dyn age::Recipient))
             .map_err(|e| BlobError::Encrypt(e.to_string()))?;
-    let mut w = zstd::stream::write::Encoder::new(enc.wrap_output(out)?, ZSTD_LEVEL)?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     let mut buf = vec![0u8; BUF];
-    loop {
-        let n = match plaintext.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(BlobError::Io(e)),
-        };
-        hasher.update(&buf[..n]);
-        w.write_all(&buf[..n])?;
-        size += n as u64;
-    }
-    let out = w.finish()?.finish()?;
+    let (age_w, ()) = compress_into(enc.wrap_output(out)?, ZSTD_LEVEL, |w| {
+        loop {
+            let n = match plaintext.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hasher.update(&buf[..n]);
+            w.write_all(&buf[..n])?;
+            size += n as u64;
+        }
+    })
+    .map_err(BlobError::Io)?;
+    let out = age_w.finish()?;
     Ok((
         out,
         BlobDigest {

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::sync::identity::Identity;
 use crate::sync::keys::{HmacSha256, SyncKeys};
+use crate::sync::zstd_context::compress_into;
 
 /// Borrowed, unvalidated body: what the encoder writes. Public constructors
 /// build it only from validated types; tests build bad ones directly.
@@ -289,9 +290,10 @@ fn seal_body(
             .map_err(|e| SegmentError::Encrypt(e.to_string()))?;
     let run = || -> io::Result<Vec<u8>> {
         let age_w = enc.wrap_output(Vec::new())?;
-        let zw = zstd::stream::write::Encoder::new(age_w, ZSTD_LEVEL)?;
-        let (zw, _) = write_plaintext(keys, version, body, &stream, &entry_ids, zw)?;
-        zw.finish()?.finish()
+        let (age_w, _) = compress_into(age_w, ZSTD_LEVEL, |zw| {
+            write_plaintext(keys, version, body, &stream, &entry_ids, zw).map(|(_, mac)| mac)
+        })?;
+        age_w.finish()
     };
     let ciphertext = run().map_err(|e| {
         if is_marked::<TooLargeMarker>(&e) {
