@@ -28,6 +28,8 @@ pub struct PullReport {
     pub deferred: Option<String>,
     /// Entries kept in `sync/pending/` until their file is whole.
     pub waiting: u64,
+    /// Requests sent again after a transient failure (see `PushReport`).
+    pub retries: u64,
 }
 
 /// How to pull.
@@ -121,6 +123,7 @@ pub fn pull(
     }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
+    report.retries = ctx.client.retries();
     Ok(report)
 }
 

@@ -48,6 +48,9 @@ pub struct PushReport {
     pub line_blobs: u64,
     /// What could not be sent, one message per item; everything else was.
     pub failed: Vec<String>,
+    /// Requests sent again after a transient failure (a lost connection,
+    /// an answer cut short, a 5xx, a rate limit).
+    pub retries: u64,
 }
 
 /// Whether an error concerns one item (a file, a line, a blob) that the rest
@@ -106,6 +109,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
     unfinished.finish()?;
+    report.retries = ctx.client.retries();
     Ok(report)
 }
 

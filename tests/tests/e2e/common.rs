@@ -748,3 +748,112 @@ impl Drop for WebViewer {
         let _ = self.child.wait();
     }
 }
+
+// ---------------------------------------------------------------------------
+// Homes with some weight: generated transcripts, checkpoint blobs.
+
+impl Device {
+    /// Runs `evi-gen-home` into this home with `args`; its stdout (ending
+    /// with `big_session=<id>`).
+    pub fn generate(&self, args: &[&str]) -> String {
+        let run = Command::new(bin("evi-gen-home"))
+            .arg(self.home())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "evi-gen-home: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8(run.stdout).unwrap()
+    }
+
+    /// Adds `count` checkpoint blobs of random bytes (sizes up to
+    /// `max_size`, from `seed`) and a journal line naming each; the bytes
+    /// written.
+    pub fn add_checkpoints(&self, day: &str, count: u64, max_size: u64, seed: u64) -> u64 {
+        let mut rng = Rng::new(seed);
+        let mut journal = String::new();
+        let mut total = 0;
+        for seq in 1..=count {
+            let blob = random_bytes(rng.range(1, max_size + 1) as usize, rng.next());
+            let sha = sha256_hex(&blob);
+            self.put(&format!("checkpoints/blobs/{sha}"), &blob);
+            journal += &journal_line(day, seq, &format!("/src/f{seq}.rs"), &sha, blob.len());
+            total += blob.len() as u64;
+        }
+        self.append("checkpoints/journal.jsonl", journal.as_bytes());
+        total
+    }
+
+    /// The keys this device's identity derives (what the server's ids are
+    /// keyed with).
+    pub fn keys(&self) -> evi::sync::SyncKeys {
+        let identity = evi::sync::Identity::load(&self.identity_path()).unwrap();
+        evi::sync::SyncKeys::derive(&identity)
+    }
+
+    /// The keyed id the server stores each transcript entry here under.
+    pub fn keyed_entries(&self) -> std::collections::BTreeSet<String> {
+        let keys = self.keys();
+        let mut out = std::collections::BTreeSet::new();
+        for s in sessions(self) {
+            let session: evi_shared::SessionId = s.parse().unwrap();
+            for e in held(self, &s) {
+                out.insert(keys.entry_key(&session, &e.id).to_string());
+            }
+        }
+        out
+    }
+}
+
+/// A checkpoint journal line naming `blob` (the prior contents of `path`).
+pub fn journal_line(day: &str, seq: u64, path: &str, blob: &str, size: usize) -> String {
+    format!(
+        "{{\"seq\":{seq},\"ts\":\"{day}T10:00:{:02}Z\",\"path\":\"{path}\",\"op\":\"write\",\"blob\":\"{blob}\",\"size\":{size}}}\n",
+        seq % 60
+    )
+}
+
+/// Bytes that neither compress nor repeat.
+pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.next() as u8).collect()
+}
+
+/// SHA-256 in lowercase hex.
+pub fn sha256_hex(b: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// Every entry id of every record the server holds for `token`'s account,
+/// as often as records hold it.
+pub fn stored_entry_ids(server: &TestServer, token: &str) -> Vec<String> {
+    server
+        .records(token)
+        .iter()
+        .flat_map(|r| r["entry_ids"].as_array().unwrap().clone())
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Each id of `ids` once, or the ids that are there more often.
+pub fn assert_each_once(ids: &[String], what: &str) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&String> = ids
+        .iter()
+        .filter(|id| !seen.insert((*id).clone()))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{what}: {} ids stored more than once, first {:?}",
+        twice.len(),
+        twice.first()
+    );
+    seen
+}

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::common::{Device, bin, today};
+use crate::common::{Device, today};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -371,23 +371,14 @@ fn hostile_lines() -> Vec<String> {
 /// A generated home (`evi-gen-home`) plus the two hand-written sessions.
 fn home(sessions: usize) -> (Device, usize) {
     let dev = Device::new();
-    let run = Command::new(bin("evi-gen-home"))
-        .arg(dev.home())
-        .args([
-            "--sessions",
-            &sessions.to_string(),
-            "--total-mb",
-            "4",
-            "--big-mb",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    dev.generate(&[
+        "--sessions",
+        &sessions.to_string(),
+        "--total-mb",
+        "4",
+        "--big-mb",
+        "1",
+    ]);
     let join = |ls: Vec<String>| {
         ls.iter()
             .flat_map(|l| format!("{l}\n").into_bytes())
@@ -552,17 +543,7 @@ fn a_200_mb_session_opens_with_one_page_in_the_dom() {
         return;
     }
     let dev = Device::new();
-    let run = Command::new(bin("evi-gen-home"))
-        .arg(dev.home())
-        .args(["--sessions", "3", "--total-mb", "202", "--big-mb", "200"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let summary = String::from_utf8(run.stdout).unwrap();
+    let summary = dev.generate(&["--sessions", "3", "--total-mb", "202", "--big-mb", "200"]);
     let big = summary
         .lines()
         .find_map(|l| l.strip_prefix("big_session="))

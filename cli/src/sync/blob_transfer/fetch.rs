@@ -3,7 +3,9 @@
 //! hashed as they stream into a temp file, and kept only when the whole
 //! hashes to the blob's name (into its destination only if none is there
 //! yet: an existing file is never replaced). Whatever is refused or missing
-//! leaves nothing behind. A hostile server can make the client download at
+//! leaves nothing behind. An answer cut short (the connection lost mid-body)
+//! is not a refusal: the whole blob is fetched again, into a fresh temp
+//! file, with the client's backoff. A hostile server can make the client download at
 //! most [`MAX_BLOB_TOTAL_BYTES`] for a blob and no more: a whole blob is cut
 //! off there, a manifest is bounded, and each part may hold only the bytes
 //! its place in the manifest gives.
@@ -19,7 +21,7 @@ use tempfile::NamedTempFile;
 use super::manifest::{MANIFEST_MAX_BYTES, MAX_BLOB_TOTAL_BYTES, ManifestError, PartManifest};
 use super::{BUF, BlobTransfer, Fetched, TransferError, is_sha_name};
 use crate::fsutil::{persist_new, temp_beside};
-use crate::sync::client::ClientError;
+use crate::sync::client::{ClientError, CutWatch};
 use crate::sync::{BlobError, Identity, open_blob};
 
 /// A name asked for must be a SHA-256 before it names a file or a key.
@@ -51,8 +53,13 @@ impl BlobTransfer<'_> {
             context: format!("cannot write {}", dest.display()),
             source,
         };
-        let mut tmp = temp_beside(dest).map_err(io_err)?;
-        let Some(size) = self.fetch_into(sha256, tmp.as_file_mut())? else {
+        let fetched = self.again_if_cut(|| {
+            let mut tmp = temp_beside(dest).map_err(io_err)?;
+            Ok(self
+                .fetch_into(sha256, tmp.as_file_mut())?
+                .map(|n| (n, tmp)))
+        })?;
+        let Some((size, tmp)) = fetched else {
             return Ok(Fetched::Missing);
         };
         match persist_new(tmp, dest) {
@@ -60,6 +67,21 @@ impl BlobTransfer<'_> {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Fetched::AlreadyPresent),
             Err(e) => Err(io_err(e)),
         }
+    }
+
+    /// `f` again while it fails on an answer cut short (each time into a
+    /// fresh temp file: the dropped one is deleted).
+    fn again_if_cut<T>(
+        &self,
+        f: impl FnMut() -> Result<T, TransferError>,
+    ) -> Result<T, TransferError> {
+        self.client.again_if_cut(
+            |e| match e {
+                TransferError::Client(c) if c.is_cut() => Some(c),
+                _ => None,
+            },
+            f,
+        )
     }
 
     /// Fetches and verifies a blob into a new temp file in `dir` (created if
@@ -76,22 +98,41 @@ impl BlobTransfer<'_> {
             context: format!("cannot write a temp file in {}", dir.display()),
             source,
         };
-        let mut tmp = temp_beside(&dir.join(sha256)).map_err(io_err)?;
-        if self.fetch_into(sha256, tmp.as_file_mut())?.is_none() {
+        let fetched = self.again_if_cut(|| {
+            let mut tmp = temp_beside(&dir.join(sha256)).map_err(io_err)?;
+            Ok(self.fetch_into(sha256, tmp.as_file_mut())?.map(|_| tmp))
+        })?;
+        let Some(mut tmp) = fetched else {
             return Ok(None);
-        }
+        };
         tmp.as_file_mut().seek(SeekFrom::Start(0)).map_err(io_err)?;
         Ok(Some(tmp))
     }
 
     /// Writes the verified blob into `out` (fresh, empty); its size, or
     /// `None` when the server has neither the whole blob nor all its parts.
+    /// Whatever failed while an answer was cut short is that cut
+    /// ([`ClientError::Cut`]), not a blob to refuse.
     fn fetch_into(&self, sha: &str, out: &mut File) -> Result<Option<u64>, TransferError> {
+        let cut = CutWatch::default();
+        let result = self.fetch_watched(sha, out, &cut);
+        match self.client.cut_error(&cut) {
+            Some(e) if result.is_err() => Err(e.into()),
+            _ => result,
+        }
+    }
+
+    fn fetch_watched(
+        &self,
+        sha: &str,
+        out: &mut File,
+        cut: &CutWatch,
+    ) -> Result<Option<u64>, TransferError> {
         let write_err = |source| TransferError::Io {
             context: format!("cannot write blob {sha}"),
             source,
         };
-        match self.client.get_blob(&self.keys.blob_key(sha)) {
+        match self.client.get_blob(&self.keys.blob_key(sha), cut) {
             Ok(body) => {
                 let mut w = Capped::new(BufWriter::with_capacity(BUF, &mut *out));
                 let size = match open_blob(self.identity, sha, body, &mut w) {
@@ -118,7 +159,7 @@ impl BlobTransfer<'_> {
             Err(e) if is_404(&e) => {}
             Err(e) => return Err(e.into()),
         }
-        let m = match self.client.get_blob(&self.keys.blob_manifest_key(sha)) {
+        let m = match self.client.get_blob(&self.keys.blob_manifest_key(sha), cut) {
             Ok(body) => read_manifest(self.identity, sha, body)?,
             Err(e) if is_404(&e) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -129,7 +170,7 @@ impl BlobTransfer<'_> {
             &m,
             |i| match self
                 .client
-                .get_blob(&self.keys.blob_part_key(sha, i, parts))
+                .get_blob(&self.keys.blob_part_key(sha, i, parts), cut)
             {
                 Ok(body) => Ok(Some(body)),
                 Err(e) if is_404(&e) => Ok(None),
