@@ -661,10 +661,17 @@ impl Client {
         })
     }
 
-    /// The error to retry when `cut` saw an answer cut short.
+    /// The error to retry when `cut` saw an answer cut short since it was
+    /// last asked (asking clears it).
     pub fn cut_error(&self, cut: &CutWatch) -> Option<ClientError> {
-        let cause = cut.0.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let cause = cut.0.lock().unwrap_or_else(|p| p.into_inner()).take()?;
         Some(self.cut(cause))
+    }
+
+    /// The waits of one call, for a caller that retries a step of its own
+    /// (a part of a blob cut short, without the parts before it).
+    pub fn backoff(&self) -> Backoff<'_> {
+        Backoff::new(self)
     }
 }
 
@@ -704,7 +711,7 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
 /// each rate-limit wait, once per call any other retry, and when the
 /// attempts are spent, how many there were over how long. A server this
 /// client never reached that refuses the connection gets one short retry.
-struct Backoff<'a> {
+pub struct Backoff<'a> {
     client: &'a Client,
     delay: Duration,
     attempt: u32,
@@ -725,7 +732,7 @@ impl<'a> Backoff<'a> {
 
     /// After the failure `err`: waits and returns `true` when another
     /// attempt is worth making, else `false` (the caller gives up).
-    fn wait_to_retry(&mut self, err: &ClientError) -> bool {
+    pub fn wait_to_retry(&mut self, err: &ClientError) -> bool {
         if let ClientError::Api {
             retry_after: Some(ra),
             ..
@@ -894,11 +901,14 @@ mod tests {
 
     #[test]
     fn a_cut_answer_out_of_attempts_says_it_was_cut() {
-        let cut = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 50\r\n\r\n{\"kn";
+        let cut =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 50\r\n\r\n{\"kn";
         let base = serve_raw(vec![cut.to_owned(), cut.to_owned()]);
         let mut client = Client::for_account(&base, Some("t".into())).unwrap();
         client.attempts = 2;
-        let e = client.known_entries(&[KeyedId::from_bytes([1; 32])]).unwrap_err();
+        let e = client
+            .known_entries(&[KeyedId::from_bytes([1; 32])])
+            .unwrap_err();
         assert!(e.is_cut(), "{e:?}");
         assert!(
             e.to_string()

@@ -165,6 +165,9 @@ impl BlobTransfer<'_> {
             Err(e) => return Err(e.into()),
         };
         let parts = m.parts;
+        // A part cut short is fetched again on its own: a blob of many
+        // parts would otherwise rarely get through a lossy link whole.
+        let mut backoff = self.client.backoff();
         join_parts(
             self.identity,
             &m,
@@ -175,6 +178,11 @@ impl BlobTransfer<'_> {
                 Ok(body) => Ok(Some(body)),
                 Err(e) if is_404(&e) => Ok(None),
                 Err(e) => Err(e.into()),
+            },
+            |failed| match self.client.cut_error(cut) {
+                Some(c) if backoff.wait_to_retry(&c) => Ok(()),
+                Some(c) => Err(c.into()),
+                None => Err(failed),
             },
             BufWriter::with_capacity(BUF, out),
         )
@@ -245,11 +253,15 @@ pub(super) fn read_manifest<R: Read>(
 
 /// Decrypts the parts `next(i)` yields, in order, into `out`, checking each
 /// part's length against the manifest and the whole against its name.
-/// `Ok(None)` as soon as a part is not on the server.
-pub(super) fn join_parts<R: Read, W: Write>(
+/// `Ok(None)` as soon as a part is not on the server. A part that fails is
+/// handed to `again`: `Ok(())` reads that part once more (from `next`, over
+/// what it wrote of it; `out` starts at the blob's first byte), an error
+/// ends the join with it.
+pub(super) fn join_parts<R: Read, W: Write + Seek>(
     identity: &Identity,
     m: &PartManifest,
     mut next: impl FnMut(u64) -> Result<Option<R>, TransferError>,
+    mut again: impl FnMut(TransferError) -> Result<(), TransferError>,
     mut out: W,
 ) -> Result<Option<u64>, TransferError> {
     let sha = m.sha256.as_str();
@@ -264,33 +276,20 @@ pub(super) fn join_parts<R: Read, W: Write>(
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; BUF];
     for i in 0..m.parts {
-        let Some(ct) = next(i)? else {
-            return Ok(None);
-        };
-        let (_, expected) = m.part_range(i);
-        // One byte more than the part may hold tells a long part from a
-        // right one without reading the rest.
-        let mut r = decryptor(identity, ct).map_err(refused)?.take(expected + 1);
-        let mut got = 0u64;
+        let (start, _) = m.part_range(i);
+        let before = hasher.clone();
         loop {
-            let n = match r.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(refused(BlobError::Decrypt(e.to_string()))),
+            let Some(ct) = next(i)? else {
+                return Ok(None);
             };
-            got += n as u64;
-            if got > expected {
-                break;
+            match copy_part(identity, m, i, ct, &mut hasher, &mut out, &mut buf) {
+                Ok(()) => break,
+                Err(e) => {
+                    again(e)?;
+                    hasher = before.clone();
+                    out.seek(SeekFrom::Start(start)).map_err(write_err)?;
+                }
             }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n]).map_err(write_err)?;
-        }
-        if got != expected {
-            return Err(TransferError::Manifest {
-                sha: sha.to_owned(),
-                source: ManifestError::PartLength { index: i, expected },
-            });
         }
     }
     out.flush().map_err(write_err)?;
@@ -302,4 +301,52 @@ pub(super) fn join_parts<R: Read, W: Write>(
         }));
     }
     Ok(Some(m.size))
+}
+
+/// Decrypts part `i` from `ct` into `out` and `hasher`: exactly the bytes
+/// its place in the manifest gives, or an error.
+fn copy_part<R: Read, W: Write>(
+    identity: &Identity,
+    m: &PartManifest,
+    i: u64,
+    ct: R,
+    hasher: &mut Sha256,
+    out: &mut W,
+    buf: &mut [u8],
+) -> Result<(), TransferError> {
+    let sha = m.sha256.as_str();
+    let refused = |source| TransferError::Refused {
+        sha: sha.to_owned(),
+        source,
+    };
+    let (_, expected) = m.part_range(i);
+    // One byte more than the part may hold tells a long part from a right
+    // one without reading the rest.
+    let mut r = decryptor(identity, ct).map_err(refused)?.take(expected + 1);
+    let mut got = 0u64;
+    loop {
+        let n = match r.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(refused(BlobError::Decrypt(e.to_string()))),
+        };
+        got += n as u64;
+        if got > expected {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n])
+            .map_err(|source| TransferError::Io {
+                context: format!("cannot write blob {sha}"),
+                source,
+            })?;
+    }
+    if got != expected {
+        return Err(TransferError::Manifest {
+            sha: sha.to_owned(),
+            source: ManifestError::PartLength { index: i, expected },
+        });
+    }
+    Ok(())
 }
