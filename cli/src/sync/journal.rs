@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::io;
 use std::ops::ControlFlow;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -368,7 +368,7 @@ impl Pulled {
             f.set_len(self.whole)?;
             f.sync_all()?;
         }
-        f.write_all(buf)?;
+        crate::fsutil::append_all_or_none(&mut f, self.whole, buf)?;
         f.sync_all()?;
         self.whole += buf.len() as u64;
         self.len = Some(self.whole);

@@ -176,7 +176,12 @@ impl TestServer {
     /// [`TestServer::start_with`] with extra environment variables (such as
     /// `EVI_SERVER_FAULT`), for this start only: a restart goes without.
     pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let data = tempfile::tempdir().expect("temp dir");
+        Self::start_in(tempfile::tempdir().expect("temp dir"), extra, env)
+    }
+
+    /// [`TestServer::start_env`] on the data folder `data` (a folder with a
+    /// filesystem of its own mounted, say).
+    pub fn start_in(data: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env);
         Self {
             child,
@@ -856,4 +861,70 @@ pub fn assert_each_once(ids: &[String], what: &str) -> std::collections::BTreeSe
         twice.first()
     );
     seen
+}
+
+// ---------------------------------------------------------------------------
+// A small disk of its own: a tmpfs.
+
+/// A tmpfs mounted on a folder, unmounted (and the folder removed) when
+/// dropped: a disk that really fills up.
+pub struct Tmpfs {
+    at: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` bytes on `at` (created). Where mounting is
+    /// refused (not root, no CAP_SYS_ADMIN) the test is skipped with a line
+    /// saying so (`None`), but fails in CI (`CI=true`), which runs as root.
+    pub fn mount(test: &str, at: &Path, size: u64) -> Option<Self> {
+        std::fs::create_dir_all(at).unwrap();
+        let run = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .output();
+        let why = match run {
+            Ok(o) if o.status.success() => {
+                return Some(Self { at: at.to_owned() });
+            }
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let msg = format!("{test}: cannot mount a tmpfs ({why}); it needs root or CAP_SYS_ADMIN");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+        eprintln!("skipping {msg}");
+        None
+    }
+
+    /// Fills the disk with a ballast file until all but about `room` bytes
+    /// are taken; remove the file to make room again.
+    pub fn fill_leaving(&self, room: u64) -> PathBuf {
+        use std::io::Write;
+        let path = self.at.join("ballast");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        let mut len = 0u64;
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(n) => len += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+                Err(e) => panic!("filling {}: {e}", self.at.display()),
+            }
+        }
+        f.set_len(len.saturating_sub(room)).unwrap();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+        let _ = std::fs::remove_dir_all(&self.at);
+    }
 }

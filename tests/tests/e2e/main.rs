@@ -15,6 +15,7 @@ mod sync;
 mod sync_blobs;
 mod sync_conditions;
 mod sync_crash;
+mod sync_disk_full;
 mod sync_faults;
 mod sync_interrupted;
 mod sync_journal;

@@ -101,6 +101,21 @@ pub fn sync_error(e: SyncError) -> CommandError {
     }
 }
 
+/// [`sync_error`] of a command that writes into `ctx`'s home: a full disk
+/// there is named, with what became of the work.
+pub fn sync_error_in(ctx: &Ctx, e: SyncError) -> CommandError {
+    if let SyncError::Io { source, .. } = &e
+        && crate::fsutil::is_disk_full(source)
+    {
+        return user_error(&e).hinted(format!(
+            "the disk holding {} is full: make room on it and run the command again; \
+             nothing is half-written, and it goes on from where it stopped",
+            ctx.home.root().display()
+        ));
+    }
+    sync_error(e)
+}
+
 /// What the client says about the URL, the network, the credentials and
 /// the server, when it is more than the error's text.
 fn client_failure(c: &ClientError) -> Option<CommandError> {
@@ -129,6 +144,14 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
                 None => "try again in a minute".to_owned(),
             })
         }
+        ClientError::Api {
+            code: ErrorCode::StorageFull,
+            ..
+        } => user_error("the server is out of disk space: nothing of this request was stored")
+            .hinted(
+                "whoever runs evi-server must make room on the disk of its data folder; \
+                 then run the command again: it sends only what the server does not have",
+            ),
         ClientError::Api {
             code: ErrorCode::MisdirectedRequest,
             ..
