@@ -24,6 +24,7 @@ mod sync_proxy;
 mod sync_server_view;
 mod sync_state;
 mod sync_tamper;
+mod sync_verify;
 mod vectors;
 mod web;
 mod web_browser;

@@ -4,6 +4,7 @@ mod account;
 mod devices;
 mod key;
 mod transfer;
+mod verify;
 
 use clap::Subcommand;
 
@@ -34,6 +35,9 @@ pub enum SyncCommand {
     Pull(PullArgs),
     /// What is set up and what is pending each way.
     Status(StatusArgs),
+    /// Fetch and check everything the server holds, and this device
+    /// against it (`--repair` mends what it can).
+    Verify(verify::VerifyArgs),
     /// List the account's devices.
     Devices(JsonArgs),
     /// Revoke a device's token (by name or id).
@@ -49,6 +53,7 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
         SyncCommand::Push(a) => transfer::cmd_sync_push(ctx, a),
         SyncCommand::Pull(a) => transfer::cmd_sync_pull(ctx, a),
         SyncCommand::Status(a) => transfer::cmd_sync_status(ctx, a),
+        SyncCommand::Verify(a) => verify::cmd_sync_verify(ctx, a),
         SyncCommand::Devices(a) => devices::cmd_sync_devices(ctx, a),
         SyncCommand::Revoke(a) => devices::cmd_sync_revoke(ctx, a),
     }

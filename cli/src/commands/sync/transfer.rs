@@ -41,7 +41,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-fn progress(json: bool) -> Box<dyn Progress> {
+pub(super) fn progress(json: bool) -> Box<dyn Progress> {
     if json || !std::io::stderr().is_terminal() {
         Box::new(Quiet)
     } else {
@@ -49,7 +49,7 @@ fn progress(json: bool) -> Box<dyn Progress> {
     }
 }
 
-fn print_json(value: &impl Serialize) -> CommandResult {
+pub(super) fn print_json(value: &impl Serialize) -> CommandResult {
     let mut out = stdout();
     serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;

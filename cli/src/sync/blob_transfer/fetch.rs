@@ -10,7 +10,6 @@
 //! off there, a manifest is bounded, and each part may hold only the bytes
 //! its place in the manifest gives.
 
-use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::iter;
 use std::path::Path;
@@ -69,6 +68,14 @@ impl BlobTransfer<'_> {
         }
     }
 
+    /// Fetches and verifies a blob as [`Self::fetch_blob`] does, keeping
+    /// nothing (`evi sync verify`): its size, or `None` when the server has
+    /// neither the whole blob nor all its parts.
+    pub fn verify_blob(&self, sha256: &str) -> Result<Option<u64>, TransferError> {
+        check_name(sha256)?;
+        self.again_if_cut(|| self.fetch_into(sha256, &mut Discard::default()))
+    }
+
     /// `f` again while it fails on an answer cut short (each time into a
     /// fresh temp file: the dropped one is deleted).
     fn again_if_cut<T>(
@@ -113,7 +120,11 @@ impl BlobTransfer<'_> {
     /// `None` when the server has neither the whole blob nor all its parts.
     /// Whatever failed while an answer was cut short is that cut
     /// ([`ClientError::Cut`]), not a blob to refuse.
-    fn fetch_into(&self, sha: &str, out: &mut File) -> Result<Option<u64>, TransferError> {
+    fn fetch_into<W: Write + Seek>(
+        &self,
+        sha: &str,
+        out: &mut W,
+    ) -> Result<Option<u64>, TransferError> {
         let cut = CutWatch::default();
         let result = self.fetch_watched(sha, out, &cut);
         match self.client.cut_error(&cut) {
@@ -122,10 +133,10 @@ impl BlobTransfer<'_> {
         }
     }
 
-    fn fetch_watched(
+    fn fetch_watched<W: Write + Seek>(
         &self,
         sha: &str,
-        out: &mut File,
+        out: &mut W,
         cut: &CutWatch,
     ) -> Result<Option<u64>, TransferError> {
         let write_err = |source| TransferError::Io {
@@ -186,6 +197,36 @@ impl BlobTransfer<'_> {
             },
             BufWriter::with_capacity(BUF, out),
         )
+    }
+}
+
+/// Takes bytes and keeps none, where they go (a blob verified only).
+#[derive(Default)]
+struct Discard {
+    pos: u64,
+}
+
+impl Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pos += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Discard {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.pos = match to {
+            SeekFrom::Start(n) => n,
+            _ => {
+                return Err(io::Error::other(
+                    "a discarded blob seeks from its start only",
+                ));
+            }
+        };
+        Ok(self.pos)
     }
 }
 
