@@ -74,20 +74,9 @@ evi="${EVI_BIN_DIR:-$target/release}/evi"
 server="${EVI_BIN_DIR:-$target/release}/evi-server"
 gen="$target/release/evi-gen-home"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/evi-sync-bench.XXXXXX")
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2> /dev/null || true
-    wait "$server_pid" 2> /dev/null || true
-  fi
-  if [[ ${KEEP:-0} == 1 ]]; then
-    echo "kept $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_work evi-sync-bench
 
 if [[ $# -ge 1 ]]; then
   home=$1
@@ -125,19 +114,7 @@ synced_bytes=$(find "$a/transcripts" "$a/checkpoints" -type f -printf '%s\n' | a
 synced_mb=$(awk "BEGIN{printf \"%.1f\", $synced_bytes / 1e6}")
 
 # The server, on a free loopback port.
-"$server" --listen 127.0.0.1:0 --data "$data" --registration open > "$work/server.out" 2> "$work/server.err" &
-server_pid=$!
-addr=
-for _ in $(seq 100); do
-  addr=$(sed -n '1s/^listening on //p' "$work/server.out")
-  [[ -n $addr ]] && break
-  sleep 0.1
-done
-if [[ -z $addr ]]; then
-  echo "evi-server did not start:" >&2
-  cat "$work/server.err" >&2
-  exit 1
-fi
+start_server "$data"
 url=http://$addr
 export EVI_SYNC_PASSWORD=bench-password-123 EVI_KEY_PASSPHRASE=bench-passphrase-123
 EVI_HOME=$a "$evi" sync init --server "$url" --user bench --device a > /dev/null

@@ -23,20 +23,9 @@ target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_direc
 evi=$target/release/evi
 server=$target/release/evi-server
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/evi-verify-bench.XXXXXX")
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2> /dev/null || true
-    wait "$server_pid" 2> /dev/null || true
-  fi
-  if [[ ${KEEP:-0} == 1 ]]; then
-    echo "kept $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_work evi-verify-bench
 
 home=${1:-$work/gen}
 if [[ ! -f "$home/gen-home.txt" ]]; then
@@ -53,15 +42,7 @@ cp -a "$home" "$a"
 rm -rf "$a/sync" "$a/gen-home.txt"
 
 mkdir -p "$work/data"
-"$server" --listen 127.0.0.1:0 --data "$work/data" --registration open > "$work/server.out" 2> "$work/server.err" &
-server_pid=$!
-addr=
-for _ in $(seq 100); do
-  addr=$(sed -n '1s/^listening on //p' "$work/server.out")
-  [[ -n $addr ]] && break
-  sleep 0.1
-done
-[[ -n $addr ]] || { cat "$work/server.err" >&2; exit 1; }
+start_server "$work/data"
 export EVI_SYNC_PASSWORD=bench-password-123 EVI_KEY_PASSPHRASE=bench-passphrase-123
 EVI_HOME=$a "$evi" sync init --server "http://$addr" --user bench --device a > /dev/null
 EVI_HOME=$a "$evi" sync push >&2
