@@ -390,7 +390,7 @@ impl Client {
                             .get(reqwest::header::RETRY_AFTER)
                             .and_then(|v| v.to_str().ok())
                             .and_then(|v| v.trim().parse::<u64>().ok());
-                        api_error(resp, retry_after)
+                        self.api_error(resp, retry_after)
                     }
                 }
                 Err(source) => self.transport(source),
@@ -398,6 +398,34 @@ impl Client {
             if !backoff.wait_to_retry(&err) {
                 return Err(self.explain(err));
             }
+        }
+    }
+
+    /// The error an error answer stands for: its `{code, message}`, or, from
+    /// what is not evi-server's JSON, its status; a body cut short is
+    /// [`ClientError::Cut`], worth another attempt like any lost answer.
+    fn api_error(&self, resp: Response, retry_after: Option<u64>) -> ClientError {
+        let status = resp.status();
+        let body = match resp.bytes() {
+            Ok(b) => b,
+            Err(e) => return self.cut(innermost(&e)),
+        };
+        match serde_json::from_slice::<ErrorBody>(&body) {
+            Ok(b) => ClientError::Api {
+                status: status.as_u16(),
+                code: b.code,
+                message: b.message,
+                retry_after,
+            },
+            Err(_) => ClientError::Api {
+                status: status.as_u16(),
+                code: ErrorCode::Unknown,
+                message: status
+                    .canonical_reason()
+                    .unwrap_or("unexpected answer")
+                    .to_owned(),
+                retry_after,
+            },
         }
     }
 
@@ -476,7 +504,9 @@ impl Client {
             .send()
             .ok()?;
         let ok = resp.status() == StatusCode::OK;
-        Some(ok && resp.text().is_ok_and(|t| t.trim() == "ok"))
+        // An answer cut short says nothing either way.
+        let text = resp.text().ok()?;
+        Some(ok && text.trim() == "ok")
     }
 
     /// Reads a JSON answer: a body cut short is [`ClientError::Cut`] (worth
@@ -781,28 +811,6 @@ impl<'a> Backoff<'a> {
     }
 }
 
-fn api_error(resp: Response, retry_after: Option<u64>) -> ClientError {
-    let status = resp.status();
-    let body: Option<ErrorBody> = resp.json().ok();
-    match body {
-        Some(b) => ClientError::Api {
-            status: status.as_u16(),
-            code: b.code,
-            message: b.message,
-            retry_after,
-        },
-        None => ClientError::Api {
-            status: status.as_u16(),
-            code: ErrorCode::Unknown,
-            message: status
-                .canonical_reason()
-                .unwrap_or("unexpected answer")
-                .to_owned(),
-            retry_after,
-        },
-    }
-}
-
 /// Whether a status means the token is no longer valid (a wrong password at
 /// login is also a 401, but not this).
 pub fn is_unauthorized(e: &ClientError) -> bool {
@@ -915,6 +923,26 @@ mod tests {
                 .starts_with(&format!("the connection to {base} was lost mid-answer (")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn an_error_answer_cut_short_is_asked_for_again_not_taken_as_a_stranger() {
+        let body = r#"{"known":[]}"#;
+        let base = serve_raw(vec![
+            "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 60\r\n\r\n{\"code\":\"not_f".to_owned(),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        ]);
+        let client = Client::for_account(&base, Some("t".into())).unwrap();
+        assert!(
+            client
+                .known_entries(&[KeyedId::from_bytes([1; 32])])
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(client.retries(), 1);
     }
 
     #[test]

@@ -193,6 +193,12 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
             };
             user_error(c).hinted(hint)
         }
+        ClientError::Cut { .. } | ClientError::BadFrames { .. } if c.is_transient() => {
+            user_error(c).hinted(
+                "the connection keeps failing while answers arrive (the network, or a proxy \
+                 in between): check it and run the command again; nothing is half-done",
+            )
+        }
         ClientError::NotEviServer { root, .. } => user_error(c).hinted(match root {
             Some(root) => format!("evi-server answers at {root}: use that as the server URL"),
             None => format!("the server URL is where evi-server listens, with no path ({EXAMPLE})"),

@@ -74,21 +74,34 @@ pub fn cmd_sync_verify(ctx: &Ctx, args: VerifyArgs) -> CommandResult {
         "{n} problem{} found",
         if n == 1 { "" } else { "s" }
     ));
-    Err(
-        if last.problems.iter().any(Problem::repairable) && !args.repair {
-            err.hinted(
-                "`evi sync verify --repair` sends what the server lacks and applies what this \
+    let damaged = last
+        .problems
+        .iter()
+        .any(|p| matches!(p, Problem::BadRecord { .. } | Problem::BadBlob { .. }));
+    let elsewhere = last
+        .problems
+        .iter()
+        .any(|p| matches!(p, Problem::BlobNotOnServer { here: false, .. }));
+    let mut err = err;
+    if !args.repair && last.problems.iter().any(Problem::repairable) {
+        err = err.hinted(
+            "`evi sync verify --repair` sends what the server lacks and applies what this \
              device lacks",
-            )
-        } else if last.problems.iter().any(|p| !p.repairable()) {
-            err.hinted(
-                "a record or blob the server holds is damaged or was altered: sync cannot replace \
+        );
+    }
+    if damaged {
+        err = err.hinted(
+            "a record or blob the server holds is damaged or was altered: sync cannot replace \
              it (the server keeps the first copy of an id); what this device holds is intact",
-            )
-        } else {
-            err
-        },
-    )
+        );
+    }
+    if elsewhere {
+        err = err.hinted(
+            "a blob no device sent is not here either: `evi sync push` on the device whose \
+             journal names it sends it",
+        );
+    }
+    Err(err)
 }
 
 fn print_report(r: &VerifyReport) -> CommandResult {
