@@ -190,8 +190,10 @@ impl Proxy {
     }
 
     /// From now on `percent` of requests (100: every one) get one of
-    /// `kinds`, drawn from `seed`, as are the cut points.
+    /// `kinds`, drawn from `seed`, as are the cut points; [`Self::counts`]
+    /// starts again from zero.
     pub fn inject(&self, seed: u64, percent: u64, kinds: &[Fault]) {
+        *self.shared.counts.lock().unwrap() = Counts::default();
         self.shared.hooks.lock().unwrap().faults = Some(Injector {
             rng: Rng::new(seed),
             percent,
