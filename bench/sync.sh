@@ -74,20 +74,9 @@ evi="${EVI_BIN_DIR:-$target/release}/evi"
 server="${EVI_BIN_DIR:-$target/release}/evi-server"
 gen="$target/release/evi-gen-home"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/evi-sync-bench.XXXXXX")
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2> /dev/null || true
-    wait "$server_pid" 2> /dev/null || true
-  fi
-  if [[ ${KEEP:-0} == 1 ]]; then
-    echo "kept $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_work evi-sync-bench
 
 if [[ $# -ge 1 ]]; then
   home=$1
@@ -110,41 +99,7 @@ fi
 if [[ ! -f "$home/checkpoints/journal.jsonl" ]]; then
   echo "adding a checkpoint journal to $home ..." >&2
   transcript_bytes=$(find "$home/transcripts" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
-  python3 - "$home/checkpoints" "$transcript_bytes" << 'EOF'
-import datetime, hashlib, json, math, os, random, sys
-root, transcript_bytes = sys.argv[1], int(sys.argv[2])
-count = max(20, round(400 * transcript_bytes / 348e6))
-os.makedirs(os.path.join(root, "blobs"), exist_ok=True)
-rng = random.Random(42)
-words = ("let mut fn impl struct pub use match Some None Ok Err self return "
-         "async await loop for while if else where trait enum const").split()
-t = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=6)
-lines = []
-for seq in range(1, count + 1):
-    size = min(max(int(36_000 * math.exp(1.6 * rng.gauss(0, 1))), 1000), 5 << 20)
-    if seq % 2:
-        text, n = [], 0
-        while n < size:
-            w = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
-            line = "    " * rng.randint(0, 3) + w + f" // {rng.randrange(1 << 32):08x}\n"
-            text.append(line)
-            n += len(line)
-        data = "".join(text).encode()[:size]
-    else:
-        data = rng.randbytes(size)
-    sha = hashlib.sha256(data).hexdigest()
-    with open(os.path.join(root, "blobs", sha), "wb") as f:
-        f.write(data)
-    t += datetime.timedelta(seconds=rng.randint(30, 2400))
-    lines.append(json.dumps({
-        "seq": seq,
-        "ts": t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z",
-        "path": f"/home/dev/proj/src/mod{seq % 37}/file{seq}.rs",
-        "op": "write", "blob": sha, "size": size,
-    }, separators=(",", ":")))
-with open(os.path.join(root, "journal.jsonl"), "w") as f:
-    f.write("\n".join(lines) + "\n")
-EOF
+  python3 "$root/bench/add_journal.py" "$home/checkpoints" "$transcript_bytes"
 fi
 
 a=$work/a
@@ -159,19 +114,7 @@ synced_bytes=$(find "$a/transcripts" "$a/checkpoints" -type f -printf '%s\n' | a
 synced_mb=$(awk "BEGIN{printf \"%.1f\", $synced_bytes / 1e6}")
 
 # The server, on a free loopback port.
-"$server" --listen 127.0.0.1:0 --data "$data" --registration open > "$work/server.out" 2> "$work/server.err" &
-server_pid=$!
-addr=
-for _ in $(seq 100); do
-  addr=$(sed -n '1s/^listening on //p' "$work/server.out")
-  [[ -n $addr ]] && break
-  sleep 0.1
-done
-if [[ -z $addr ]]; then
-  echo "evi-server did not start:" >&2
-  cat "$work/server.err" >&2
-  exit 1
-fi
+start_server "$data"
 url=http://$addr
 export EVI_SYNC_PASSWORD=bench-password-123 EVI_KEY_PASSPHRASE=bench-passphrase-123
 EVI_HOME=$a "$evi" sync init --server "$url" --user bench --device a > /dev/null

@@ -108,6 +108,40 @@ fn folder_of(path: &Path) -> &Path {
     }
 }
 
+/// Whether an I/O error says the disk is full (`ENOSPC`, or `EDQUOT` of a
+/// filesystem quota).
+pub fn is_disk_full(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// Appends `bytes` to `f` (opened for appending, `old_len` bytes long
+/// before), all of them or none: a write that fails part-way (a full disk)
+/// is cut back to `old_len`, so no partial line stays at the end. Only when
+/// the file holds exactly its old bytes and ours: bytes another writer
+/// appended meanwhile are never cut.
+pub fn append_all_or_none(f: &mut fs::File, old_len: u64, bytes: &[u8]) -> io::Result<()> {
+    let mut written = 0;
+    while written < bytes.len() {
+        let err = match f.write(&bytes[written..]) {
+            Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
+            Ok(n) => {
+                written += n;
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => e,
+        };
+        if f.metadata()?.len() == old_len + written as u64 {
+            f.set_len(old_len)?;
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
 /// Makes a rename or create in `dir` durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()

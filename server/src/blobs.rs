@@ -108,7 +108,13 @@ impl BlobDir {
             if size > max {
                 return Err(UploadError::TooLarge(max));
             }
-            file.write_all(&data).await?;
+            if let Err(e) = file.write_all(&data).await {
+                // A full disk: the rest is read and dropped, so the client
+                // gets the answer rather than a connection closed under
+                // its upload.
+                drain(body, max.saturating_sub(size)).await;
+                return Err(e.into());
+            }
         }
         file.flush().await?;
         file.sync_all().await?;
@@ -137,6 +143,17 @@ impl BlobDir {
         match tokio::fs::remove_file(self.path(user, name)).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
+        }
+    }
+}
+
+/// Reads and drops up to `max` more bytes of `body`.
+pub async fn drain(mut body: Body, max: u64) {
+    let mut seen = 0u64;
+    while let Some(Ok(frame)) = body.frame().await {
+        seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+        if seen > max {
+            break;
         }
     }
 }

@@ -104,6 +104,15 @@ impl ApiError {
             "this would exceed the account's storage quota; nothing was stored",
         )
     }
+    /// 507: the disk is full; what the request wrote was taken back.
+    pub fn storage_full() -> Self {
+        tracing::error!("the data folder's disk is full: a write was refused (507)");
+        Self::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::StorageFull,
+            "the server's disk is full; nothing was stored: send it again once there is room",
+        )
+    }
     pub fn rate_limited(retry_after: u64) -> Self {
         Self {
             retry_after: Some(retry_after.max(1)),
@@ -222,6 +231,7 @@ impl From<StoreError> for ApiError {
                 "the account holds a different key check value: this device has another key",
             ),
             StoreError::QuotaExceeded => Self::quota(),
+            StoreError::Full => Self::storage_full(),
             StoreError::NotFound => Self::not_found("item"),
             StoreError::Backend(_) => Self::internal(e),
         }

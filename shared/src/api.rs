@@ -145,6 +145,9 @@ pub enum ErrorCode {
     Unavailable,
     /// 507: storing this would pass the account's quota; nothing was stored.
     QuotaExceeded,
+    /// 507: the server's disk is full; nothing of the request was stored,
+    /// and the same request succeeds once the operator has made room.
+    StorageFull,
     /// A code this version does not know (sent by a newer server).
     #[serde(other)]
     Unknown,

@@ -32,7 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
@@ -403,9 +403,15 @@ impl SessionAppender {
             Some(_) => Some(Stat::of(&path)?),
             None => None,
         };
-        f.write_all(&p.bytes)?;
-        let m = f.metadata()?;
         let old = before_disk.map_or(0, |d| d.size);
+        if let Err(e) = crate::fsutil::append_all_or_none(&mut f, old, &p.bytes) {
+            // A file this append made and then took back leaves no trace.
+            if before_disk.is_none() && f.metadata().is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(&path);
+            }
+            return Err(e);
+        }
+        let m = f.metadata()?;
         let exact = m.len() == old + p.bytes.len() as u64;
         self.written.push(f);
         let info = self.files.get_mut(&day).expect("planned file");
@@ -579,6 +585,7 @@ fn fields_in_front(e: &Entry, id: &str, parent: &str, has_id: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn entry(line: &[u8]) -> Entry {
         Entry {

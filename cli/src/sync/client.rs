@@ -1,6 +1,14 @@
 //! The HTTP client of `evi-server`: one method per endpoint, the wire types
 //! from `evi_shared::api`, retries with backoff for what is worth retrying
-//! (connection failures, 5xx, 429), and typed errors for what is not.
+//! (connection failures, answers cut short, 5xx but 501 and 507, 429), and
+//! typed errors for what is not.
+//!
+//! An attempt is the request and the reading of its answer: a connection
+//! lost while the body arrives is retried like one lost before, for the
+//! JSON answers and framed pages read here, and, through
+//! [`Client::again_if_cut`], for the streamed blob answers read elsewhere.
+//! Every push is safe to send again (the server merges by entry id), so a
+//! lost answer costs a resend, never a doubled entry.
 //!
 //! What the user learns: a server URL without `http://` or `https://` is
 //! refused before any request; a failed connection names its cause (refused,
@@ -14,9 +22,9 @@
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use evi_shared::KeyedId;
 use evi_shared::api::{
@@ -73,8 +81,11 @@ pub enum ClientError {
     BadAnswer {
         url: String,
         #[source]
-        source: reqwest::Error,
+        source: serde_json::Error,
     },
+    /// The connection was lost while the answer's body arrived.
+    #[error("the connection to {url} was lost mid-answer ({cause})")]
+    Cut { url: String, cause: String },
     /// A framed page that does not read: cut short (a lost connection) or
     /// malformed.
     #[error("unreadable page from {url}: {source}")]
@@ -173,18 +184,28 @@ impl ClientError {
     /// Whether the same call may succeed later.
     pub fn is_transient(&self) -> bool {
         match self {
-            // 501: what answered does not implement the method at all; 408:
-            // the body stopped arriving (the connection, most likely).
+            // 501: what answered does not implement the method at all; 507:
+            // the account's quota or the server's disk is full, which no
+            // wait of seconds changes; 408: the body stopped arriving (the
+            // connection, most likely).
             Self::Api { status, .. } => {
-                (*status >= 500 && *status != 501) || *status == 429 || *status == 408
+                (*status >= 500 && *status != 501 && *status != 507)
+                    || *status == 429
+                    || *status == 408
             }
             Self::Transport { cause, .. } => !matches!(cause, Cause::Tls(_)),
+            Self::Cut { .. } => true,
             Self::BadFrames { source, .. } => matches!(
                 source,
                 evi_shared::frames::FrameError::Truncated | evi_shared::frames::FrameError::Io(_)
             ),
             _ => false,
         }
+    }
+
+    /// Whether an answer was cut short (see [`Client::again_if_cut`]).
+    pub fn is_cut(&self) -> bool {
+        matches!(self, Self::Cut { .. })
     }
 
     pub fn code(&self) -> Option<ErrorCode> {
@@ -232,6 +253,9 @@ pub struct Client {
     /// Whether this server answered before (in this process, or it is the
     /// account's): a refused connection is then a restart worth the backoff.
     known: Arc<AtomicBool>,
+    /// Attempts made again after a transient failure, by this client and
+    /// its clones (what a push or pull reports as `retries`).
+    retries: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Client {
@@ -277,6 +301,7 @@ impl Client {
             token,
             attempts,
             known: Arc::new(AtomicBool::new(false)),
+            retries: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -309,6 +334,12 @@ impl Client {
         &self.base
     }
 
+    /// Attempts made again so far after a transient failure (a lost
+    /// connection, an answer cut short, a 5xx, a rate limit).
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}/api/v1{path}", self.base)
     }
@@ -328,59 +359,100 @@ impl Client {
         }
     }
 
-    /// Sends the request `make` builds, retrying transient failures with
-    /// exponential backoff (0.2 s, 0.4 s, … capped at 5 s, or `Retry-After`),
-    /// and telling each rate-limit wait and, once, any other retry.
+    /// Sends the request `make` builds, retrying transient failures (see
+    /// [`Backoff`]); the response is the caller's to read.
     fn send(&self, make: impl Fn() -> RequestBuilder) -> Result<Response, ClientError> {
-        let mut delay = Duration::from_millis(200);
-        let mut attempt = 1;
-        let mut told = false;
+        self.call(make, Ok)
+    }
+
+    /// Sends the request `make` builds and reads its answer with `read`,
+    /// retrying both as one attempt: a transient failure of either (a lost
+    /// connection, a body cut short, a 5xx, a rate limit) sends the request
+    /// again after the [`Backoff`] wait.
+    fn call<T>(
+        &self,
+        make: impl Fn() -> RequestBuilder,
+        read: impl Fn(Response) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let mut backoff = Backoff::new(self);
         loop {
-            let result = self.authed(make()).send();
-            let err = match result {
+            let err = match self.authed(make()).send() {
                 Ok(resp) => {
                     self.known.store(true, Ordering::Relaxed);
                     if resp.status().is_success() {
-                        return Ok(resp);
+                        match read(resp) {
+                            Ok(v) => return Ok(v),
+                            Err(e) => e,
+                        }
+                    } else {
+                        let retry_after = resp
+                            .headers()
+                            .get(reqwest::header::RETRY_AFTER)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.trim().parse::<u64>().ok());
+                        self.api_error(resp, retry_after)
                     }
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                    if let Some(ra) = retry_after {
-                        delay = Duration::from_secs(ra).min(Duration::from_secs(30));
-                    }
-                    api_error(resp, retry_after)
                 }
                 Err(source) => self.transport(source),
             };
-            if !err.is_transient() || attempt >= self.attempts {
+            if !backoff.wait_to_retry(&err) {
                 return Err(self.explain(err));
             }
-            match &err {
-                ClientError::Transport {
-                    cause: Cause::Refused | Cause::UnknownHost(_),
-                    ..
-                } if !self.known.load(Ordering::Relaxed) => {
-                    if attempt >= 2 {
-                        return Err(err);
-                    }
-                    delay = FIRST_CONTACT_RETRY;
-                }
-                ClientError::Api { status: 429, .. } => notice(&format!(
-                    "rate limited by the server, retrying in {}",
-                    seconds(delay)
-                )),
-                _ if !told => {
-                    told = true;
-                    notice(&format!("{err}; retrying…"));
-                }
-                _ => {}
+        }
+    }
+
+    /// The error an error answer stands for: its `{code, message}`, or, from
+    /// what is not evi-server's JSON, its status; a body cut short is
+    /// [`ClientError::Cut`], worth another attempt like any lost answer.
+    fn api_error(&self, resp: Response, retry_after: Option<u64>) -> ClientError {
+        let status = resp.status();
+        let body = match resp.bytes() {
+            Ok(b) => b,
+            Err(e) => return self.cut(innermost(&e)),
+        };
+        match serde_json::from_slice::<ErrorBody>(&body) {
+            Ok(b) => ClientError::Api {
+                status: status.as_u16(),
+                code: b.code,
+                message: b.message,
+                retry_after,
+            },
+            Err(_) => ClientError::Api {
+                status: status.as_u16(),
+                code: ErrorCode::Unknown,
+                message: status
+                    .canonical_reason()
+                    .unwrap_or("unexpected answer")
+                    .to_owned(),
+                retry_after,
+            },
+        }
+    }
+
+    /// Runs `f` again, after the [`Backoff`] wait, while it fails because an
+    /// answer was cut short (`cut` picks that failure out of `E`): for an
+    /// answer streamed into a reader of its own (a blob into age and a
+    /// hash), whose failures this client cannot see. Each run of `f` makes
+    /// its requests with their own retries; only the cut is retried here.
+    pub fn again_if_cut<T, E>(
+        &self,
+        cut: impl Fn(&E) -> Option<&ClientError>,
+        mut f: impl FnMut() -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut backoff = Backoff::new(self);
+        loop {
+            match f() {
+                Err(e) if cut(&e).is_some_and(|c| backoff.wait_to_retry(c)) => {}
+                r => return r,
             }
-            std::thread::sleep(delay);
-            delay = (delay * 2).min(Duration::from_secs(5));
-            attempt += 1;
+        }
+    }
+
+    /// The error of an answer whose body failed to arrive whole.
+    fn cut(&self, cause: impl std::fmt::Display) -> ClientError {
+        ClientError::Cut {
+            url: self.base.clone(),
+            cause: cause.to_string(),
         }
     }
 
@@ -432,11 +504,17 @@ impl Client {
             .send()
             .ok()?;
         let ok = resp.status() == StatusCode::OK;
-        Some(ok && resp.text().is_ok_and(|t| t.trim() == "ok"))
+        // An answer cut short says nothing either way.
+        let text = resp.text().ok()?;
+        Some(ok && text.trim() == "ok")
     }
 
+    /// Reads a JSON answer: a body cut short is [`ClientError::Cut`] (worth
+    /// another attempt), one that does not parse is not evi-server's or not
+    /// what this version reads.
     fn json<T: DeserializeOwned>(&self, resp: Response) -> Result<T, ClientError> {
-        resp.json().map_err(|source| {
+        let body = resp.bytes().map_err(|e| self.cut(innermost(&e)))?;
+        serde_json::from_slice(&body).map_err(|source| {
             self.not_evi_server()
                 .unwrap_or_else(|| ClientError::BadAnswer {
                     url: self.base.clone(),
@@ -447,8 +525,7 @@ impl Client {
 
     fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let url = self.url(path);
-        let resp = self.send(|| self.http.get(&url))?;
-        self.json(resp)
+        self.call(|| self.http.get(&url), |resp| self.json(resp))
     }
 
     fn post<B: serde::Serialize, T: DeserializeOwned>(
@@ -457,8 +534,7 @@ impl Client {
         body: &B,
     ) -> Result<T, ClientError> {
         let url = self.url(path);
-        let resp = self.send(|| self.http.post(&url).json(body))?;
-        self.json(resp)
+        self.call(|| self.http.post(&url).json(body), |resp| self.json(resp))
     }
 
     pub fn capabilities(&self) -> Result<Capabilities, ClientError> {
@@ -505,13 +581,15 @@ impl Client {
         let url = self.url("/records");
         // Each retry sends the same bytes without a copy.
         let body = bytes::Bytes::from(body);
-        let resp = self.send(|| {
-            self.http
-                .post(&url)
-                .header(reqwest::header::CONTENT_TYPE, frames::CONTENT_TYPE)
-                .body(body.clone())
-        })?;
-        self.json(resp)
+        self.call(
+            || {
+                self.http
+                    .post(&url)
+                    .header(reqwest::header::CONTENT_TYPE, frames::CONTENT_TYPE)
+                    .body(body.clone())
+            },
+            |resp| self.json(resp),
+        )
     }
 
     /// One page of records after `after`. With `framed`, asks for the framed
@@ -521,39 +599,34 @@ impl Client {
     pub fn pull(&self, after: u64, framed: bool) -> Result<Page, ClientError> {
         let url = self.url(&format!("/records?after={after}"));
         if !framed {
-            let resp = self.send(|| self.http.get(&url))?;
-            return self.json::<PullResponse>(resp).map(Page::from);
+            return self.call(
+                || self.http.get(&url),
+                |resp| self.json::<PullResponse>(resp).map(Page::from),
+            );
         }
-        let mut attempt = 1;
-        loop {
-            let resp = self.send(|| {
+        self.call(
+            || {
                 self.http
                     .get(&url)
                     .header(reqwest::header::ACCEPT, frames::CONTENT_TYPE)
-            })?;
-            let is_framed = resp
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with(frames::CONTENT_TYPE));
-            if !is_framed {
-                return self.json::<PullResponse>(resp).map(Page::from);
-            }
-            match records::read_framed_page(resp, MAX_RECORD_BYTES) {
-                Ok(page) => return Ok(page),
-                Err(source) => {
-                    let err = ClientError::BadFrames {
+            },
+            |resp| {
+                let is_framed = resp
+                    .headers()
+                    .get(reqwest::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with(frames::CONTENT_TYPE));
+                if !is_framed {
+                    return self.json::<PullResponse>(resp).map(Page::from);
+                }
+                records::read_framed_page(resp, MAX_RECORD_BYTES).map_err(|source| {
+                    ClientError::BadFrames {
                         url: self.base.clone(),
                         source,
-                    };
-                    if !err.is_transient() || attempt >= self.attempts {
-                        return Err(err);
                     }
-                    notice(&format!("{err}; retrying…"));
-                    attempt += 1;
-                }
-            }
-        }
+                })
+            },
+        )
     }
 
     pub fn status(&self) -> Result<StatusResponse, ClientError> {
@@ -592,45 +665,149 @@ impl Client {
         path: &std::path::Path,
     ) -> Result<BlobStored, ClientError> {
         let url = self.url(&format!("/blobs/{name}"));
-        let resp = self.send(|| {
-            let body = match std::fs::File::open(path) {
-                Ok(f) => reqwest::blocking::Body::from(f),
-                Err(_) => reqwest::blocking::Body::from(Vec::new()),
-            };
-            self.http
-                .put(&url)
-                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                .body(body)
-        })?;
-        self.json(resp)
+        self.call(
+            || {
+                let body = match std::fs::File::open(path) {
+                    Ok(f) => reqwest::blocking::Body::from(f),
+                    Err(_) => reqwest::blocking::Body::from(Vec::new()),
+                };
+                self.http
+                    .put(&url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                    .body(body)
+            },
+            |resp| self.json(resp),
+        )
     }
 
-    /// Downloads a blob's ciphertext as a stream.
-    pub fn get_blob(&self, name: &KeyedId) -> Result<impl Read + use<>, ClientError> {
+    /// Downloads a blob's ciphertext as a stream; a read that fails (the
+    /// connection lost mid-body) is remembered in `cut`.
+    pub fn get_blob(&self, name: &KeyedId, cut: &CutWatch) -> Result<Download, ClientError> {
         let url = self.url(&format!("/blobs/{name}"));
-        self.send(|| self.http.get(&url))
+        let resp = self.send(|| self.http.get(&url))?;
+        Ok(Download {
+            resp,
+            cut: cut.clone(),
+        })
+    }
+
+    /// The error to retry when `cut` saw an answer cut short since it was
+    /// last asked (asking clears it).
+    pub fn cut_error(&self, cut: &CutWatch) -> Option<ClientError> {
+        let cause = cut.0.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+        Some(self.cut(cause))
+    }
+
+    /// The waits of one call, for a caller that retries a step of its own
+    /// (a part of a blob cut short, without the parts before it).
+    pub fn backoff(&self) -> Backoff<'_> {
+        Backoff::new(self)
     }
 }
 
-fn api_error(resp: Response, retry_after: Option<u64>) -> ClientError {
-    let status = resp.status();
-    let body: Option<ErrorBody> = resp.json().ok();
-    match body {
-        Some(b) => ClientError::Api {
-            status: status.as_u16(),
-            code: b.code,
-            message: b.message,
-            retry_after,
-        },
-        None => ClientError::Api {
-            status: status.as_u16(),
-            code: ErrorCode::Unknown,
-            message: status
-                .canonical_reason()
-                .unwrap_or("unexpected answer")
-                .to_owned(),
-            retry_after,
-        },
+/// Remembers whether a [`Download`] failed under its reader, for readers
+/// that turn every read error into one of their own (age, a hash check):
+/// a cut answer is then retried, not refused as a bad one.
+#[derive(Debug, Clone, Default)]
+pub struct CutWatch(Arc<Mutex<Option<String>>>);
+
+/// A streamed answer's body.
+pub struct Download {
+    resp: Response,
+    cut: CutWatch,
+}
+
+impl Read for Download {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.resp.read(buf).inspect_err(|e| {
+            let mut seen = self.cut.0.lock().unwrap_or_else(|p| p.into_inner());
+            seen.get_or_insert_with(|| innermost(e));
+        })
+    }
+}
+
+/// The innermost message of an error's chain: what went wrong, without
+/// reqwest's layers around it.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    last.to_string()
+}
+
+/// The waits between the attempts of one call, and what the user is told:
+/// 0.2 s, 0.4 s, … capped at 5 s, or what `Retry-After` asks (at most 30 s);
+/// each rate-limit wait, once per call any other retry, and when the
+/// attempts are spent, how many there were over how long. A server this
+/// client never reached that refuses the connection gets one short retry.
+pub struct Backoff<'a> {
+    client: &'a Client,
+    delay: Duration,
+    attempt: u32,
+    told: bool,
+    started: Instant,
+}
+
+impl<'a> Backoff<'a> {
+    fn new(client: &'a Client) -> Self {
+        Self {
+            client,
+            delay: Duration::from_millis(200),
+            attempt: 1,
+            told: false,
+            started: Instant::now(),
+        }
+    }
+
+    /// After the failure `err`: waits and returns `true` when another
+    /// attempt is worth making, else `false` (the caller gives up).
+    pub fn wait_to_retry(&mut self, err: &ClientError) -> bool {
+        if let ClientError::Api {
+            retry_after: Some(ra),
+            ..
+        } = err
+        {
+            self.delay = Duration::from_secs(*ra).min(Duration::from_secs(30));
+        }
+        if !err.is_transient() {
+            return false;
+        }
+        if self.attempt >= self.client.attempts {
+            if self.attempt > 1 {
+                notice(&format!(
+                    "gave up after {} attempts over {}",
+                    self.attempt,
+                    seconds(self.started.elapsed())
+                ));
+            }
+            return false;
+        }
+        match err {
+            ClientError::Transport {
+                cause: Cause::Refused | Cause::UnknownHost(_),
+                ..
+            } if !self.client.known.load(Ordering::Relaxed) => {
+                if self.attempt >= 2 {
+                    return false;
+                }
+                self.delay = FIRST_CONTACT_RETRY;
+            }
+            ClientError::Api { status: 429, .. } => notice(&format!(
+                "rate limited by the server, retrying in {}",
+                seconds(self.delay)
+            )),
+            _ if !self.told => {
+                self.told = true;
+                notice(&format!("{err}; retrying…"));
+            }
+            _ => {}
+        }
+        std::thread::sleep(self.delay);
+        self.delay = (self.delay * 2).min(Duration::from_secs(5));
+        self.attempt += 1;
+        self.client.retries.fetch_add(1, Ordering::Relaxed);
+        true
     }
 }
 
@@ -677,6 +854,111 @@ mod tests {
             "the server URL \"http://\" is not valid: empty host"
         );
         assert!(e.is_bad_url());
+    }
+
+    /// Serves `answers` (raw HTTP), one per connection, reading each
+    /// request's head and body first.
+    fn serve_raw(answers: Vec<String>) -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for (conn, answer) in listener.incoming().zip(answers) {
+                let mut conn = conn.unwrap();
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).unwrap();
+                conn.write_all(answer.as_bytes()).unwrap();
+                // Dropped: the connection closes, cut or not.
+            }
+        });
+        base
+    }
+
+    #[test]
+    fn an_answer_cut_short_is_asked_for_again() {
+        let body = r#"{"known":[]}"#;
+        let base = serve_raw(vec![
+            // The full length announced, half of it sent.
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+                body.len(),
+                &body[..5]
+            ),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        ]);
+        let client = Client::for_account(&base, Some("t".into())).unwrap();
+        let id = KeyedId::from_bytes([1; 32]);
+        assert!(client.known_entries(&[id]).unwrap().is_empty());
+        assert_eq!(client.retries(), 1);
+    }
+
+    #[test]
+    fn a_cut_answer_out_of_attempts_says_it_was_cut() {
+        let cut =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 50\r\n\r\n{\"kn";
+        let base = serve_raw(vec![cut.to_owned(), cut.to_owned()]);
+        let mut client = Client::for_account(&base, Some("t".into())).unwrap();
+        client.attempts = 2;
+        let e = client
+            .known_entries(&[KeyedId::from_bytes([1; 32])])
+            .unwrap_err();
+        assert!(e.is_cut(), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("the connection to {base} was lost mid-answer (")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_error_answer_cut_short_is_asked_for_again_not_taken_as_a_stranger() {
+        let body = r#"{"known":[]}"#;
+        let base = serve_raw(vec![
+            "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 60\r\n\r\n{\"code\":\"not_f".to_owned(),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        ]);
+        let client = Client::for_account(&base, Some("t".into())).unwrap();
+        assert!(
+            client
+                .known_entries(&[KeyedId::from_bytes([1; 32])])
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(client.retries(), 1);
+    }
+
+    #[test]
+    fn a_full_server_is_not_asked_again_within_seconds() {
+        let api = |status| ClientError::Api {
+            status,
+            code: ErrorCode::Unknown,
+            message: String::new(),
+            retry_after: None,
+        };
+        for full in [507, 501] {
+            assert!(!api(full).is_transient(), "{full}");
+        }
+        for busy in [500, 502, 503, 429, 408] {
+            assert!(api(busy).is_transient(), "{busy}");
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::io;
 use std::ops::ControlFlow;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -97,7 +97,7 @@ struct BlobRef {
 }
 
 /// The blob a journal line names, if it is a well-formed SHA-256.
-fn blob_of(line: &[u8]) -> Option<String> {
+pub(super) fn blob_of(line: &[u8]) -> Option<String> {
     let b = serde_json::from_slice::<BlobRef>(line).ok()?.blob?;
     let ok = b.len() == 64
         && b.bytes()
@@ -331,6 +331,16 @@ impl PulledJournals {
         })
     }
 
+    /// How many of `lines` (each once) the journal `name` here lacks.
+    pub fn count_missing(
+        &self,
+        checkpoints: &Path,
+        name: &str,
+        lines: &[JournalLine],
+    ) -> io::Result<u64> {
+        self.with(checkpoints, name, |p| Ok(p.missing(lines).len() as u64))
+    }
+
     /// The blobs named by the lines [`Self::apply`] would append.
     pub fn blobs(
         &self,
@@ -368,7 +378,7 @@ impl Pulled {
             f.set_len(self.whole)?;
             f.sync_all()?;
         }
-        f.write_all(buf)?;
+        crate::fsutil::append_all_or_none(&mut f, self.whole, buf)?;
         f.sync_all()?;
         self.whole += buf.len() as u64;
         self.len = Some(self.whole);
@@ -422,6 +432,21 @@ pub(super) fn journal_blobs(
     }
     ctx.journals
         .blobs(&ctx.home.checkpoints_dir(), name, lines)
+        .ctx(pulled_error(ctx, name))
+}
+
+/// How many of journal `name`'s lines are not here (none of this device's
+/// own journal, which is never pulled).
+pub(super) fn journal_lines_missing(
+    ctx: &SyncContext,
+    name: &str,
+    lines: &[JournalLine],
+) -> Result<u64, SyncError> {
+    if is_own(ctx, name) {
+        return Ok(0);
+    }
+    ctx.journals
+        .count_missing(&ctx.home.checkpoints_dir(), name, lines)
         .ctx(pulled_error(ctx, name))
 }
 

@@ -33,6 +33,8 @@ pub struct PullReport {
     /// Set when the server holds less than this device saw it hold (see
     /// [`high_water`](super::high_water)): what went back, for people.
     pub server_went_back: Option<String>,
+    /// Requests sent again after a transient failure (see `PushReport`).
+    pub retries: u64,
 }
 
 /// How to pull.
@@ -149,12 +151,13 @@ pub fn pull(
     }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
+    report.retries = ctx.client.retries();
     Ok(report)
 }
 
 /// Downloads pages from `after` on into `tx` until the last one (or an
 /// error, which is sent too); stops when the receiver is gone.
-fn fetch_pages(
+pub(super) fn fetch_pages(
     client: &super::client::Client,
     mut after: u64,
     framed: bool,
@@ -175,8 +178,26 @@ fn fetch_pages(
     }
 }
 
-/// Opens (decrypts and checks) a page's records, but this device's own
-/// unless `all`, in order, on all cores: each record is independent.
+/// Opens (decrypts and checks) one pulled record: age, the MAC, the ids it
+/// was served under, the formats of what it holds.
+pub(super) fn open_record(ctx: &SyncContext, r: &PulledRecord) -> Result<OpenedSegment, SyncError> {
+    let h = &r.head;
+    let kind = SegmentKind::from_str(&h.kind).map_err(|e| SyncError::Segment {
+        seq: h.seq,
+        source: e,
+    })?;
+    open(
+        &ctx.keys,
+        &ctx.identity,
+        &h.stream,
+        kind,
+        &h.entry_ids,
+        &r.ciphertext,
+    )
+    .map_err(|source| SyncError::Segment { seq: h.seq, source })
+}
+
+/// Opens a page's records, but this device's own unless `all`, in order.
 fn open_page(
     ctx: &SyncContext,
     records: &[PulledRecord],
@@ -193,42 +214,27 @@ fn open_page(
                 .is_some_and(|d| ctx.account.is_own_device(d))
         })
         .collect();
-    let open_one = |r: &PulledRecord| -> Result<OpenedSegment, SyncError> {
-        let h = &r.head;
-        let kind = SegmentKind::from_str(&h.kind).map_err(|e| SyncError::Segment {
-            seq: h.seq,
-            source: e,
-        })?;
-        open(
-            &ctx.keys,
-            &ctx.identity,
-            &h.stream,
-            kind,
-            &h.entry_ids,
-            &r.ciphertext,
-        )
-        .map_err(|source| SyncError::Segment { seq: h.seq, source })
-    };
+    on_all_cores(&wanted, |r| open_record(ctx, r))
+        .into_iter()
+        .collect()
+}
+
+/// `f` over `items`, on all cores (at most 8): each record is independent.
+/// Results in the order of `items`.
+pub(super) fn on_all_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    if threads == 1 || wanted.len() < 2 {
-        return wanted.into_iter().map(open_one).collect();
+    if threads == 1 || items.len() < 2 {
+        return items.iter().map(f).collect();
     }
-    let chunk = wanted.len().div_ceil(threads);
+    let chunk = items.len().div_ceil(threads);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = wanted
+        let handles: Vec<_> = items
             .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|r| open_one(r))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-            })
+            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<_>>()))
             .collect();
-        let mut out = Vec::with_capacity(wanted.len());
-        for h in handles {
-            out.extend(h.join().expect("opening a segment does not panic")?);
-        }
-        Ok(out)
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("opening a segment does not panic"))
+            .collect()
     })
 }

@@ -48,6 +48,9 @@ pub struct PushReport {
     pub line_blobs: u64,
     /// What could not be sent, one message per item; everything else was.
     pub failed: Vec<String>,
+    /// Requests sent again after a transient failure (a lost connection,
+    /// an answer cut short, a 5xx, a rate limit).
+    pub retries: u64,
 }
 
 /// Whether an error concerns one item (a file, a line, a blob) that the rest
@@ -60,8 +63,36 @@ fn item_error(e: &SyncError) -> bool {
     }
 }
 
+/// How to push.
+#[derive(Debug, Default, Clone)]
+pub struct PushOptions {
+    /// Sessions whose files are read again whole, their entries asked about
+    /// first and only those the server lacks sent (`evi sync verify
+    /// --repair`: the server lost what the push state calls pushed).
+    pub recheck_sessions: std::collections::BTreeSet<SessionId>,
+    /// The same for this device's checkpoint journal.
+    pub recheck_journal: bool,
+}
+
 pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport, SyncError> {
+    push_with(ctx, progress, &PushOptions::default())
+}
+
+pub fn push_with(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: &PushOptions,
+) -> Result<PushReport, SyncError> {
     let caps = ctx.client.capabilities()?;
+    let rechecks = !opts.recheck_sessions.is_empty() || opts.recheck_journal;
+    if rechecks && !caps.known_entries {
+        return Err(SyncError::Io {
+            context: "cannot send only what the server lacks".into(),
+            source: std::io::Error::other(
+                "this server cannot say which entries it holds (upgrade evi-server)",
+            ),
+        });
+    }
     // Refuse to push under a key the account was not set up with (and learn
     // early that a token was revoked).
     match ctx.client.key_check()? {
@@ -78,6 +109,12 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     let mut report = PushReport::default();
     progress.start("pushing", catalog.sessions.len() as u64);
     for (session, files) in &catalog.sessions {
+        let recheck = opts.recheck_sessions.contains(session);
+        if recheck {
+            for f in files {
+                ctx.state.files.remove(&rel_name(f.day, session));
+            }
+        }
         // Entries and sessions are counted as their segments join a batch.
         match push_session(
             ctx,
@@ -85,7 +122,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
             &mut report,
             session,
             files,
-            unfinished.careful,
+            unfinished.careful || recheck,
         ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
@@ -97,7 +134,11 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
     super::blob_transfer::push_missing_blobs(ctx, &mut report)?;
-    match journal::push_journal(ctx, &mut up, &mut report, unfinished.careful) {
+    if opts.recheck_journal {
+        ctx.state.journal = super::state::JournalState::default();
+    }
+    let careful = unfinished.careful || opts.recheck_journal;
+    match journal::push_journal(ctx, &mut up, &mut report, careful) {
         Ok(()) => {}
         Err(e) if item_error(&e) => report.failed.push(format!("checkpoint journal: {e}")),
         Err(e) => return Err(e),
@@ -106,6 +147,7 @@ pub fn push(ctx: &mut SyncContext, progress: &dyn Progress) -> Result<PushReport
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
     unfinished.finish()?;
+    report.retries = ctx.client.retries();
     Ok(report)
 }
 

@@ -63,6 +63,9 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Writes a new pack durably; one that fails part-way (a full disk) is
+/// removed again, so no half-written pack stays to take room until the
+/// next start's sweep.
 fn write_pack(dir: &Path, path: &Path, bodies: &[Bytes]) -> std::io::Result<()> {
     create_dir_durably(dir)?;
     let file = std::fs::OpenOptions::new()
@@ -70,12 +73,18 @@ fn write_pack(dir: &Path, path: &Path, bodies: &[Bytes]) -> std::io::Result<()> 
         .create_new(true)
         .mode(0o600)
         .open(path)?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-    for b in bodies {
-        w.write_all(b)?;
+    let written = (|| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        for b in bodies {
+            w.write_all(b)?;
+        }
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
     }
-    let file = w.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
     sync_dir(dir)
 }
 

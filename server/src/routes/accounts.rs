@@ -72,7 +72,8 @@ fn new_device(name: String) -> ApiResult<(NewDevice, String)> {
 /// and its first device.
 #[utoipa::path(post, path = "/api/v1/register", tag = "accounts", request_body = RegisterRequest,
     responses((status = 200, body = AuthResponse), (status = 400, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody), (status = 429, body = ErrorBody)))]
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn register(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
@@ -128,7 +129,8 @@ pub async fn register(
 /// of the account already has becomes `NAME-2` (`NAME-3`, …); the answer
 /// says which name the device got.
 #[utoipa::path(post, path = "/api/v1/login", tag = "accounts", request_body = LoginRequest,
-    responses((status = 200, body = AuthResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
+    responses((status = 200, body = AuthResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn login(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
@@ -164,7 +166,8 @@ pub async fn login(
 /// Changes the password and revokes every other device of the account.
 #[utoipa::path(post, path = "/api/v1/password", tag = "accounts", security(("bearer" = [])),
     request_body = PasswordChangeRequest,
-    responses((status = 200, body = PasswordChangeResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
+    responses((status = 200, body = PasswordChangeResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn change_password(
     State(state): State<AppState>,
     auth: Authed,
@@ -209,7 +212,8 @@ pub async fn get_key_check(
 /// Stores the key check value if none is set; a different value is 409.
 #[utoipa::path(put, path = "/api/v1/key-check", tag = "accounts", security(("bearer" = [])),
     request_body = KeyCheckRequest,
-    responses((status = 200, body = KeyCheckResponse), (status = 409, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = KeyCheckResponse), (status = 409, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn put_key_check(
     State(state): State<AppState>,
     auth: Authed,

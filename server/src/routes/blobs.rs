@@ -12,7 +12,7 @@ use evi_shared::limits::MAX_NAMES_PER_CALL;
 use super::{ApiJson, BlobName};
 use crate::AppState;
 use crate::auth::Authed;
-use crate::blobs::UploadError;
+use crate::blobs::{UploadError, drain};
 use crate::error::{ApiError, ApiResult};
 
 fn check_count(names: &BlobNames) -> ApiResult<()> {
@@ -45,7 +45,8 @@ pub async fn missing(
     params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, body = BlobStored), (status = 200, body = BlobStored),
-        (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 507, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota) or `storage_full` (the server's disk); nothing was stored")))]
 pub async fn put(
     State(state): State<AppState>,
     auth: Authed,
@@ -100,6 +101,9 @@ pub async fn put(
         }
         Err(UploadError::Body(e)) => return Err(ApiError::bad_request(format!("upload cut: {e}"))),
         Err(UploadError::Stalled) => return Err(ApiError::request_timeout()),
+        Err(UploadError::Io(e)) if crate::store::is_disk_full(&e) => {
+            return Err(ApiError::storage_full());
+        }
         Err(e @ UploadError::Io(_)) => return Err(ApiError::internal(e)),
     };
     // Recorded with the size of the file in place, whichever upload put it
@@ -139,17 +143,6 @@ pub async fn put(
     }
 }
 
-async fn drain(mut body: Body, max: u64) {
-    use http_body_util::BodyExt;
-    let mut seen = 0u64;
-    while let Some(Ok(frame)) = body.frame().await {
-        seen += frame.data_ref().map_or(0, |d| d.len() as u64);
-        if seen > max {
-            break;
-        }
-    }
-}
-
 /// Downloads one blob, streamed.
 #[utoipa::path(get, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
     params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
@@ -184,7 +177,8 @@ pub async fn get(
 /// Deletes the named blobs of this user: the only call that deletes.
 #[utoipa::path(post, path = "/api/v1/blobs/purge", tag = "blobs", security(("bearer" = [])),
     request_body = BlobNames,
-    responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn purge(
     State(state): State<AppState>,
     auth: Authed,

@@ -37,7 +37,8 @@ pub async fn list(State(state): State<AppState>, auth: Authed) -> ApiResult<Json
 /// Revokes one of the account's devices (its token gets 401 from now on).
 #[utoipa::path(delete, path = "/api/v1/devices/{id}", tag = "devices", security(("bearer" = [])),
     params(("id" = String, Path, description = "device id")),
-    responses((status = 204), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn revoke(
     State(state): State<AppState>,
     auth: Authed,

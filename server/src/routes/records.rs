@@ -20,9 +20,12 @@ use super::framed::{self, Incoming, PushWire};
 use super::{ApiJson, body_bytes};
 use crate::AppState;
 use crate::auth::Authed;
+use crate::bodies::BodyError;
 use crate::error::{ApiError, ApiResult};
 use crate::fault::Fault;
-use crate::store::{NewRecord, PageCost, PushOutcome, StoreError, StoredBody, StoredRecord};
+use crate::store::{
+    NewRecord, PageCost, PushOutcome, StoreError, StoredBody, StoredRecord, is_disk_full,
+};
 
 /// The OpenAPI schema of a framed body: binary, described in
 /// [`evi_shared::frames`].
@@ -87,7 +90,7 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
         content((PushRequest = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
     responses((status = 200, body = PushResponse), (status = 400, body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
-        (status = 507, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota) or `storage_full` (the server's disk); nothing was stored"), (status = 401, body = ErrorBody)))]
 pub async fn push(
     State(state): State<AppState>,
     auth: Authed,
@@ -134,7 +137,10 @@ async fn store_segments(
         .bodies
         .put_batch(user, segments.iter().map(|s| s.body.clone()).collect())
         .await
-        .map_err(|e| StoreError::Backend(e.to_string()))?;
+        .map_err(|e| match e {
+            BodyError::Io(io) if is_disk_full(&io) => StoreError::Full,
+            e => StoreError::Backend(e.to_string()),
+        })?;
     if state.config.fault == Some(Fault::CrashAfterBody) && !refs.is_empty() {
         tracing::error!(
             "{}=crash-after-body: aborting before the commit",

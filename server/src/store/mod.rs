@@ -54,6 +54,10 @@ pub enum StoreError {
     KeyCheckMismatch,
     #[error("quota exceeded")]
     QuotaExceeded,
+    /// The disk holding the data is full (or over its filesystem quota);
+    /// nothing of the write was kept.
+    #[error("the server's disk is full")]
+    Full,
     #[error("not found")]
     NotFound,
     #[error("storage backend: {0}")]
@@ -61,6 +65,16 @@ pub enum StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Whether an I/O error says the disk is full (`ENOSPC`, or `EDQUOT` of a
+/// filesystem quota): the one storage failure the client is told apart,
+/// as no retry within seconds changes it.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
 
 /// A device to create, with the SHA-256 of its fresh token.
 #[derive(Debug, Clone)]

@@ -67,6 +67,11 @@ const WAL_SIZE_LIMIT: i64 = 4 << 20;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
+        // SQLITE_FULL: the write did not happen (SQLite rolls the
+        // statement or transaction back).
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            return StoreError::Full;
+        }
         StoreError::Backend(e.to_string())
     }
 }

@@ -193,17 +193,32 @@ impl TestServer {
     /// [`TestServer::start_with`] with extra environment variables (such as
     /// `EVI_SERVER_FAULT`), for this start only: a restart goes without.
     pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
-        Self::spawn(extra, env, None)
+        Self::start_in(tempfile::tempdir().expect("temp dir"), extra, env)
+    }
+
+    /// [`TestServer::start_env`] on the data folder `data` (a folder with a
+    /// filesystem of its own mounted, say).
+    pub fn start_in(data: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(data, extra, env, None)
     }
 
     /// [`TestServer::start_env`] with everything the server prints kept in
     /// `logs/stderr.log` (its log) and `logs/stdout.log`, across restarts.
     pub fn start_logged(extra: &[&str], env: &[(&str, &str)], logs: &Path) -> Self {
-        Self::spawn(extra, env, Some(logs.to_owned()))
+        Self::spawn(
+            tempfile::tempdir().expect("temp dir"),
+            extra,
+            env,
+            Some(logs.to_owned()),
+        )
     }
 
-    fn spawn(extra: &[&str], env: &[(&str, &str)], logs: Option<PathBuf>) -> Self {
-        let data = tempfile::tempdir().expect("temp dir");
+    fn spawn(
+        data: tempfile::TempDir,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        logs: Option<PathBuf>,
+    ) -> Self {
         let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env, logs.as_deref());
         Self {
             child,
@@ -795,5 +810,164 @@ impl Drop for WebViewer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Homes with some weight: generated transcripts, checkpoint blobs.
+
+impl Device {
+    /// Adds `count` checkpoint blobs of random bytes (sizes up to
+    /// `max_size`, from `seed`) and a journal line naming each; the bytes
+    /// written.
+    pub fn add_checkpoints(&self, day: &str, count: u64, max_size: u64, seed: u64) -> u64 {
+        let mut rng = Rng::new(seed);
+        let mut journal = String::new();
+        let mut total = 0;
+        for seq in 1..=count {
+            let blob = random_bytes(rng.range(1, max_size + 1) as usize, rng.next());
+            let sha = sha256_hex(&blob);
+            self.put(&format!("checkpoints/blobs/{sha}"), &blob);
+            journal += &journal_line(day, seq, &format!("/src/f{seq}.rs"), &sha, blob.len());
+            total += blob.len() as u64;
+        }
+        self.append("checkpoints/journal.jsonl", journal.as_bytes());
+        total
+    }
+
+    /// The keys this device's identity derives (what the server's ids are
+    /// keyed with).
+    pub fn keys(&self) -> evi::sync::SyncKeys {
+        let identity = evi::sync::Identity::load(&self.identity_path()).unwrap();
+        evi::sync::SyncKeys::derive(&identity)
+    }
+
+    /// The keyed id the server stores each transcript entry here under.
+    pub fn keyed_entries(&self) -> std::collections::BTreeSet<String> {
+        let keys = self.keys();
+        let mut out = std::collections::BTreeSet::new();
+        for s in sessions(self) {
+            let session: evi_shared::SessionId = s.parse().unwrap();
+            for e in held(self, &s) {
+                out.insert(keys.entry_key(&session, &e.id).to_string());
+            }
+        }
+        out
+    }
+}
+
+/// A checkpoint journal line naming `blob` (the prior contents of `path`).
+pub fn journal_line(day: &str, seq: u64, path: &str, blob: &str, size: usize) -> String {
+    format!(
+        "{{\"seq\":{seq},\"ts\":\"{day}T10:00:{:02}Z\",\"path\":\"{path}\",\"op\":\"write\",\"blob\":\"{blob}\",\"size\":{size}}}\n",
+        seq % 60
+    )
+}
+
+/// Bytes that neither compress nor repeat.
+pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.next() as u8).collect()
+}
+
+/// SHA-256 in lowercase hex.
+pub fn sha256_hex(b: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// Every entry id of every record the server holds for `token`'s account,
+/// as often as records hold it.
+pub fn stored_entry_ids(server: &TestServer, token: &str) -> Vec<String> {
+    server
+        .records(token)
+        .iter()
+        .flat_map(|r| r["entry_ids"].as_array().unwrap().clone())
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Each id of `ids` once, or the ids that are there more often.
+pub fn assert_each_once(ids: &[String], what: &str) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&String> = ids
+        .iter()
+        .filter(|id| !seen.insert((*id).clone()))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{what}: {} ids stored more than once, first {:?}",
+        twice.len(),
+        twice.first()
+    );
+    seen
+}
+
+// ---------------------------------------------------------------------------
+// A small disk of its own: a tmpfs.
+
+/// A tmpfs mounted on a folder, unmounted (and the folder removed) when
+/// dropped: a disk that really fills up.
+pub struct Tmpfs {
+    at: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` bytes on `at` (created). Where mounting is
+    /// refused (not root, no CAP_SYS_ADMIN) the test is skipped with a line
+    /// saying so (`None`), but fails in CI (`CI=true`), which runs as root.
+    pub fn mount(test: &str, at: &Path, size: u64) -> Option<Self> {
+        std::fs::create_dir_all(at).unwrap();
+        let run = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .output();
+        let why = match run {
+            Ok(o) if o.status.success() => {
+                return Some(Self { at: at.to_owned() });
+            }
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let msg = format!("{test}: cannot mount a tmpfs ({why}); it needs root or CAP_SYS_ADMIN");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+        eprintln!("skipping {msg}");
+        None
+    }
+
+    /// Fills the disk with a ballast file until all but about `room` bytes
+    /// are taken; remove the file to make room again.
+    pub fn fill_leaving(&self, room: u64) -> PathBuf {
+        use std::io::Write;
+        let path = self.at.join("ballast");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        let mut len = 0u64;
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(n) => len += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+                Err(e) => panic!("filling {}: {e}", self.at.display()),
+            }
+        }
+        f.set_len(len.saturating_sub(room)).unwrap();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+        let _ = std::fs::remove_dir_all(&self.at);
     }
 }

@@ -144,11 +144,22 @@ fn a_push_to_a_server_gone_down_says_it_retries_then_why_it_failed() {
         .into();
     let url = &server.url;
     assert_eq!(run.code, 1);
+    // The one line between says how long the backoff took (0.2 s, more
+    // on a loaded machine).
+    let (retrying, rest) = run.stderr.split_once('\n').unwrap();
+    let (gave_up, rest) = rest.split_once('\n').unwrap();
     assert_eq!(
-        run.stderr,
+        retrying,
+        format!("cannot reach {url}: connection refused; retrying…")
+    );
+    assert!(
+        gave_up.starts_with("gave up after 2 attempts over "),
+        "{gave_up}"
+    );
+    assert_eq!(
+        rest,
         format!(
-            "cannot reach {url}: connection refused; retrying…\n\
-             error: cannot reach {url}: connection refused\n\
+            "error: cannot reach {url}: connection refused\n\
              hint: start evi-server, or check the host and port \
              (evi-server prints the address it listens on)\n"
         )

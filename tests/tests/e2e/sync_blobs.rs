@@ -5,35 +5,12 @@
 
 use std::io::Read;
 
+use crate::common::{Device, TestServer, Tree, journal_line, random_bytes, sha256_hex as sha};
 use evi::sync::blob_transfer::part_size_for;
 use evi::sync::{Identity, SyncKeys};
-use sha2::{Digest, Sha256};
-
-use crate::common::{Device, Rng, TestServer, Tree};
 
 const DAY: &str = "2026-06-10";
 const LIMIT: u64 = 1 << 20;
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn sha(b: &[u8]) -> String {
-    hex(&Sha256::digest(b))
-}
-
-/// Bytes that neither compress nor repeat.
-fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut rng = Rng::new(seed);
-    (0..n).map(|_| rng.next() as u8).collect()
-}
-
-/// A checkpoint journal line naming `blob` (the prior contents of `path`).
-fn journal_line(seq: u64, path: &str, blob: &str, size: usize) -> String {
-    format!(
-        "{{\"seq\":{seq},\"ts\":\"{DAY}T10:00:{seq:02}Z\",\"path\":\"{path}\",\"op\":\"write\",\"blob\":\"{blob}\",\"size\":{size}}}\n"
-    )
-}
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
@@ -88,8 +65,8 @@ fn a_blob_over_the_server_limit_travels_in_parts_and_arrives_whole() {
     a.put(&format!("checkpoints/blobs/{small_sha}"), &small);
     a.put(
         "checkpoints/journal.jsonl",
-        (journal_line(1, "/src/big.bin", &big_sha, big.len())
-            + &journal_line(2, "/src/small.rs", &small_sha, small.len()))
+        (journal_line(DAY, 1, "/src/big.bin", &big_sha, big.len())
+            + &journal_line(DAY, 2, "/src/small.rs", &small_sha, small.len()))
             .as_bytes(),
     );
 
@@ -157,7 +134,7 @@ fn a_blob_missing_on_the_server_is_remembered_and_fetched_once_it_is_there() {
     let late_sha = sha(&late);
     a.put(
         "checkpoints/journal.jsonl",
-        journal_line(1, "/src/late.rs", &late_sha, late.len()).as_bytes(),
+        journal_line(DAY, 1, "/src/late.rs", &late_sha, late.len()).as_bytes(),
     );
     let run = a.sync(&["sync", "push", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -203,7 +180,7 @@ fn a_blob_missing_on_the_server_is_remembered_and_fetched_once_it_is_there() {
     a.put(&format!("checkpoints/blobs/{other_sha}"), other);
     a.append(
         "checkpoints/journal.jsonl",
-        journal_line(2, "/src/other.rs", &other_sha, other.len()).as_bytes(),
+        journal_line(DAY, 2, "/src/other.rs", &other_sha, other.len()).as_bytes(),
     );
     let run = a.sync(&["sync", "push", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);

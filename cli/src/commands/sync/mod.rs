@@ -4,6 +4,7 @@ mod account;
 mod devices;
 mod key;
 mod transfer;
+mod verify;
 
 use clap::Subcommand;
 
@@ -34,6 +35,9 @@ pub enum SyncCommand {
     Pull(PullArgs),
     /// What is set up and what is pending each way.
     Status(StatusArgs),
+    /// Fetch and check everything the server holds, and this device
+    /// against it (`--repair` mends what it can).
+    Verify(verify::VerifyArgs),
     /// List the account's devices.
     Devices(JsonArgs),
     /// Revoke a device's token (by name or id).
@@ -49,6 +53,7 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
         SyncCommand::Push(a) => transfer::cmd_sync_push(ctx, a),
         SyncCommand::Pull(a) => transfer::cmd_sync_pull(ctx, a),
         SyncCommand::Status(a) => transfer::cmd_sync_status(ctx, a),
+        SyncCommand::Verify(a) => verify::cmd_sync_verify(ctx, a),
         SyncCommand::Devices(a) => devices::cmd_sync_devices(ctx, a),
         SyncCommand::Revoke(a) => devices::cmd_sync_revoke(ctx, a),
     }
@@ -101,6 +106,21 @@ pub fn sync_error(e: SyncError) -> CommandError {
     }
 }
 
+/// [`sync_error`] of a command that writes into `ctx`'s home: a full disk
+/// there is named, with what became of the work.
+pub fn sync_error_in(ctx: &Ctx, e: SyncError) -> CommandError {
+    if let SyncError::Io { source, .. } = &e
+        && crate::fsutil::is_disk_full(source)
+    {
+        return user_error(&e).hinted(format!(
+            "the disk holding {} is full: make room on it and run the command again; \
+             nothing is half-written, and it goes on from where it stopped",
+            ctx.home.root().display()
+        ));
+    }
+    sync_error(e)
+}
+
 /// What the client says about the URL, the network, the credentials and
 /// the server, when it is more than the error's text.
 fn client_failure(c: &ClientError) -> Option<CommandError> {
@@ -129,6 +149,14 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
                 None => "try again in a minute".to_owned(),
             })
         }
+        ClientError::Api {
+            code: ErrorCode::StorageFull,
+            ..
+        } => user_error("the server is out of disk space: nothing of this request was stored")
+            .hinted(
+                "whoever runs evi-server must make room on the disk of its data folder; \
+                 then run the command again: it sends only what the server does not have",
+            ),
         ClientError::Api {
             code: ErrorCode::MisdirectedRequest,
             ..
@@ -164,6 +192,12 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
                 }
             };
             user_error(c).hinted(hint)
+        }
+        ClientError::Cut { .. } | ClientError::BadFrames { .. } if c.is_transient() => {
+            user_error(c).hinted(
+                "the connection keeps failing while answers arrive (the network, or a proxy \
+                 in between): check it and run the command again; nothing is half-done",
+            )
         }
         ClientError::NotEviServer { root, .. } => user_error(c).hinted(match root {
             Some(root) => format!("evi-server answers at {root}: use that as the server URL"),

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, client_error, open, sync_error};
+use super::{Ctx, client_error, open, sync_error, sync_error_in};
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
 use crate::commands::sessions::fmt_minute;
@@ -41,7 +41,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-fn progress(json: bool) -> Box<dyn Progress> {
+pub(super) fn progress(json: bool) -> Box<dyn Progress> {
     if json || !std::io::stderr().is_terminal() {
         Box::new(Quiet)
     } else {
@@ -49,7 +49,7 @@ fn progress(json: bool) -> Box<dyn Progress> {
     }
 }
 
-fn print_json(value: &impl Serialize) -> CommandResult {
+pub(super) fn print_json(value: &impl Serialize) -> CommandResult {
     let mut out = stdout();
     serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
@@ -58,7 +58,7 @@ fn print_json(value: &impl Serialize) -> CommandResult {
 
 pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
     let mut sync = open(ctx)?;
-    let r = push(&mut sync, progress(args.json).as_ref()).map_err(sync_error)?;
+    let r = push(&mut sync, progress(args.json).as_ref()).map_err(|e| sync_error_in(ctx, e))?;
     if args.json {
         print_json(&r)?;
     } else {
@@ -88,7 +88,8 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
 pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     let mut sync = open(ctx)?;
     let opts = PullOptions { all: args.all };
-    let r = pull(&mut sync, progress(args.json).as_ref(), opts).map_err(sync_error)?;
+    let r =
+        pull(&mut sync, progress(args.json).as_ref(), opts).map_err(|e| sync_error_in(ctx, e))?;
     if args.json {
         return print_json(&r);
     }

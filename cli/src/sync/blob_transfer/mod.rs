@@ -39,8 +39,8 @@ pub use manifest::{
     PartManifest, part_size_for, sealed_len,
 };
 pub use sync_side::{
-    checkpoint_blob_path, fetch_to, pull_blobs, pull_missing_blobs, push_blobs, push_missing_blobs,
-    upload_one,
+    Verified, checkpoint_blob_path, fetch_to, pull_blobs, pull_missing_blobs, push_blobs,
+    push_missing_blobs, upload_one, verify_blobs,
 };
 
 use std::collections::BTreeSet;

@@ -153,6 +153,32 @@ pub fn pull_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncErr
     Ok(fetched)
 }
 
+/// What `evi sync verify` found of one blob on the server.
+#[derive(Debug)]
+pub enum Verified {
+    /// Whole or in parts, it hashes to its name; its size.
+    Good(u64),
+    /// The server has neither the whole blob nor all its parts.
+    Missing,
+    /// What the server gives is not the blob (the reason).
+    Bad(String),
+}
+
+/// Fetches and checks each of `shas`, a few at once, keeping nothing; only
+/// a server out of reach (or refusing the device) stops it.
+pub fn verify_blobs(ctx: &SyncContext, shas: &[String]) -> Result<Vec<Verified>, SyncError> {
+    let t = transfer(ctx);
+    let checked = super::in_parallel(shas, |sha| match t.verify_blob(sha) {
+        Ok(Some(n)) => Ok(Verified::Good(n)),
+        Ok(None) => Ok(Verified::Missing),
+        Err(e @ (TransferError::Refused { .. } | TransferError::Manifest { .. })) => {
+            Ok(Verified::Bad(e.to_string()))
+        }
+        Err(e) => Err(e),
+    })?;
+    Ok(checked)
+}
+
 /// Asks again for every blob the state remembers as missing (at the start
 /// of a pull): those that arrive, or that are here and now on the server,
 /// are forgotten; one the server refuses to give right is warned about and

@@ -50,13 +50,15 @@ fn join(
     m: &PartManifest,
     parts: &[Option<Vec<u8>>],
 ) -> Result<Option<Vec<u8>>, TransferError> {
-    let mut out = Vec::new();
+    let mut out = io::Cursor::new(Vec::new());
     let r = join_parts(
         id,
         m,
         |i| Ok(parts[i as usize].clone().map(io::Cursor::new)),
+        Err,
         &mut out,
     )?;
+    let out = out.into_inner();
     Ok(r.map(|n| {
         assert_eq!(n, out.len() as u64);
         out
@@ -122,6 +124,45 @@ fn split_and_join_round_trip_and_parts_are_plain_age() {
     assert_eq!(cat, data);
     let parts: Vec<_> = parts.into_iter().map(Some).collect();
     assert_eq!(join(&id, &m, &parts).unwrap().unwrap(), data);
+}
+
+#[test]
+fn a_part_cut_short_is_read_again_over_what_it_wrote() {
+    let id = Identity::generate();
+    let data = noise(300_000);
+    let (m, parts) = split(&id, &data, 70_000);
+    // Part 2 arrives cut in half the first time, whole the second.
+    let mut served = vec![0; parts.len()];
+    let mut retried = 0;
+    let mut out = io::Cursor::new(Vec::new());
+    let size = join_parts(
+        &id,
+        &m,
+        |i| {
+            let i = i as usize;
+            served[i] += 1;
+            let ct = &parts[i];
+            let cut = i == 2 && served[i] == 1;
+            Ok(Some(io::Cursor::new(if cut {
+                ct[..ct.len() / 2].to_vec()
+            } else {
+                ct.clone()
+            })))
+        },
+        |_| {
+            retried += 1;
+            Ok(())
+        },
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(size, Some(data.len() as u64));
+    assert_eq!(
+        out.into_inner(),
+        data,
+        "the blob, the cut part's bytes once"
+    );
+    assert_eq!((retried, served), (1, vec![1, 1, 2, 1, 1]));
 }
 
 #[test]

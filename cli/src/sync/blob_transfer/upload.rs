@@ -145,8 +145,10 @@ impl BlobTransfer<'_> {
         match self.client.put_blob(name, sealed) {
             Ok(_) => Ok(None),
             Err(e @ ClientError::Api { status: 413, .. }) => Ok(Some(Attempt::TooLarge(e))),
+            // 401, 403: the device is refused; 507: the server has no room
+            // (quota or disk): nothing else would go up either.
             Err(e @ ClientError::Api { status, .. })
-                if !e.is_transient() && status != 401 && status != 403 =>
+                if !e.is_transient() && ![401, 403, 507].contains(&status) =>
             {
                 Ok(Some(Attempt::Done(UploadOutcome::Failed(
                     UploadFailure::Refused(e),

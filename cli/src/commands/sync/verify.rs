@@ -1,0 +1,162 @@
+//! `evi sync verify [--repair]`: the read-all check of what the server
+//! holds, and the mending of what it finds.
+
+use std::io::Write;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::transfer::{print_json, progress};
+use super::{Ctx, open, sync_error_in};
+use crate::command_error::{CommandResult, user_error};
+use crate::commands::{finish, stdout};
+use crate::sync::verify::{Problem, Repaired, VerifyReport, repair, verify};
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Send what the server lacks and apply what this device lacks (by
+    /// entry id, as push and pull do), then check again.
+    #[arg(long)]
+    pub repair: bool,
+    /// Print JSON (stable, documented in README.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--json`: the first check, and with `--repair` what it did and the
+/// check after.
+#[derive(Debug, Serialize)]
+struct Output {
+    #[serde(flatten)]
+    checked: VerifyReport,
+    repair: Option<RepairOutput>,
+}
+
+#[derive(Debug, Serialize)]
+struct RepairOutput {
+    #[serde(flatten)]
+    done: Repaired,
+    after: VerifyReport,
+}
+
+pub fn cmd_sync_verify(ctx: &Ctx, args: VerifyArgs) -> CommandResult {
+    let mut sync = open(ctx)?;
+    let progress = progress(args.json);
+    let checked = verify(&sync, progress.as_ref()).map_err(|e| sync_error_in(ctx, e))?;
+    let mut out = Output {
+        checked,
+        repair: None,
+    };
+    if !args.json {
+        print_report(&out.checked)?;
+    }
+    if args.repair && out.checked.problems.iter().any(Problem::repairable) {
+        let done = repair(&mut sync, &out.checked, progress.as_ref())
+            .map_err(|e| sync_error_in(ctx, e))?;
+        if !args.json {
+            print_repaired(&done)?;
+        }
+        let after = verify(&sync, progress.as_ref()).map_err(|e| sync_error_in(ctx, e))?;
+        if !args.json {
+            print_report(&after)?;
+        }
+        out.repair = Some(RepairOutput { done, after });
+    }
+    if args.json {
+        print_json(&out)?;
+    }
+    let last = out.repair.as_ref().map_or(&out.checked, |r| &r.after);
+    let n = last.problems.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let err = user_error(format!(
+        "{n} problem{} found",
+        if n == 1 { "" } else { "s" }
+    ));
+    let damaged = last
+        .problems
+        .iter()
+        .any(|p| matches!(p, Problem::BadRecord { .. } | Problem::BadBlob { .. }));
+    let elsewhere = last
+        .problems
+        .iter()
+        .any(|p| matches!(p, Problem::BlobNotOnServer { here: false, .. }));
+    let mut err = err;
+    if !args.repair && last.problems.iter().any(Problem::repairable) {
+        err = err.hinted(
+            "`evi sync verify --repair` sends what the server lacks and applies what this \
+             device lacks",
+        );
+    }
+    if damaged {
+        err = err.hinted(
+            "a record or blob the server holds is damaged or was altered: sync cannot replace \
+             it (the server keeps the first copy of an id); what this device holds is intact",
+        );
+    }
+    if elsewhere {
+        err = err.hinted(
+            "a blob no device sent is not here either: `evi sync push` on the device whose \
+             journal names it sends it",
+        );
+    }
+    Err(err)
+}
+
+fn print_report(r: &VerifyReport) -> CommandResult {
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut out = stdout();
+    writeln!(
+        out,
+        "checked {} records ({:.1} MB) and {} blobs ({:.1} MB) in {:.1} s: {:.1} MB/s",
+        r.records,
+        mb(r.record_bytes),
+        r.blobs,
+        mb(r.blob_bytes),
+        r.seconds,
+        r.mb_per_s
+    )?;
+    write!(
+        out,
+        "here: {} entries and {} journal lines, held against the server",
+        r.local_entries, r.journal_lines
+    )?;
+    if r.not_pulled > 0 {
+        write!(
+            out,
+            "; {} records of other devices not pulled yet",
+            r.not_pulled
+        )?;
+    }
+    writeln!(out)?;
+    for p in &r.problems {
+        writeln!(out, "problem: {p}")?;
+    }
+    if r.problems.is_empty() {
+        writeln!(out, "no problems found")?;
+    }
+    finish(out)
+}
+
+fn print_repaired(done: &Repaired) -> CommandResult {
+    let mut out = stdout();
+    if let Some(p) = &done.pushed {
+        writeln!(
+            out,
+            "repair: sent {} entries, {} journal lines, {} blobs",
+            p.entries, p.journal_lines, p.blobs_uploaded
+        )?;
+        for f in &p.failed {
+            eprintln!("error: not sent: {f}");
+        }
+    }
+    if let Some(p) = &done.pulled {
+        writeln!(
+            out,
+            "repair: applied {} entries, {} journal lines, {} blobs",
+            p.entries, p.journal_lines, p.blobs
+        )?;
+    }
+    finish(out)
+}

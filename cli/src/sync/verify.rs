@@ -1,0 +1,405 @@
+//! `evi sync verify`: everything the server holds for this account fetched
+//! and checked, like a backup tool's read-all check, and held against what
+//! this device holds; [`repair`] mends what can be mended.
+//!
+//! # Promises
+//!
+//! - [`verify`] only reads. It writes nothing, not even a temp file:
+//!   records are opened in memory, blobs are decrypted and hashed as they
+//!   stream and then dropped; the sync state (the pull cursor with it) is
+//!   left as it was. Nothing a server sends can make it write anywhere.
+//! - Every record the server holds, this device's own too, is fetched page
+//!   by page and opened as pull opens one (age, the MAC, the ids it is
+//!   served under, the formats of what it holds). One that fails is a
+//!   [`Problem`]; the check goes on with the others.
+//! - Every blob a verified record names (a checkpoint journal's blob, a
+//!   line sent as a blob) is fetched, whole or in parts, and must hash to
+//!   its name.
+//! - Every entry here (in the transcripts or waiting in `sync/pending/`)
+//!   and every line of this device's checkpoint journal must be in a
+//!   verified record. Every entry of a verified record this device should
+//!   hold (its own, and other devices' up to the pull cursor) must be here,
+//!   as must every line of another device's journal up to the cursor and
+//!   the blob it names. Records of other devices after the cursor are
+//!   counted as not pulled yet, which is no problem.
+//! - A server out of reach ends the check with an error, never with a
+//!   report of what it could not read.
+//!
+//! [`repair`] sends what the server lacks and applies what this device
+//! lacks, by id, through push and pull themselves: push reads the sessions
+//! concerned again and sends only the entries the server says it lacks
+//! (no entry is stored twice), pull goes through every record again and
+//! applies what is not here (`pull --all`: the cursor never moves back).
+//! A record or blob the server holds damaged cannot be replaced that way
+//! (the server keeps the first copy of an id), so it stays a problem.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use evi_shared::KeyedId;
+
+use super::OpenedSegment;
+use super::blob_transfer::{Verified, checkpoint_blob_path, verify_blobs};
+use super::context::SyncContext;
+use super::error::{IoContext, SyncError};
+use super::journal::{blob_of, journal_lines_missing, journal_name};
+use super::pending::PendingStore;
+use super::progress::Progress;
+use super::pull::{PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull};
+use super::push::{PushOptions, PushReport, push_with};
+use crate::transcript::lines::walk_file;
+use crate::transcript::{Catalog, SessionTree};
+
+/// What a check found.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct VerifyReport {
+    /// Records fetched, and their ciphertext bytes.
+    pub records: u64,
+    pub record_bytes: u64,
+    /// Blobs fetched and found whole, and their bytes.
+    pub blobs: u64,
+    pub blob_bytes: u64,
+    /// Entries here (transcripts and `sync/pending/`) and lines of this
+    /// device's journal, checked against the server.
+    pub local_entries: u64,
+    pub journal_lines: u64,
+    /// Other devices' records after the pull cursor.
+    pub not_pulled: u64,
+    pub seconds: f64,
+    /// Record and blob bytes checked per second, in MB (10^6 bytes).
+    pub mb_per_s: f64,
+    pub problems: Vec<Problem>,
+}
+
+/// One thing wrong, as `evi sync verify` prints it (one line each).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Problem {
+    /// A record that does not open: damaged, forged, swapped or replayed.
+    BadRecord { seq: u64, error: String },
+    /// What the server gives for a blob is not that blob.
+    BadBlob { sha256: String, error: String },
+    /// A blob a verified record names is not on the server; `here` when
+    /// this device has it (`--repair` sends it).
+    BlobNotOnServer { sha256: String, here: bool },
+    /// Entries here that no verified record holds.
+    NotOnServer { session: String, entries: u64 },
+    /// Lines of this device's checkpoint journal no verified record holds.
+    JournalNotOnServer { lines: u64 },
+    /// Entries of verified records this device should hold and does not.
+    NotHere { session: String, entries: u64 },
+    /// Lines of another device's journal, up to the cursor, not here.
+    JournalNotHere { journal: String, lines: u64 },
+    /// A blob a journal line here names is not here.
+    BlobNotHere { sha256: String },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadRecord { seq, error } => write!(f, "record {seq} does not verify: {error}"),
+            Self::BadBlob { sha256, error } => write!(f, "blob {sha256} does not verify: {error}"),
+            Self::BlobNotOnServer { sha256, here } => {
+                write!(
+                    f,
+                    "blob {sha256}, named by a journal line, is not on the server"
+                )?;
+                if *here {
+                    f.write_str(" (it is here)")?;
+                }
+                Ok(())
+            }
+            Self::NotOnServer { session, entries } => {
+                write!(
+                    f,
+                    "session {session}: {entries} entries here are not on the server"
+                )
+            }
+            Self::JournalNotOnServer { lines } => write!(
+                f,
+                "checkpoint journal: {lines} lines here are not on the server"
+            ),
+            Self::NotHere { session, entries } => write!(
+                f,
+                "session {session}: {entries} entries on the server are not here"
+            ),
+            Self::JournalNotHere { journal, lines } => write!(
+                f,
+                "journal {journal}: {lines} lines on the server are not here"
+            ),
+            Self::BlobNotHere { sha256 } => write!(
+                f,
+                "blob {sha256}, named by a pulled journal line, is not here"
+            ),
+        }
+    }
+}
+
+impl Problem {
+    /// Whether [`repair`] can mend it.
+    pub fn repairable(&self) -> bool {
+        match self {
+            Self::BadRecord { .. } | Self::BadBlob { .. } => false,
+            Self::BlobNotOnServer { here, .. } => *here,
+            _ => true,
+        }
+    }
+}
+
+/// What this device holds, keyed as the server stores it.
+struct Local {
+    /// Each session's entries in the transcripts.
+    sessions: Vec<(String, Vec<KeyedId>)>,
+    /// Those and the entries waiting in `sync/pending/`.
+    here: HashSet<KeyedId>,
+    /// This device's journal lines.
+    journal: Vec<KeyedId>,
+}
+
+fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
+    let catalog =
+        Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
+    let mut sessions = Vec::new();
+    let mut here = HashSet::new();
+    for (session, files) in catalog.sessions {
+        let tree = SessionTree::load(session.clone(), files)
+            .ctx(|| format!("cannot read session {session}"))?;
+        let ids: Vec<KeyedId> = tree
+            .entries
+            .iter()
+            .map(|e| ctx.keys.entry_key(&session, &e.id))
+            .collect();
+        here.extend(ids.iter().cloned());
+        sessions.push((session.to_string(), ids));
+    }
+    let pending = PendingStore::load(ctx.paths.dir.join("pending"))
+        .ctx(|| "cannot read sync/pending".into())?;
+    for (session, list) in pending.sessions() {
+        here.extend(list.iter().map(|w| ctx.keys.entry_key(session, &w.id)));
+    }
+    let path = ctx.home.checkpoints_dir().join("journal.jsonl");
+    let name = journal_name(&ctx.account);
+    let mut journal = Vec::new();
+    match walk_file(&path, 0, |_, raw| {
+        journal.push(ctx.keys.journal_line_key(&name, raw));
+        ControlFlow::Continue(())
+    }) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
+    }
+    Ok(Local {
+        sessions,
+        here,
+        journal,
+    })
+}
+
+/// Checks everything the server holds for this account against itself and
+/// against this device (see the module's promises).
+pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport, SyncError> {
+    let started = Instant::now();
+    let mut report = VerifyReport::default();
+    let status = ctx.client.status()?;
+    let framed = ctx.client.capabilities()?.frames;
+    let local = local(ctx)?;
+    report.local_entries = local.here.len() as u64;
+    report.journal_lines = local.journal.len() as u64;
+    let own_journal = journal_name(&ctx.account);
+    let cursor = ctx.state.cursor;
+    let mut on_server: HashSet<KeyedId> = HashSet::new();
+    // Ids of records that do not verify: those records are the problem
+    // named, not their entries once more.
+    let mut claimed: HashSet<KeyedId> = HashSet::new();
+    let mut not_here: BTreeMap<String, u64> = BTreeMap::new();
+    let mut journal_not_here: BTreeMap<String, u64> = BTreeMap::new();
+    // Blobs verified records name, and those of them a journal line here
+    // names (which must be here too).
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut wanted_here: BTreeSet<String> = BTreeSet::new();
+    progress.start("verifying", status.newest_seq);
+    std::thread::scope(|scope| -> Result<(), SyncError> {
+        let (tx, pages) = std::sync::mpsc::sync_channel(0);
+        let client = ctx.client.clone();
+        scope.spawn(move || fetch_pages(&client, 0, framed, tx));
+        for page in pages {
+            let page = page?;
+            let opened = on_all_cores(&page.records, |r| open_record(ctx, r));
+            for (r, seg) in page.records.iter().zip(opened) {
+                report.records += 1;
+                report.record_bytes += r.ciphertext.len() as u64;
+                let seg = match seg {
+                    Ok(seg) => seg,
+                    Err(e) => {
+                        claimed.extend(r.head.entry_ids.iter().cloned());
+                        let error = match e {
+                            SyncError::Segment { source, .. } => source.to_string(),
+                            e => e.to_string(),
+                        };
+                        report.problems.push(Problem::BadRecord {
+                            seq: r.head.seq,
+                            error,
+                        });
+                        continue;
+                    }
+                };
+                on_server.extend(r.head.entry_ids.iter().cloned());
+                let own = r
+                    .head
+                    .device
+                    .as_deref()
+                    .is_some_and(|d| ctx.account.is_own_device(d));
+                let should_hold = own || r.head.seq <= cursor;
+                if !should_hold {
+                    report.not_pulled += 1;
+                }
+                match seg {
+                    OpenedSegment::Entries { session, entries } => {
+                        named.extend(
+                            entries
+                                .iter()
+                                .filter_map(|e| e.line_blob.as_ref())
+                                .map(|b| b.sha256_hex.clone()),
+                        );
+                        let missing = r
+                            .head
+                            .entry_ids
+                            .iter()
+                            .filter(|id| !local.here.contains(*id))
+                            .count() as u64;
+                        if should_hold && missing > 0 {
+                            *not_here.entry(session.to_string()).or_default() += missing;
+                        }
+                    }
+                    OpenedSegment::Journal { device, lines } => {
+                        let shas = lines.iter().filter_map(|l| blob_of(&l.line));
+                        // Another device's journal, pulled up to the cursor.
+                        if !own && should_hold && device != own_journal {
+                            wanted_here.extend(shas.clone());
+                            let missing = journal_lines_missing(ctx, &device, &lines)?;
+                            if missing > 0 {
+                                *journal_not_here.entry(device).or_default() += missing;
+                            }
+                        }
+                        named.extend(shas);
+                    }
+                }
+            }
+            progress.inc(page.records.len() as u64);
+            if page.records.is_empty() || !page.more {
+                break;
+            }
+        }
+        Ok(())
+    })?;
+    progress.finish();
+
+    let named: Vec<String> = named.into_iter().collect();
+    progress.start("verifying blobs", named.len() as u64);
+    let checked = verify_blobs(ctx, &named)?;
+    progress.finish();
+    for (sha, v) in named.iter().zip(checked) {
+        match v {
+            Verified::Good(n) => {
+                report.blobs += 1;
+                report.blob_bytes += n;
+            }
+            Verified::Missing => report.problems.push(Problem::BlobNotOnServer {
+                sha256: sha.clone(),
+                here: checkpoint_blob_path(ctx, sha).is_file(),
+            }),
+            Verified::Bad(error) => report.problems.push(Problem::BadBlob {
+                sha256: sha.clone(),
+                error,
+            }),
+        }
+    }
+    for sha in wanted_here {
+        if !checkpoint_blob_path(ctx, &sha).is_file() {
+            report.problems.push(Problem::BlobNotHere { sha256: sha });
+        }
+    }
+    let lacks = |id: &KeyedId| !on_server.contains(id) && !claimed.contains(id);
+    for (session, ids) in &local.sessions {
+        let entries = ids.iter().filter(|id| lacks(id)).count() as u64;
+        if entries > 0 {
+            report.problems.push(Problem::NotOnServer {
+                session: session.clone(),
+                entries,
+            });
+        }
+    }
+    let lines = local
+        .journal
+        .iter()
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .filter(|id| lacks(id))
+        .count() as u64;
+    if lines > 0 {
+        report.problems.push(Problem::JournalNotOnServer { lines });
+    }
+    report.problems.extend(
+        not_here
+            .into_iter()
+            .map(|(session, entries)| Problem::NotHere { session, entries }),
+    );
+    report.problems.extend(
+        journal_not_here
+            .into_iter()
+            .map(|(journal, lines)| Problem::JournalNotHere { journal, lines }),
+    );
+    report.seconds = started.elapsed().as_secs_f64();
+    let bytes = (report.record_bytes + report.blob_bytes) as f64;
+    report.mb_per_s = bytes / 1e6 / report.seconds.max(1e-9);
+    Ok(report)
+}
+
+/// What [`repair`] did: the push and the pull it ran, if it needed them.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Repaired {
+    pub pushed: Option<PushReport>,
+    pub pulled: Option<PullReport>,
+}
+
+/// Sends what `found` says the server lacks and applies what this device
+/// lacks (see the module's promises); problems it cannot mend are left.
+pub fn repair(
+    ctx: &mut SyncContext,
+    found: &VerifyReport,
+    progress: &dyn Progress,
+) -> Result<Repaired, SyncError> {
+    let mut opts = PushOptions::default();
+    let (mut send, mut fetch) = (false, false);
+    for p in &found.problems {
+        match p {
+            Problem::NotOnServer { session, .. } => {
+                opts.recheck_sessions.extend(session.parse().ok());
+            }
+            Problem::JournalNotOnServer { .. } => opts.recheck_journal = true,
+            // Remembered as missing, a blob goes up with the next push and
+            // comes down with the next pull (see `blob_transfer`).
+            Problem::BlobNotOnServer { sha256, here: true } => {
+                ctx.state.missing_blobs.insert(sha256.clone());
+                send = true;
+            }
+            Problem::BlobNotHere { sha256 } => {
+                ctx.state.missing_blobs.insert(sha256.clone());
+                fetch = true;
+            }
+            Problem::NotHere { .. } | Problem::JournalNotHere { .. } => fetch = true,
+            Problem::BadRecord { .. }
+            | Problem::BadBlob { .. }
+            | Problem::BlobNotOnServer { .. } => {}
+        }
+    }
+    let mut done = Repaired::default();
+    if send || !opts.recheck_sessions.is_empty() || opts.recheck_journal {
+        done.pushed = Some(push_with(ctx, progress, &opts)?);
+    }
+    if fetch {
+        done.pulled = Some(pull(ctx, progress, PullOptions { all: true })?);
+    }
+    Ok(done)
+}
