@@ -165,6 +165,7 @@ impl Config {
             registration: self.registration,
             frames: true,
             known_entries: true,
+            stream_pull: true,
         }
     }
 

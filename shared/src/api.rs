@@ -182,6 +182,10 @@ pub struct Capabilities {
     /// Whether `POST /records/known` exists (false from older servers).
     #[serde(default)]
     pub known_entries: bool,
+    /// Whether `GET /records` takes `stream` (false from older servers,
+    /// which would ignore it and answer every stream).
+    #[serde(default)]
+    pub stream_pull: bool,
 }
 
 /// `POST /api/v1/register` (no auth): creates the account and its first device.
@@ -386,6 +390,12 @@ pub struct PullQuery {
         param(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)
     )]
     pub limit: Option<u32>,
+    /// Only the records of this keyed stream (a session's
+    /// `session_key`, which the client computes: the server never learns
+    /// the session id), still in seq order after `after`: one session
+    /// fetched alone, whatever the history's size. Absent: every stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<KeyedId>,
 }
 
 /// One stored record in a pull page.
@@ -405,7 +415,8 @@ pub struct Record {
     pub device: Option<String>,
 }
 
-/// `GET /api/v1/records?after=SEQ&limit=N`: a page of records in seq order.
+/// `GET /api/v1/records?after=SEQ&limit=N[&stream=ID]`: a page of records in
+/// seq order (of one stream with `stream`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct PullResponse {

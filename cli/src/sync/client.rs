@@ -519,16 +519,31 @@ impl Client {
     /// read as JSON. A page cut short is fetched again (as a lost connection
     /// is), never taken as a shorter page.
     pub fn pull(&self, after: u64, framed: bool) -> Result<Page, ClientError> {
-        let url = self.url(&format!("/records?after={after}"));
+        self.pull_page(&self.url(&format!("/records?after={after}")), framed)
+    }
+
+    /// [`Self::pull`] of one keyed stream's records only (a server whose
+    /// capabilities say `stream_pull`).
+    pub fn pull_stream(
+        &self,
+        stream: &KeyedId,
+        after: u64,
+        framed: bool,
+    ) -> Result<Page, ClientError> {
+        let url = self.url(&format!("/records?stream={stream}&after={after}"));
+        self.pull_page(&url, framed)
+    }
+
+    fn pull_page(&self, url: &str, framed: bool) -> Result<Page, ClientError> {
         if !framed {
-            let resp = self.send(|| self.http.get(&url))?;
+            let resp = self.send(|| self.http.get(url))?;
             return self.json::<PullResponse>(resp).map(Page::from);
         }
         let mut attempt = 1;
         loop {
             let resp = self.send(|| {
                 self.http
-                    .get(&url)
+                    .get(url)
                     .header(reqwest::header::ACCEPT, frames::CONTENT_TYPE)
             })?;
             let is_framed = resp

@@ -16,5 +16,6 @@ mod operator;
 mod quota;
 mod records;
 mod secrets;
+mod streams;
 mod timeouts;
 mod wire;

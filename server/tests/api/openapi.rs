@@ -111,6 +111,7 @@ async fn every_answer_the_server_gives_is_listed_for_its_operation() {
             "/api/v1/records",
             "/api/v1/records?after=9223372036854775808",
         ),
+        case(Method::GET, "/api/v1/records", "/api/v1/records?stream=x"),
         case(Method::GET, "/api/v1/status", "/api/v1/status?after=x"),
         case(Method::GET, "/api/v1/key-check", "/api/v1/key-check").anonymous(),
     ];
@@ -231,6 +232,10 @@ async fn the_format_rules_the_server_enforces_are_in_the_schemas() {
             "{method} /api/v1/blobs/{{name}}"
         );
     }
+    assert_eq!(
+        param(&doc, "get", "/api/v1/records", "stream")["pattern"],
+        "^[0-9a-f]{64}$"
+    );
     let limit = param(&doc, "get", "/api/v1/records", "limit");
     assert_eq!(
         (&limit["minimum"], &limit["maximum"]),

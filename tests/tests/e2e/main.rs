@@ -9,6 +9,7 @@ mod first_hour_account;
 mod first_hour_network;
 mod first_hour_sessions;
 mod handoff;
+mod one_session;
 mod server_data;
 mod sessions;
 mod sync;

@@ -3,6 +3,7 @@
 mod account;
 mod devices;
 mod key;
+pub mod one_session;
 mod transfer;
 
 use clap::Subcommand;

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, client_error, open, sync_error};
+use super::{Ctx, client_error, one_session, open, sync_error};
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
 use crate::commands::sessions::fmt_minute;
@@ -32,6 +32,11 @@ pub struct PullArgs {
     /// missing here (after restoring an old backup); nothing is applied twice.
     #[arg(long)]
     pub all: bool,
+    /// Fetch this one session alone (its whole id, or a prefix of one on
+    /// this device), not the whole history; the next full pull fetches the
+    /// rest.
+    #[arg(long, value_name = "ID", conflicts_with = "all")]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +91,9 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
 }
 
 pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
+    if let Some(id) = &args.session {
+        return pull_one_session(ctx, id, args.json);
+    }
     let mut sync = open(ctx)?;
     let opts = PullOptions { all: args.all };
     let r = pull(&mut sync, progress(args.json).as_ref(), opts).map_err(sync_error)?;
@@ -95,6 +103,30 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     println!(
         "pulled {} entries in {} sessions, {} blobs; {} sessions diverged (both branches kept)",
         r.entries, r.sessions, r.blobs, r.diverged
+    );
+    if let Some(why) = &r.deferred {
+        eprintln!("note: {why}; the next pull or push applies them once the line is complete");
+    }
+    Ok(())
+}
+
+/// `evi sync pull --session ID`.
+fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
+    let wanted = one_session::wanted(&crate::commands::sessions::scan(ctx)?, id)?;
+    let mut sync = open(ctx)?;
+    let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
+    drop(sync);
+    if !wanted.here && r.records == 0 {
+        return Err(one_session::not_found(id));
+    }
+    if json {
+        return print_json(&r);
+    }
+    println!(
+        "pulled {} entries of session {}; {} diverged (both branches kept)",
+        r.entries,
+        wanted.id,
+        if r.diverged > 0 { "it" } else { "none" }
     );
     if let Some(why) = &r.deferred {
         eprintln!("note: {why}; the next pull or push applies them once the line is complete");
