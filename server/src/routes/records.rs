@@ -112,6 +112,9 @@ pub async fn push(
         check_segment(s)?;
     }
     let out = store_segments(&state, &auth, segments).await?;
+    if out.stored > 0 {
+        state.waiters.committed(auth.user_id, out.newest_seq);
+    }
     state.metrics.records_stored.inc_by(out.stored);
     state.metrics.records_dropped.inc_by(out.dropped);
     Ok(Json(PushResponse {

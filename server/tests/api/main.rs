@@ -18,4 +18,5 @@ mod records;
 mod secrets;
 mod streams;
 mod timeouts;
+mod wait;
 mod wire;
