@@ -54,7 +54,9 @@ pub struct Slot {
 
 impl std::fmt::Debug for Slot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slot").field("user", &self.user).finish_non_exhaustive()
+        f.debug_struct("Slot")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
     }
 }
 

@@ -22,7 +22,7 @@ use evi_shared::KeyedId;
 use evi_shared::api::{
     AuthResponse, BlobNames, BlobStored, Capabilities, DevicesResponse, EntryIds, ErrorBody,
     ErrorCode, KeyCheckRequest, KeyCheckResponse, KnownEntries, LoginRequest, MissingResponse,
-    PullResponse, PushResponse, RegisterRequest, StatusResponse,
+    PullResponse, PushResponse, RegisterRequest, StatusResponse, WaitResponse,
 };
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 use reqwest::StatusCode;
@@ -573,6 +573,25 @@ impl Client {
 
     pub fn status(&self) -> Result<StatusResponse, ClientError> {
         self.get("/status")
+    }
+
+    /// The same client trying each call once: a long-running caller
+    /// (`evi sync watch`) backs off by itself and says so once.
+    pub fn without_retries(&self) -> Self {
+        Self {
+            attempts: 1,
+            ..self.clone()
+        }
+    }
+
+    /// Parks on `GET /records/wait` until another device's record after
+    /// `after` commits or `secs` pass (the server may cap them); the
+    /// request's own timeout allows for the wait.
+    pub fn wait(&self, after: u64, secs: u32) -> Result<WaitResponse, ClientError> {
+        let url = self.url(&format!("/records/wait?after={after}&timeout={secs}"));
+        let limit = Duration::from_secs(u64::from(secs) + 20);
+        let resp = self.send(|| self.http.get(&url).timeout(limit))?;
+        self.json(resp)
     }
 
     /// `status` with this device's pull cursor: newer servers also count

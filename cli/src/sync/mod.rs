@@ -37,6 +37,7 @@ pub mod segment;
 pub mod state;
 mod unfinished;
 pub mod uploader;
+pub mod watch;
 
 pub use blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};
 pub use identity::{Identity, IdentityError};

@@ -24,5 +24,6 @@ mod sync_server_view;
 mod sync_state;
 mod sync_tamper;
 mod vectors;
+mod watch;
 mod web;
 mod web_browser;

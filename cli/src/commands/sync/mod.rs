@@ -4,7 +4,9 @@ mod account;
 mod devices;
 mod key;
 pub mod one_session;
+mod service;
 mod transfer;
+mod watch;
 
 use clap::Subcommand;
 
@@ -39,6 +41,8 @@ pub enum SyncCommand {
     Devices(JsonArgs),
     /// Revoke a device's token (by name or id).
     Revoke(devices::RevokeArgs),
+    /// Keep syncing: push what eVi writes, pull what other devices push.
+    Watch(watch::WatchArgs),
 }
 
 pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
@@ -52,6 +56,7 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
         SyncCommand::Status(a) => transfer::cmd_sync_status(ctx, a),
         SyncCommand::Devices(a) => devices::cmd_sync_devices(ctx, a),
         SyncCommand::Revoke(a) => devices::cmd_sync_revoke(ctx, a),
+        SyncCommand::Watch(a) => watch::cmd_sync_watch(ctx, a),
     }
 }
 

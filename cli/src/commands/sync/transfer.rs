@@ -155,6 +155,8 @@ struct Status {
     /// Blobs named by a journal here that the server did not have when last
     /// asked; every pull asks again, every push sends those it has.
     missing_blobs: u64,
+    /// The `evi sync watch` running for this home, if one runs.
+    watcher: Option<crate::sync::watch::presence::WatchInfo>,
 }
 
 /// Entries of one session and day that wait.
@@ -252,6 +254,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         server_error,
         waiting,
         missing_blobs: sync.state.missing_blobs.len() as u64,
+        watcher: crate::sync::watch::presence::running(&sync.paths),
     };
     if args.json {
         return print_json(&s);
@@ -283,6 +286,27 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         _ => {}
     }
     writeln!(out, "blobs missing: {}", s.missing_blobs)?;
+    match &s.watcher {
+        None => writeln!(
+            out,
+            "watcher:   not running (`evi sync watch` keeps this home synced)"
+        )?,
+        Some(w) => {
+            let mut line = format!(
+                "watcher:   running (pid {}) since {}, last synced {}",
+                w.pid,
+                when(&Some(w.started.clone())),
+                when(&w.last_sync)
+            );
+            if let Some(away) = &w.server_away_since {
+                line.push_str(&format!(
+                    "; the server has not answered since {}",
+                    when(&Some(away.clone()))
+                ));
+            }
+            writeln!(out, "{line}")?;
+        }
+    }
     for w in &s.waiting {
         let why = match w.reason {
             "partial_line" => "its file ends in a line eVi is still writing",
