@@ -366,3 +366,43 @@ fn install_writes_a_unit_systemd_accepts_and_uninstall_removes_it() {
         run.stdout
     );
 }
+
+#[test]
+fn handoff_with_auto_sync_relies_on_the_watcher_and_pushes_what_it_has_not() {
+    let (_server, a, b) = pair();
+    a.write_config("[sync]\nauto = true\n");
+    let wa = watch(&a);
+    let _wb = watch(&b);
+    let path = a
+        .home()
+        .join(format!("transcripts/{}/HANDED.jsonl", today()));
+    append(&path, line("handed", 0).as_bytes());
+    until("the session reaches the desktop", 20, || converged(&a, &b));
+    until("the watcher recorded its push", 10, || {
+        a.evi(&["sessions", "handoff", "HANDED", "--json"])
+            .stdout
+            .contains("\"push\": \"watcher\"")
+    });
+    let run = a.evi(&["sessions", "handoff", "HANDED"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let steps: Vec<&str> = run.stdout.lines().take(3).collect();
+    assert_eq!(
+        steps,
+        [
+            "handoff HANDED (1 messages)",
+            "  1. sync this device:   evi sync watch   (already pushed)",
+            "  2. on the other device: nothing if it runs `evi sync watch` (it has the session \
+             already); else evi sync pull, then either",
+        ]
+    );
+
+    // No watcher here any more: a new line is pushed by the handoff itself.
+    wa.kill();
+    append(&path, line("handed", 1).as_bytes());
+    let v: Value =
+        serde_json::from_str(&a.evi(&["sessions", "handoff", "HANDED", "--json"]).stdout).unwrap();
+    assert_eq!(v["push"], "done", "{v}");
+    until("the desktop, still watching, has it", 20, || {
+        converged(&a, &b)
+    });
+}
