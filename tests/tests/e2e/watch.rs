@@ -5,7 +5,7 @@
 //! systemd accepts. Short quiet times and waits keep these quick; the
 //! waits below are for a state to be reached, never a speed asserted.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,8 +35,10 @@ fn watch(dev: &Device) -> Watcher {
             "--json",
             "--quiet-ms",
             "100",
+            // No scan while a test runs: what arrives came by the file
+            // events and the server's long poll.
             "--scan-secs",
-            "3",
+            "600",
         ])
         .args(["--wait-secs", "10", "--backoff-max-secs", "1"])
         .stdout(std::fs::File::create(&out).unwrap())
@@ -103,17 +105,6 @@ fn no_entry_twice(dev: &Device) {
     }
 }
 
-fn append(path: &Path, bytes: &[u8]) {
-    use std::io::Write;
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    f.write_all(bytes).unwrap();
-}
-
 fn line(what: &str, i: usize) -> String {
     format!(
         "{{\"role\":\"assistant\",\"content\":\"{what} {i}\",\"ts\":\"{}T10:00:00Z\"}}\n",
@@ -124,27 +115,21 @@ fn line(what: &str, i: usize) -> String {
 /// What eVi does: lines of its own session written in two parts with a
 /// pause between (a partial last line meanwhile), and whole lines to a
 /// session the other device writes too.
-fn writer(
-    home: PathBuf,
-    own: &'static str,
-    shared: &'static str,
-    n: usize,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let dir = home.join("transcripts").join(today());
-        for i in 0..n {
-            let l = line(own, i);
-            let (first, rest) = l.split_at(l.len() / 2);
-            append(&dir.join(format!("{own}.jsonl")), first.as_bytes());
-            std::thread::sleep(Duration::from_millis(40));
-            append(&dir.join(format!("{own}.jsonl")), rest.as_bytes());
-            append(
-                &dir.join(format!("{shared}.jsonl")),
-                line(own, i).as_bytes(),
-            );
-            std::thread::sleep(Duration::from_millis(30));
-        }
-    })
+fn write_like_evi(dev: &Device, own: &str, shared: &str, n: usize) {
+    let day = today();
+    let (own_file, shared_file) = (
+        format!("transcripts/{day}/{own}.jsonl"),
+        format!("transcripts/{day}/{shared}.jsonl"),
+    );
+    for i in 0..n {
+        let l = line(own, i);
+        let (first, rest) = l.split_at(l.len() / 2);
+        dev.append(&own_file, first.as_bytes());
+        std::thread::sleep(Duration::from_millis(40));
+        dev.append(&own_file, rest.as_bytes());
+        dev.append(&shared_file, line(own, i).as_bytes());
+        std::thread::sleep(Duration::from_millis(30));
+    }
 }
 
 fn pair() -> (TestServer, Device, Device) {
@@ -181,13 +166,10 @@ fn two_watching_devices_converge_while_writers_append() {
     let v: Value = serde_json::from_str(&a.sync_ok(&["status", "--json"])).unwrap();
     assert_eq!(v["watcher"]["pid"], wa.child.id());
 
-    let writers = [
-        writer(a.home(), "LAPTOPONLY", "SHARED", 25),
-        writer(b.home(), "DESKTOPONLY", "SHARED", 25),
-    ];
-    for w in writers {
-        w.join().unwrap();
-    }
+    std::thread::scope(|scope| {
+        scope.spawn(|| write_like_evi(&a, "LAPTOPONLY", "SHARED", 25));
+        scope.spawn(|| write_like_evi(&b, "DESKTOPONLY", "SHARED", 25));
+    });
     until("the devices converge", 30, || converged(&a, &b));
     assert_eq!(
         sessions(&a),
@@ -228,16 +210,16 @@ fn watchers_catch_up_after_the_server_restarts_under_them() {
     let wa = watch(&a);
     let wb = watch(&b);
     let day = today();
-    let path = |d: &Device, s: &str| d.home().join(format!("transcripts/{day}/{s}.jsonl"));
+    let path = |s: &str| format!("transcripts/{day}/{s}.jsonl");
     for i in 0..5 {
-        append(&path(&a, "BEFORE"), line("before", i).as_bytes());
+        a.append(&path("BEFORE"), line("before", i).as_bytes());
     }
     until("the first lines arrive", 20, || converged(&a, &b));
 
     server.kill();
     for i in 0..5 {
-        append(&path(&a, "DURING"), line("laptop", i).as_bytes());
-        append(&path(&b, "DURING2"), line("desktop", i).as_bytes());
+        a.append(&path("DURING"), line("laptop", i).as_bytes());
+        b.append(&path("DURING2"), line("desktop", i).as_bytes());
     }
     until("both notice the server is gone", 20, || {
         wa.count("server_away") == 1 && wb.count("server_away") == 1
@@ -373,10 +355,8 @@ fn handoff_with_auto_sync_relies_on_the_watcher_and_pushes_what_it_has_not() {
     a.write_config("[sync]\nauto = true\n");
     let wa = watch(&a);
     let _wb = watch(&b);
-    let path = a
-        .home()
-        .join(format!("transcripts/{}/HANDED.jsonl", today()));
-    append(&path, line("handed", 0).as_bytes());
+    let path = format!("transcripts/{}/HANDED.jsonl", today());
+    a.append(&path, line("handed", 0).as_bytes());
     until("the session reaches the desktop", 20, || converged(&a, &b));
     until("the watcher recorded its push", 10, || {
         a.evi(&["sessions", "handoff", "HANDED", "--json"])
@@ -398,7 +378,7 @@ fn handoff_with_auto_sync_relies_on_the_watcher_and_pushes_what_it_has_not() {
 
     // No watcher here any more: a new line is pushed by the handoff itself.
     wa.kill();
-    append(&path, line("handed", 1).as_bytes());
+    a.append(&path, line("handed", 1).as_bytes());
     let v: Value =
         serde_json::from_str(&a.evi(&["sessions", "handoff", "HANDED", "--json"]).stdout).unwrap();
     assert_eq!(v["push"], "done", "{v}");

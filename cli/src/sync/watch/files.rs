@@ -36,14 +36,14 @@ impl FileWatch {
             if !counts(&ev.kind) {
                 return;
             }
-            if ev
-                .paths
-                .iter()
-                .any(|p| relevant.iter().any(|d| p.starts_with(d)))
-            {
-                let _ = tx.send(Signal::Changed);
-            } else if ev.paths.iter().any(|p| p.parent() == Some(root.as_path())) {
+            // An entry of the home itself (`transcripts/` created, say)
+            // may be a folder to watch from now on.
+            if ev.paths.iter().any(|p| p.parent() == Some(root.as_path())) {
                 let _ = tx.send(Signal::HomeChanged);
+            }
+            let ours = |p: &PathBuf| relevant.iter().any(|d| p.starts_with(d));
+            if ev.paths.iter().any(ours) {
+                let _ = tx.send(Signal::Changed);
             }
         })?;
         let mut me = Self {
