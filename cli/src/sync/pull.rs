@@ -93,7 +93,8 @@ pub fn pull_session(
         .copied()
         .unwrap_or(0)
         .max(ctx.state.cursor);
-    progress.start("pulling", 0);
+    // No bar: the number of the session's records is not known, and a
+    // session alone takes the time of its own records.
     let scope = Scope::Session {
         session: session.clone(),
         stream: ctx.keys.session_key(session),

@@ -377,6 +377,15 @@ impl Uploader {
             self.labels_in_flight.remove(&self.next_record);
             report.segments_stored += resp.stored;
             report.segments_dropped += resp.dropped;
+            // A batch's records take consecutive seqs ending at
+            // `newest_seq`: when they follow the cursor directly, nothing
+            // else came in between, and the cursor passes over them, so no
+            // pull fetches this device's own records back.
+            if resp.stored > 0 && resp.newest_seq.checked_sub(resp.stored) == Some(ctx.state.cursor)
+            {
+                ctx.state.advance_cursor(resp.newest_seq);
+                changed = true;
+            }
             report.bytes_sent += bytes;
             for m in self
                 .pending_marks

@@ -23,6 +23,12 @@ struct Watcher {
 }
 
 fn watch(dev: &Device) -> Watcher {
+    // No scan while a test runs: what arrives came by the file events and
+    // the server's long poll.
+    watch_with(dev, &["--scan-secs", "600", "--backoff-max-secs", "1"])
+}
+
+fn watch_with(dev: &Device, flags: &[&str]) -> Watcher {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = dev.dir.path().join(format!("watch-{n}.jsonl"));
@@ -35,12 +41,10 @@ fn watch(dev: &Device) -> Watcher {
             "--json",
             "--quiet-ms",
             "100",
-            // No scan while a test runs: what arrives came by the file
-            // events and the server's long poll.
-            "--scan-secs",
-            "600",
+            "--wait-secs",
+            "10",
         ])
-        .args(["--wait-secs", "10", "--backoff-max-secs", "1"])
+        .args(flags)
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
@@ -90,6 +94,15 @@ fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         assert!(Instant::now() < end, "{what}: not within {secs} s");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// User and system CPU time of a watcher so far, in clock ticks.
+fn cpu_ticks(w: &Watcher) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", w.child.id())).unwrap();
+    // After the command name in parentheses: fields 14 and 15 of stat(5).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
 fn converged(a: &Device, b: &Device) -> bool {
@@ -237,6 +250,29 @@ fn watchers_catch_up_after_the_server_restarts_under_them() {
     assert_eq!(held(&a, "DURING2").len(), 5);
     let st = server.get_json(&a.token(), "status");
     assert_eq!(st["entries"], 15, "{st}");
+}
+
+#[test]
+fn a_watcher_waiting_for_its_server_costs_no_cpu() {
+    let (mut server, a, _b) = pair();
+    // A scan falls due during a backoff of several seconds.
+    let w = watch_with(&a, &["--scan-secs", "1", "--backoff-max-secs", "8"]);
+    server.kill();
+    a.append(
+        &format!("transcripts/{}/AWAY.jsonl", today()),
+        line("away", 0).as_bytes(),
+    );
+    until("it notices the server is gone", 20, || {
+        w.count("server_away") == 1
+    });
+    let before = cpu_ticks(&w);
+    std::thread::sleep(Duration::from_secs(4));
+    let used = cpu_ticks(&w) - before;
+    // A loop that spins until its retry burns about 100 ticks a second.
+    assert!(
+        used < 40,
+        "a waiting watcher spent {used} ticks of CPU in 4 s"
+    );
 }
 
 #[test]

@@ -261,7 +261,12 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         if want_push || want_pull {
             due.push(w.retry_at.unwrap_or(now));
         }
-        let until = due.into_iter().min().unwrap_or(now);
+        let mut until = due.into_iter().min().unwrap_or(now);
+        // While backing off, nothing is due before the retry (a push due
+        // meanwhile would wake the loop again and again for nothing).
+        if let Some(retry) = w.retry_at {
+            until = until.max(retry);
+        }
         match rx.recv_timeout(until.saturating_duration_since(now)) {
             Ok(Signal::Changed) => {
                 let t = Instant::now();
@@ -363,6 +368,7 @@ impl Loop {
         })?;
         Ok(match step {
             Some(Some(r)) => {
+                self.synced();
                 if r.entries + r.journal_lines + r.blobs_uploaded + r.segments_stored > 0 {
                     self.log.log(WatchEvent::Pushed {
                         entries: r.entries,
@@ -389,6 +395,7 @@ impl Loop {
         })?;
         Ok(match step {
             Some((r, cursor)) => {
+                self.synced();
                 self.cursor.store(cursor, Ordering::Relaxed);
                 let _ = self.pulled.send(());
                 if r.records + r.entries + r.blobs > 0 {
@@ -404,6 +411,13 @@ impl Loop {
             }
             None => Step::Later,
         })
+    }
+
+    /// Notes for `evi sync status` that a push or pull went through (a look
+    /// that found nothing to push does not count).
+    fn synced(&self) {
+        self.health
+            .record(|i| i.last_sync = Some(chrono::Utc::now().to_rfc3339()));
     }
 
     /// Runs `f` on a freshly opened context (the sync lock held for `f`
@@ -424,8 +438,6 @@ impl Loop {
                 self.retry_at = None;
                 self.last_failure = None;
                 self.health.ok();
-                self.health
-                    .record(|i| i.last_sync = Some(chrono::Utc::now().to_rfc3339()));
                 Ok(Some(v))
             }
             Err(e) if fatal(&e) => Err(e.into()),
