@@ -53,12 +53,12 @@ ulimit -n 20000 2> /dev/null || true
 
 export EVI_SYNC_PASSWORD="bench password 1" EVI_KEY_PASSPHRASE="bench passphrase"
 
-# start_server NAME [FLAGS…]: sets $url and $server_pid.
+# start_server NAME [FLAGS…]: sets $url and $server_pid (on $LISTEN if set).
 start_server() {
   local name=$1
   shift
   mkfifo "$work/$name.fifo"
-  "$server" --listen 127.0.0.1:0 --registration open --data "$work/$name" "$@" \
+  "$server" --listen "${LISTEN:-127.0.0.1:0}" --registration open --data "$work/$name" "$@" \
     > "$work/$name.fifo" 2> "$work/$name.log" &
   server_pid=$!
   pids+=("$server_pid")
@@ -229,19 +229,30 @@ fi
 
 if [[ " $parts " == *" waiters "* ]]; then
   mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  start_server waits --max-waiters 100000 --max-waiters-per-user 1000 --wait-rate-per-device 1000000 \
-    --auth-rate-per-ip 100000 --metrics-listen "127.0.0.1:$mport"
-  rss0=$(awk '/VmRSS/ {print $2}' "/proc/$server_pid/status")
-  python3 - "$url" "$waiters" "$server_pid" "$mport" << 'EOF'
-import asyncio, json, sys, time, urllib.request
-url, n, pid, mport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-host, port = url.removeprefix("http://").split(":")
-users = 40
-tokens = []
-for u in range(users):
+  wflags=(--max-waiters 100000 --max-waiters-per-user 1000 --wait-rate-per-device 1000000
+    --auth-rate-per-ip 100000 --metrics-listen "127.0.0.1:$mport")
+  start_server waits "${wflags[@]}"
+  # 40 accounts; then a fresh start, so the RSS measured is not what the
+  # 40 argon2id hashes of registering left in the allocator.
+  python3 - "$url" > "$work/tokens" << 'EOF2'
+import json, sys, urllib.request
+url = sys.argv[1]
+for u in range(40):
     body = json.dumps({"user": f"w{u}", "password": "bench password 1", "device": "d"}).encode()
     req = urllib.request.Request(url + "/api/v1/register", body, {"Content-Type": "application/json"})
-    tokens.append(json.load(urllib.request.urlopen(req))["token"])
+    print(json.load(urllib.request.urlopen(req))["token"])
+EOF2
+  port=${url##*:}
+  kill "$server_pid"
+  wait "$server_pid" 2> /dev/null || true
+  rm -f "$work/waits.fifo"
+  LISTEN=127.0.0.1:$port start_server waits "${wflags[@]}"
+  python3 - "$url" "$waiters" "$server_pid" "$mport" "$work/tokens" << 'EOF'
+import asyncio, sys, time, urllib.request
+url, n, pid, mport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+tokens = open(sys.argv[5]).read().split()
+users = len(tokens)
+host, port = url.removeprefix("http://").split(":")
 def rss(field):
     for l in open(f"/proc/{pid}/status"):
         if l.startswith(field):

@@ -198,6 +198,10 @@ fn two_watching_devices_converge_while_writers_append() {
         assert_all_lines_json(d, "after watching");
     }
     for w in [&wa, &wb] {
+        // A pull's line is written once its entries are in place.
+        until("each logged a push and a pull", 10, || {
+            w.count("pushed") > 0 && w.count("pulled") > 0
+        });
         assert!(
             w.count("pushed") > 0 && w.count("pulled") > 0,
             "{:?} {}",
