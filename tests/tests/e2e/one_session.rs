@@ -30,11 +30,7 @@ fn no_entry_twice(dev: &Device, session: &str) {
 
 #[test]
 fn resume_fetches_one_session_alone_and_the_next_pull_the_rest() {
-    let server = TestServer::start();
-    let a = Device::new();
-    let b = Device::new();
-    a.init(&server, "pat", "laptop");
-    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let (_server, a, b) = crate::common::two_devices();
     a.write(DAY, OTHER, lines("other", 5).as_bytes());
     a.write(DAY, WANTED, lines("wanted", 7).as_bytes());
     a.write(DAY, THIRD, lines("third", 3).as_bytes());

@@ -246,11 +246,7 @@ fn many_short_lines_go_up_in_segments_the_server_takes() {
 
 #[test]
 fn a_push_moves_the_cursor_over_its_own_records_when_nothing_came_between() {
-    let server = TestServer::start();
-    let a = Device::new();
-    let b = Device::new();
-    a.init(&server, "pat", "laptop");
-    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let (_server, a, b) = crate::common::two_devices();
     a.write(
         D1,
         "S1",

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::{
-    Device, Rng, TestServer, assert_all_lines_json, held, held_set, sessions, today,
+    Device, Rng, TestServer, assert_all_lines_json, held, held_set, sessions, today, two_devices,
 };
 
 /// A running `evi sync watch --json`, killed when dropped.
@@ -145,18 +145,9 @@ fn write_like_evi(dev: &Device, own: &str, shared: &str, n: usize) {
     }
 }
 
-fn pair() -> (TestServer, Device, Device) {
-    let server = TestServer::start();
-    let a = Device::new();
-    let b = Device::new();
-    a.init(&server, "pat", "laptop");
-    b.join_copying_key(&a, &server.url, "pat", "desktop");
-    (server, a, b)
-}
-
 #[test]
 fn two_watching_devices_converge_while_writers_append() {
-    let (_server, a, b) = pair();
+    let (_server, a, b) = two_devices();
     let wa = watch(&a);
     let wb = watch(&b);
 
@@ -223,7 +214,7 @@ fn two_watching_devices_converge_while_writers_append() {
 
 #[test]
 fn watchers_catch_up_after_the_server_restarts_under_them() {
-    let (mut server, a, b) = pair();
+    let (mut server, a, b) = two_devices();
     let wa = watch(&a);
     let wb = watch(&b);
     let day = today();
@@ -258,7 +249,7 @@ fn watchers_catch_up_after_the_server_restarts_under_them() {
 
 #[test]
 fn a_watcher_waiting_for_its_server_costs_no_cpu() {
-    let (mut server, a, _b) = pair();
+    let (mut server, a, _b) = two_devices();
     // A scan falls due during a backoff of several seconds.
     let w = watch_with(&a, &["--scan-secs", "1", "--backoff-max-secs", "8"]);
     server.kill();
@@ -281,7 +272,7 @@ fn a_watcher_waiting_for_its_server_costs_no_cpu() {
 
 #[test]
 fn a_watcher_killed_mid_push_resumes_cleanly() {
-    let (server, a, b) = pair();
+    let (server, a, b) = two_devices();
     let day = today();
     let mut total = 0;
     for s in 0..150 {
@@ -391,7 +382,7 @@ fn install_writes_a_unit_systemd_accepts_and_uninstall_removes_it() {
 
 #[test]
 fn handoff_with_auto_sync_relies_on_the_watcher_and_pushes_what_it_has_not() {
-    let (_server, a, b) = pair();
+    let (_server, a, b) = two_devices();
     a.write_config("[sync]\nauto = true\n");
     let wa = watch(&a);
     let _wb = watch(&b);

@@ -425,11 +425,7 @@ fn pull_button_needs_this_origin_and_the_csrf_token_then_pulls() {
 
 #[test]
 fn pull_button_fetches_the_session_asked_for_alone() {
-    let server = TestServer::start();
-    let a = Device::new();
-    let b = Device::new();
-    a.init(&server, "pat", "laptop");
-    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let (_server, a, b) = crate::common::two_devices();
     let line = |what: &str| {
         lines(&[format!(
             r#"{{"role":"user","content":"{what}","ts":"2026-06-08T10:00:00Z"}}"#
