@@ -38,6 +38,9 @@ pub struct SyncConfig {
     pub server: Option<String>,
     pub user: Option<String>,
     pub device: Option<String>,
+    /// `evi sync watch` keeps this home synced: `sessions handoff` then
+    /// pushes only what the watcher has not.
+    pub auto: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

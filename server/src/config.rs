@@ -42,6 +42,9 @@ pub struct RateLimits {
     pub per_user_per_minute: u32,
     /// Failed logins for one user from all addresses together.
     pub per_user_total_per_minute: u32,
+    /// Long-poll waits (`GET /records/wait`) begun by one device: a client
+    /// that loops without waiting is held to this.
+    pub waits_per_device_per_minute: u32,
     /// Most buckets held at once (each well under 200 bytes, so about 10 MB
     /// at the default): past it, the buckets touched longest ago are dropped.
     pub max_keys: usize,
@@ -53,7 +56,31 @@ impl Default for RateLimits {
             per_ip_per_minute: 60,
             per_user_per_minute: 10,
             per_user_total_per_minute: 100,
+            waits_per_device_per_minute: 300,
             max_keys: 50_000,
+        }
+    }
+}
+
+/// Long-poll waits (`GET /records/wait`, see [`crate::waiters`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Waits {
+    /// Waits held at once, all users together: past it, 503 with
+    /// `Retry-After`.
+    pub max_waiters: usize,
+    /// Waits held at once for one user (a few devices each hold one): past
+    /// it, 429, so one account cannot take every slot.
+    pub max_per_user: usize,
+    /// Longest wait a client may ask for.
+    pub max_secs: u32,
+}
+
+impl Default for Waits {
+    fn default() -> Self {
+        Self {
+            max_waiters: 10_000,
+            max_per_user: 32,
+            max_secs: 60,
         }
     }
 }
@@ -129,6 +156,7 @@ pub struct Config {
     pub quota_bytes: Option<u64>,
     pub limits: Limits,
     pub rate_limits: RateLimits,
+    pub waits: Waits,
     /// Take the client address from the last `X-Forwarded-For` entry (only
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
@@ -149,6 +177,7 @@ impl Config {
             quota_bytes: None,
             limits: Limits::default(),
             rate_limits: RateLimits::default(),
+            waits: Waits::default(),
             trust_forwarded_for: false,
             timeouts: Timeouts::default(),
             public_url: None,
@@ -165,6 +194,8 @@ impl Config {
             registration: self.registration,
             frames: true,
             known_entries: true,
+            stream_pull: true,
+            max_wait_secs: self.waits.max_secs,
         }
     }
 

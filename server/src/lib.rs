@@ -28,6 +28,7 @@ pub mod private;
 pub mod ratelimit;
 pub mod routes;
 pub mod store;
+pub mod waiters;
 
 pub use config::Config;
 
@@ -50,6 +51,7 @@ pub struct Shared {
     pub passwords: auth::Passwords,
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
+    pub waiters: Arc<waiters::Waiters>,
 }
 
 /// What every handler can reach; cheap to clone.
@@ -120,6 +122,7 @@ impl AppState {
     ) -> Self {
         Self(Arc::new(Shared {
             limiter: RateLimiter::new(config.rate_limits.clone()),
+            waiters: waiters::Waiters::new(config.waits),
             config,
             store,
             bodies,
@@ -153,6 +156,7 @@ pub fn router(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::max(batch_limit)),
         )
         .route("/records/known", post(records::known))
+        .route("/records/wait", get(routes::wait::wait))
         .route("/blobs/missing", post(blobs::missing))
         .route("/blobs/purge", post(blobs::purge))
         // Upload bodies are streamed with their own limit.
@@ -218,9 +222,12 @@ pub async fn serve_state(
     };
     tracing::info!(addr = %listener.local_addr()?, "listening");
     let timeouts = state.config.timeouts;
+    let waiters = state.waiters.clone();
     listen::serve(listener, router(state), timeouts, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
+        // Parked long polls answer now instead of holding the stop up.
+        waiters.close();
         let _ = stop_tx.send(true);
     })
     .await;
@@ -260,6 +267,8 @@ fn log_start(config: &Config) {
         header_timeout_secs = config.timeouts.header.as_secs(),
         body_timeout_secs = config.timeouts.body.as_secs(),
         idle_timeout_secs = config.timeouts.idle.as_secs(),
+        max_waiters = config.waits.max_waiters,
+        max_wait_secs = config.waits.max_secs,
         "starting evi-server"
     );
     if config.registration == evi_shared::api::Registration::Open {

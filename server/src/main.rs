@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use evi_server::Config;
-use evi_server::config::{Limits, RateLimits, Timeouts};
+use evi_server::config::{Limits, RateLimits, Timeouts, Waits};
 use evi_shared::api::Registration;
 
 #[derive(Parser)]
@@ -76,6 +76,21 @@ struct Cli {
     /// together (devices already logged in are never held up by them).
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER_TOTAL", default_value_t = RateLimits::default().per_user_total_per_minute)]
     auth_rate_per_user_total: u32,
+    /// Long-poll waits (`GET /records/wait`) held at once, all users
+    /// together; past it, 503 with Retry-After. Each costs a connection and
+    /// a few kilobytes, no thread.
+    #[arg(long, env = "EVI_SERVER_MAX_WAITERS", default_value_t = Waits::default().max_waiters)]
+    max_waiters: usize,
+    /// Long-poll waits held at once for one account; past it, 429.
+    #[arg(long, env = "EVI_SERVER_MAX_WAITERS_PER_USER", default_value_t = Waits::default().max_per_user)]
+    max_waiters_per_user: usize,
+    /// Longest long-poll wait in seconds (clients ask for less; a reverse
+    /// proxy's read timeout in front must be longer).
+    #[arg(long, env = "EVI_SERVER_MAX_WAIT_SECS", default_value_t = Waits::default().max_secs)]
+    max_wait_secs: u32,
+    /// Long-poll waits one device may begin per minute.
+    #[arg(long, env = "EVI_SERVER_WAIT_RATE_PER_DEVICE", default_value_t = RateLimits::default().waits_per_device_per_minute)]
+    wait_rate_per_device: u32,
     /// Seconds a client may take to send a request's whole header (counted
     /// from when the connection waits for one, so an idle kept-alive
     /// connection closes after this long too).
@@ -190,7 +205,13 @@ async fn main() -> std::process::ExitCode {
         per_ip_per_minute: cli.auth_rate_per_ip.max(1),
         per_user_per_minute: cli.auth_rate_per_user.max(1),
         per_user_total_per_minute: cli.auth_rate_per_user_total.max(1),
+        waits_per_device_per_minute: cli.wait_rate_per_device.max(1),
         ..RateLimits::default()
+    };
+    config.waits = Waits {
+        max_waiters: cli.max_waiters,
+        max_per_user: cli.max_waiters_per_user,
+        max_secs: cli.max_wait_secs.max(1),
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
     let secs = |s: u64| std::time::Duration::from_secs(s.max(1));

@@ -32,6 +32,8 @@ pub struct Metrics {
     /// Buckets the register/login limiter holds, read at each scrape: the
     /// limiter's memory, which no client can grow past its bound.
     auth_limiter_keys: Gauge,
+    /// Long-poll waits held, read at each scrape.
+    waiters: Gauge,
 }
 
 impl Metrics {
@@ -45,6 +47,7 @@ impl Metrics {
         let records_dropped = Counter::default();
         let blob_bytes_stored = Counter::default();
         let auth_limiter_keys = Gauge::default();
+        let waiters = Gauge::default();
         registry.register("http_requests", "HTTP requests answered", requests.clone());
         registry.register(
             "http_request_duration_seconds",
@@ -71,6 +74,11 @@ impl Metrics {
             "Buckets held by the register/login rate limiter",
             auth_limiter_keys.clone(),
         );
+        registry.register(
+            "waiters",
+            "Long-poll waits (GET /records/wait) held",
+            waiters.clone(),
+        );
         Self {
             registry,
             requests,
@@ -79,6 +87,7 @@ impl Metrics {
             records_dropped,
             blob_bytes_stored,
             auth_limiter_keys,
+            waiters,
         }
     }
 
@@ -123,6 +132,8 @@ pub async fn serve_metrics(State(state): State<AppState>) -> impl IntoResponse {
     let m = &state.metrics;
     m.auth_limiter_keys
         .set(i64::try_from(state.limiter.len()).unwrap_or(i64::MAX));
+    m.waiters
+        .set(i64::try_from(state.waiters.len()).unwrap_or(i64::MAX));
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -9,7 +9,9 @@
 //!   address, not the owner elsewhere (and only a flood of failures from
 //!   many addresses at once holds up new logins for the user);
 //! - a password change takes a token of its device, given back on success:
-//!   the calls of a device's token never depend on anyone's login failures.
+//!   the calls of a device's token never depend on anyone's login failures;
+//! - a long-poll wait (`GET /records/wait`) takes a token of its device, so
+//!   a client that loops without waiting is slowed, and only that device.
 //!
 //! The limiter's memory is bounded whatever clients send: a key is a client
 //! address (IPv6 by its /64, which one host usually holds whole), a user
@@ -42,6 +44,8 @@ enum Key {
     User(String),
     /// Wrong old passwords given by this device.
     Device(String),
+    /// Long-poll waits begun by this device.
+    Waits(String),
 }
 
 struct Bucket {
@@ -125,6 +129,7 @@ impl RateLimiter {
             Key::Ip(_) => l.per_ip_per_minute,
             Key::UserAt(..) | Key::Device(_) => l.per_user_per_minute,
             Key::User(_) => l.per_user_total_per_minute,
+            Key::Waits(_) => l.waits_per_device_per_minute,
         })
     }
 
@@ -155,6 +160,11 @@ impl RateLimiter {
             limiter: self,
             keys,
         })
+    }
+
+    /// A long-poll wait begun by `device` (a token issued by the server).
+    pub fn wait(&self, device: &str) -> Result<(), ApiError> {
+        self.take(&[Key::Waits(device.to_owned())])
     }
 
     /// Takes one token from each of `keys`' buckets, or none and says how
@@ -250,6 +260,7 @@ mod tests {
             per_ip_per_minute: per_ip,
             per_user_per_minute: per_user,
             per_user_total_per_minute: per_user * 2,
+            waits_per_device_per_minute: 60,
             max_keys,
         }
     }

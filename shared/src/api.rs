@@ -214,6 +214,14 @@ pub struct Capabilities {
     /// Whether `POST /records/known` exists (false from older servers).
     #[serde(default)]
     pub known_entries: bool,
+    /// Whether `GET /records` takes `stream` (false from older servers,
+    /// which would ignore it and answer every stream).
+    #[serde(default)]
+    pub stream_pull: bool,
+    /// Longest `GET /records/wait` in seconds, or 0 when the server has no
+    /// such endpoint (older servers).
+    #[serde(default)]
+    pub max_wait_secs: u32,
 }
 
 /// `POST /api/v1/register` (no auth): creates the account and its first device.
@@ -418,6 +426,12 @@ pub struct PullQuery {
         param(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)
     )]
     pub limit: Option<u32>,
+    /// Only the records of this keyed stream (a session's
+    /// `session_key`, which the client computes: the server never learns
+    /// the session id), still in seq order after `after`: one session
+    /// fetched alone, whatever the history's size. Absent: every stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<KeyedId>,
 }
 
 /// One stored record in a pull page.
@@ -437,7 +451,8 @@ pub struct Record {
     pub device: Option<String>,
 }
 
-/// `GET /api/v1/records?after=SEQ&limit=N`: a page of records in seq order.
+/// `GET /api/v1/records?after=SEQ&limit=N[&stream=ID]`: a page of records in
+/// seq order (of one stream with `stream`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct PullResponse {
@@ -446,6 +461,40 @@ pub struct PullResponse {
     pub next_after: u64,
     /// Whether records after `next_after` existed when this page was read.
     pub more: bool,
+}
+
+/// Query of `GET /api/v1/records/wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema, IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct WaitQuery {
+    /// The calling device's pull cursor: the wait answers once a record
+    /// with a greater seq that another device pushed has committed.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(maximum = 9223372036854775807_u64))]
+    pub after: u64,
+    /// Longest wait in seconds; capped by the server's `max_wait_secs`
+    /// (absent or 0: the cap).
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        param(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)
+    )]
+    pub timeout: Option<u32>,
+}
+
+/// `GET /api/v1/records/wait?after=SEQ&timeout=SECS`: a long poll. Answers
+/// as soon as another device's record newer than `after` commits (at once
+/// if one has), or when the wait times out; 503 with `Retry-After` when the
+/// server holds as many waits as it takes, 429 past the per-device rate.
+/// Holding the connection costs the server no thread and no database
+/// connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct WaitResponse {
+    /// Records after `after` that other devices pushed (records stored
+    /// without a device count): 0 when the wait timed out.
+    pub pending: u64,
 }
 
 /// Query of `GET /api/v1/status`.

@@ -30,7 +30,7 @@ use evi_shared::KeyedId;
 use evi_shared::api::{
     AuthResponse, BlobNames, BlobStored, Capabilities, DevicesResponse, EntryIds, ErrorBody,
     ErrorCode, KeyCheckRequest, KeyCheckResponse, KnownEntries, LoginRequest, MissingResponse,
-    PullResponse, PushResponse, RegisterRequest, StatusResponse,
+    PullResponse, PushResponse, RegisterRequest, StatusResponse, WaitResponse,
 };
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 use reqwest::StatusCode;
@@ -597,17 +597,32 @@ impl Client {
     /// read as JSON. A page cut short is fetched again (as a lost connection
     /// is), never taken as a shorter page.
     pub fn pull(&self, after: u64, framed: bool) -> Result<Page, ClientError> {
-        let url = self.url(&format!("/records?after={after}"));
+        self.pull_page(&self.url(&format!("/records?after={after}")), framed)
+    }
+
+    /// [`Self::pull`] of one keyed stream's records only (a server whose
+    /// capabilities say `stream_pull`).
+    pub fn pull_stream(
+        &self,
+        stream: &KeyedId,
+        after: u64,
+        framed: bool,
+    ) -> Result<Page, ClientError> {
+        let url = self.url(&format!("/records?stream={stream}&after={after}"));
+        self.pull_page(&url, framed)
+    }
+
+    fn pull_page(&self, url: &str, framed: bool) -> Result<Page, ClientError> {
         if !framed {
             return self.call(
-                || self.http.get(&url),
+                || self.http.get(url),
                 |resp| self.json::<PullResponse>(resp).map(Page::from),
             );
         }
         self.call(
             || {
                 self.http
-                    .get(&url)
+                    .get(url)
                     .header(reqwest::header::ACCEPT, frames::CONTENT_TYPE)
             },
             |resp| {
@@ -631,6 +646,25 @@ impl Client {
 
     pub fn status(&self) -> Result<StatusResponse, ClientError> {
         self.get("/status")
+    }
+
+    /// The same client trying each call once: a long-running caller
+    /// (`evi sync watch`) backs off by itself and says so once.
+    pub fn without_retries(&self) -> Self {
+        Self {
+            attempts: 1,
+            ..self.clone()
+        }
+    }
+
+    /// Parks on `GET /records/wait` until another device's record after
+    /// `after` commits or `secs` pass (the server may cap them); the
+    /// request's own timeout allows for the wait.
+    pub fn wait(&self, after: u64, secs: u32) -> Result<WaitResponse, ClientError> {
+        let url = self.url(&format!("/records/wait?after={after}&timeout={secs}"));
+        let limit = Duration::from_secs(u64::from(secs) + 20);
+        let resp = self.send(|| self.http.get(&url).timeout(limit))?;
+        self.json(resp)
     }
 
     /// `status` with this device's pull cursor: newer servers also count

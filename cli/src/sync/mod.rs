@@ -40,6 +40,7 @@ pub mod state;
 mod unfinished;
 pub mod uploader;
 pub mod verify;
+pub mod watch;
 pub mod zstd_context;
 
 pub use blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};

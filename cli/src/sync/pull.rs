@@ -3,8 +3,16 @@
 //! entries as [`apply`](super::apply) says, or keep them waiting in
 //! [`pending`](super::pending); fetch and verify the blobs the pulled
 //! journals name; advance the cursor only once all that is durable.
+//!
+//! [`pull_session`] does the same for one session's stream alone (resume,
+//! `pull --session`, the viewer's pull button): it never moves the global
+//! cursor, only that session's own (`session_cursors`), so the next full
+//! pull still reads every other record, and passes over the entries it
+//! brought by id.
 
 use std::str::FromStr;
+
+use evi_shared::{KeyedId, SessionId};
 
 use super::context::SyncContext;
 use super::error::SyncError;
@@ -47,35 +55,128 @@ pub struct PullOptions {
     pub all: bool,
 }
 
+/// Which records a pull reads, and which cursor it moves.
+#[derive(Debug, Clone)]
+enum Scope {
+    /// Every stream, from the global cursor.
+    Everything,
+    /// One session's stream, from that session's cursor.
+    Session { session: SessionId, stream: KeyedId },
+}
+
 pub fn pull(
     ctx: &mut SyncContext,
     progress: &dyn Progress,
     opts: PullOptions,
 ) -> Result<PullReport, SyncError> {
-    let mut report = PullReport::default();
     let status = ctx.client.status()?;
     let went_back = ctx.state.high_water.went_back(&status);
-    report.server_went_back = went_back.as_ref().map(ToString::to_string);
     ctx.state.high_water.observe(&status);
     let framed = ctx.client.capabilities()?.frames;
-    // Blobs an earlier pull found missing are asked for again first.
-    report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
     let first = if opts.all { 0 } else { ctx.state.cursor };
     progress.start("pulling", status.newest_seq.saturating_sub(first));
+    let (mut report, pulled_to) =
+        pull_scope(ctx, progress, opts, framed, first, Scope::Everything)?;
+    report.server_went_back = went_back.as_ref().map(ToString::to_string);
+    if went_back.is_some() && opts.all {
+        // Everything the server holds now is here: its history as it now
+        // stands is the one to follow, and to measure it by from now on.
+        ctx.state.cursor = pulled_to;
+        ctx.state.high_water = HighWater::default();
+        ctx.state.high_water.observe(&status);
+        ctx.state.high_water.observe_seq(pulled_to);
+        // What this device pushed may be what the server lost: the next
+        // push reads every file and journal line again, as with a lost
+        // state.json, and the server keeps by entry id what it still has.
+        ctx.state.files.clear();
+        ctx.state.skip.clear();
+        ctx.state.journal = JournalState {
+            name: ctx.state.journal.name.take(),
+            ..JournalState::default()
+        };
+    }
+    ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
+    ctx.save_state()?;
+    report.retries = ctx.client.retries();
+    Ok(report)
+}
+
+/// Fetches and applies the records of `session` alone, after the global
+/// cursor or the session's own, whichever is further: what full pulls
+/// applied is not fetched again. The global cursor does not move. `None`
+/// from a server that cannot answer for one stream (older than
+/// `stream_pull`): the caller pulls everything instead.
+pub fn pull_session(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    session: &SessionId,
+) -> Result<Option<PullReport>, SyncError> {
+    let caps = ctx.client.capabilities()?;
+    if !caps.stream_pull {
+        return Ok(None);
+    }
+    let first = ctx
+        .state
+        .session_cursors
+        .get(session.as_str())
+        .copied()
+        .unwrap_or(0)
+        .max(ctx.state.cursor);
+    // No bar: the number of the session's records is not known, and a
+    // session alone takes the time of its own records.
+    let scope = Scope::Session {
+        session: session.clone(),
+        stream: ctx.keys.session_key(session),
+    };
+    let (mut report, _) = pull_scope(
+        ctx,
+        progress,
+        PullOptions::default(),
+        caps.frames,
+        first,
+        scope,
+    )?;
+    report.retries = ctx.client.retries();
+    Ok(Some(report))
+}
+
+fn pull_scope(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: PullOptions,
+    framed: bool,
+    first: u64,
+    scope: Scope,
+) -> Result<(PullReport, u64), SyncError> {
+    let mut report = PullReport::default();
+    // Blobs an earlier pull found missing are asked for again first.
+    report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
     let mut pulled_to = first;
     // The next page downloads while this one is verified and written.
-    std::thread::scope(|scope| -> Result<(), SyncError> {
+    std::thread::scope(|scope_| -> Result<(), SyncError> {
         // A rendezvous: the fetcher holds the one page it read ahead until
         // this loop takes it, so at most two pages are in memory.
         let (tx, pages) = std::sync::mpsc::sync_channel(0);
         let client = ctx.client.clone();
-        scope.spawn(move || fetch_pages(&client, first, framed, tx));
+        let stream = match &scope {
+            Scope::Everything => None,
+            Scope::Session { stream, .. } => Some(stream.clone()),
+        };
+        scope_.spawn(move || fetch_pages(&client, stream.as_ref(), first, framed, tx));
         for page in pages {
-            let page = page?;
+            let mut page = page?;
             if page.records.is_empty() {
                 break;
+            }
+            if let Some(stream) = match &scope {
+                Scope::Session { stream, .. } => Some(stream),
+                Scope::Everything => None,
+            } {
+                // A page of one stream holds that stream only; anything
+                // else a server sends there is left to the full pull.
+                page.records.retain(|r| &r.head.stream == stream);
             }
             // Verify the whole page before writing anything.
             let opened = open_page(ctx, &page.records, opts.all)?;
@@ -109,9 +210,21 @@ pub fn pull(
             incoming.sync()?;
             // Entries that wait are safe in sync/pending/: the cursor moves
             // past every record of the page.
-            ctx.state.cursor = ctx.state.cursor.max(next_after);
-            ctx.state.high_water.observe_seq(next_after);
             pulled_to = next_after;
+            match &scope {
+                Scope::Everything => {
+                    ctx.state.advance_cursor(next_after);
+                    ctx.state.high_water.observe_seq(next_after);
+                }
+                Scope::Session { session, .. } => {
+                    let c = ctx
+                        .state
+                        .session_cursors
+                        .entry(session.to_string())
+                        .or_default();
+                    *c = (*c).max(next_after);
+                }
+            }
             ctx.save_state()?;
             progress.inc(count);
             if !more {
@@ -132,39 +245,24 @@ pub fn pull(
             report.waiting
         ));
     }
-    if went_back.is_some() && opts.all {
-        // Everything the server holds now is here: its history as it now
-        // stands is the one to follow, and to measure it by from now on.
-        ctx.state.cursor = pulled_to;
-        ctx.state.high_water = HighWater::default();
-        ctx.state.high_water.observe(&status);
-        ctx.state.high_water.observe_seq(pulled_to);
-        // What this device pushed may be what the server lost: the next
-        // push reads every file and journal line again, as with a lost
-        // state.json, and the server keeps by entry id what it still has.
-        ctx.state.files.clear();
-        ctx.state.skip.clear();
-        ctx.state.journal = JournalState {
-            name: ctx.state.journal.name.take(),
-            ..JournalState::default()
-        };
-    }
-    ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
-    ctx.save_state()?;
-    report.retries = ctx.client.retries();
-    Ok(report)
+    Ok((report, pulled_to))
 }
 
 /// Downloads pages from `after` on into `tx` until the last one (or an
 /// error, which is sent too); stops when the receiver is gone.
 pub(super) fn fetch_pages(
     client: &super::client::Client,
+    stream: Option<&KeyedId>,
     mut after: u64,
     framed: bool,
     tx: std::sync::mpsc::SyncSender<Result<Page, SyncError>>,
 ) {
     loop {
-        let page = client.pull(after, framed).map_err(SyncError::from);
+        let page = match stream {
+            None => client.pull(after, framed),
+            Some(s) => client.pull_stream(s, after, framed),
+        }
+        .map_err(SyncError::from);
         let last = match &page {
             Ok(p) => p.records.is_empty() || !p.more,
             Err(_) => true,

@@ -370,15 +370,39 @@ fn push_files(
 
 /// Files whose size, mtime or inode changed since the last push: what
 /// `evi sync status` reports as pending, at the cost of a `stat` each.
+/// Whether a transcript file is as the last push saw it.
+fn file_pushed(
+    ctx: &SyncContext,
+    session: &SessionId,
+    f: &crate::transcript::SessionFile,
+) -> Result<bool, SyncError> {
+    let stat = Stat::of(&f.path).ctx(|| format!("cannot stat {}", f.path.display()))?;
+    let known = ctx.state.files.get(&rel_name(f.day, session));
+    Ok(known.is_some_and(|k| stat.matches(k)))
+}
+
+/// Whether every file of `session` is as the last push saw it (its tip is
+/// on the server: a partial last line is not an entry yet).
+pub fn session_pushed(
+    ctx: &SyncContext,
+    session: &SessionId,
+    files: &[crate::transcript::SessionFile],
+) -> Result<bool, SyncError> {
+    for f in files {
+        if !file_pushed(ctx, session, f)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 pub fn changed_files(ctx: &SyncContext) -> Result<u64, SyncError> {
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
     let mut n = 0;
     for (session, files) in &catalog.sessions {
         for f in files {
-            let stat = Stat::of(&f.path).ctx(|| format!("cannot stat {}", f.path.display()))?;
-            let known = ctx.state.files.get(&rel_name(f.day, session));
-            if !known.is_some_and(|k| stat.matches(k)) {
+            if !file_pushed(ctx, session, f)? {
                 n += 1;
             }
         }

@@ -97,6 +97,11 @@ pub struct SyncState {
     /// Seq of the last record pulled and applied.
     #[serde(default)]
     pub cursor: u64,
+    /// Per session fetched alone (`pull_session`), the seq of its last
+    /// record applied, when past `cursor`: the next fetch of that session
+    /// starts there, and a full pull that passes it forgets it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub session_cursors: BTreeMap<String, u64>,
     #[serde(default)]
     pub last_push: Option<String>,
     #[serde(default)]
@@ -149,6 +154,14 @@ impl SyncPaths {
 }
 
 impl SyncState {
+    /// Moves the global cursor on to `next_after` (never back), and forgets
+    /// the session cursors it passes.
+    pub fn advance_cursor(&mut self, next_after: u64) {
+        self.cursor = self.cursor.max(next_after);
+        let cursor = self.cursor;
+        self.session_cursors.retain(|_, c| *c > cursor);
+    }
+
     /// Whether `home` is set up for sync (`evi sync init` or `login` ran).
     pub fn is_set_up(home: &EviHome) -> bool {
         Self::load(&SyncPaths::new(home).state()).is_ok_and(|s| s.account.is_some())

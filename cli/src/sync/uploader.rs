@@ -379,6 +379,15 @@ impl Uploader {
             ctx.state.high_water.observe_seq(resp.newest_seq);
             report.segments_stored += resp.stored;
             report.segments_dropped += resp.dropped;
+            // A batch's records take consecutive seqs ending at
+            // `newest_seq`: when they follow the cursor directly, nothing
+            // else came in between, and the cursor passes over them, so no
+            // pull fetches this device's own records back.
+            if resp.stored > 0 && resp.newest_seq.checked_sub(resp.stored) == Some(ctx.state.cursor)
+            {
+                ctx.state.advance_cursor(resp.newest_seq);
+                changed = true;
+            }
             report.bytes_sent += bytes;
             for m in self
                 .pending_marks

@@ -222,7 +222,7 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
     std::thread::scope(|scope| -> Result<(), SyncError> {
         let (tx, pages) = std::sync::mpsc::sync_channel(0);
         let client = ctx.client.clone();
-        scope.spawn(move || fetch_pages(&client, 0, framed, tx));
+        scope.spawn(move || fetch_pages(&client, None, 0, framed, tx));
         for page in pages {
             let page = page?;
             let opened = on_all_cores(&page.records, |r| open_record(ctx, r));

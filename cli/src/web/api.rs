@@ -315,13 +315,25 @@ pub async fn pull(
         )
         .hinted("run `evi sync login --server URL --user NAME` in a terminal, then try again"));
     }
+    // The session the page names: a local prefix stands for its id (the
+    // page may hold a stale copy's), anything else is a whole id.
+    let wanted = {
+        let state = state.clone();
+        let session = req.session.clone();
+        blocking(move || {
+            let catalog = scan(&state)?;
+            crate::commands::sync::one_session::wanted(&catalog, &session)
+                .map_err(|e| ApiError::bad_request(e.message))
+        })
+        .await?
+    };
     // One pull at a time from this viewer; a concurrent `evi sync` holds
     // the home's sync lock, which pull waits for like any sync command.
     let one = state.inner.pulling.lock().await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     // Its own thread: the sync client is blocking and runs its own runtime.
     std::thread::spawn(move || {
-        let _ = tx.send(super::pull::pull(&home));
+        let _ = tx.send(super::pull::pull(&home, &wanted));
     });
     let report = rx
         .await

@@ -1,19 +1,27 @@
-//! The viewer's only write: the pull button runs the same pull as
-//! `evi sync pull` (and as `evi sessions resume` does for a session that is
-//! not here), under the home's sync lock, with every guarantee pull gives
-//! (it only appends, never outside the eVi home).
+//! The viewer's only write: the pull button fetches the session the page
+//! asked for alone, as `evi sync pull --session` and `evi sessions resume`
+//! do (everything, for a prefix the server cannot look up), under the home's sync lock, with every guarantee pull gives (it only
+//! appends, never outside the eVi home).
 
 use crate::command_error::CommandError;
+use crate::commands::sync::one_session::{self, Wanted};
 use crate::commands::sync::sync_error;
 use crate::home::EviHome;
 use crate::sync::context::SyncContext;
 use crate::sync::progress::Quiet;
 use crate::sync::pull::{PullOptions, PullReport, pull as sync_pull};
 
-/// Pulls everything new from the account's server.
-pub fn pull(home: &EviHome) -> Result<PullReport, CommandError> {
+/// Fetches the session the page asked for alone from the account's
+/// server. A session not here that the server has no record of under that
+/// whole id is most likely a prefix (typed into the URL): the button then
+/// pulls everything, as it says it does, so the prefix can resolve.
+pub fn pull(home: &EviHome, wanted: &Wanted) -> Result<PullReport, CommandError> {
     // Waits and retries show on the terminal that runs the viewer.
     crate::sync::notice::set_sink(|msg| eprintln!("evi web: {msg}"));
     let mut sync = SyncContext::open(home).map_err(sync_error)?;
+    let r = one_session::fetch(&mut sync, &Quiet, &wanted.id)?;
+    if wanted.here || r.records > 0 {
+        return Ok(r);
+    }
     sync_pull(&mut sync, &Quiet, PullOptions::default()).map_err(sync_error)
 }

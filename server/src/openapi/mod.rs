@@ -6,7 +6,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{accounts, blobs, devices, meta, records};
+use crate::routes::{accounts, blobs, devices, meta, records, wait};
 
 mod format_rules;
 use format_rules::FormatRules;
@@ -113,7 +113,7 @@ impl Modify for LayerAnswers {
         accounts::register, accounts::login, accounts::change_password,
         accounts::get_key_check, accounts::put_key_check,
         devices::list, devices::revoke,
-        records::push, records::pull, records::known,
+        records::push, records::pull, records::known, wait::wait,
         blobs::missing, blobs::put, blobs::get, blobs::purge,
     ),
     components(schemas(evi_shared::api::ErrorCode)),

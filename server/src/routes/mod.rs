@@ -6,6 +6,7 @@ pub mod devices;
 pub mod framed;
 pub mod meta;
 pub mod records;
+pub mod wait;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};

@@ -115,6 +115,9 @@ pub async fn push(
         check_segment(s)?;
     }
     let out = store_segments(&state, &auth, segments).await?;
+    if out.stored > 0 {
+        state.waiters.committed(auth.user_id, out.newest_seq);
+    }
     state.metrics.records_stored.inc_by(out.stored);
     state.metrics.records_dropped.inc_by(out.dropped);
     Ok(Json(PushResponse {
@@ -210,7 +213,8 @@ fn json_page_budget(max_page_bytes: u64) -> (u64, PageCost) {
     (max_page_bytes.saturating_sub(envelope as u64), cost)
 }
 
-/// Records with a seq above `after`, in seq order, bounded by count and by
+/// Records with a seq above `after`, in seq order (of one keyed stream
+/// with `stream`: one session fetched alone), bounded by count and by
 /// bytes as sent: a JSON page, or with `Accept: application/vnd.evi.frames`
 /// a framed page, streamed. A framed page that fails mid-way is cut off
 /// before its end frame.
@@ -225,7 +229,15 @@ pub async fn pull(
     headers: HeaderMap,
     query: Result<Query<PullQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Query(q) = query.map_err(|e| {
+        let msg = e.body_text();
+        // IdError's message for keyed ids: see evi_shared::ids.
+        if msg.contains("keyed id") {
+            ApiError::invalid_id(msg)
+        } else {
+            ApiError::bad_request(msg)
+        }
+    })?;
     super::check_cursor(q.after)?;
     let max = state.config.limits.max_page_records;
     let limit = q.limit.unwrap_or(max).clamp(1, max);
@@ -238,7 +250,7 @@ pub async fn pull(
     };
     let page = state
         .store
-        .pull(auth.user_id, q.after, limit, budget, cost)
+        .pull(auth.user_id, q.after, q.stream, limit, budget, cost)
         .await?;
     let next_after = page.records.last().map_or(q.after, |r| r.seq);
     let mut resp = if frames {

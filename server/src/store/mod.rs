@@ -251,12 +251,16 @@ pub trait Store: Send + Sync + 'static {
         records: Vec<NewRecord>,
         quota: Option<u64>,
     ) -> StoreResult<PushOutcome>;
-    /// Records with seq > `after`, at most `limit` and at most `max_bytes`
-    /// as counted by `cost` (at least one record if any).
+    /// Records with seq > `after` (of `stream` only, when given: read
+    /// through an index on (user, stream, seq), so one session costs its
+    /// own records whatever the history's size), at most `limit` and at
+    /// most `max_bytes` as counted by `cost` (at least one record if any).
+    #[allow(clippy::too_many_arguments)]
     async fn pull(
         &self,
         user: UserId,
         after: u64,
+        stream: Option<KeyedId>,
         limit: u32,
         max_bytes: u64,
         cost: PageCost,

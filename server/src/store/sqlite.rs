@@ -40,6 +40,9 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0005_entry_id_bytes.sql"
     )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0006_records_by_stream.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -224,6 +227,53 @@ fn insert_unique_device(c: &Connection, user: UserId, mut d: NewDevice) -> Store
         params![d.id, user, d.name, &d.token_hash[..], d.now],
     )?;
     Ok(d.name)
+}
+
+/// A page from rows of [`SqliteStore::pull`]'s columns: at most `limit`
+/// records and `max_bytes` as `cost` counts them (at least one record).
+fn read_page(
+    mut rows: rusqlite::Rows<'_>,
+    limit: u32,
+    max_bytes: u64,
+    cost: &PageCost,
+) -> StoreResult<Page> {
+    let mut records = Vec::new();
+    let mut bytes = 0u64;
+    let mut more = false;
+    while let Some(r) = rows.next()? {
+        if records.len() as u32 >= limit {
+            more = true;
+            break;
+        }
+        let pack: Option<String> = r.get(5)?;
+        let body = match pack {
+            Some(p) => StoredBody::Stored(BodyRef {
+                pack: p
+                    .parse()
+                    .map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))?,
+                offset: r.get::<_, i64>(6)? as u64,
+                len: r.get::<_, i64>(7)? as u64,
+            }),
+            None => StoredBody::Inline(r.get(8)?),
+        };
+        let seq: i64 = r.get(0)?;
+        let rec = StoredRecord {
+            seq: seq as u64,
+            stream: parse_keyed(r.get(1)?)?,
+            kind: r.get(2)?,
+            entry_ids: split_ids(r.get(9)?, &r.get::<_, String>(3)?)?,
+            body,
+            device_id: r.get(4)?,
+        };
+        let n = cost(&rec);
+        if !records.is_empty() && bytes + n > max_bytes {
+            more = true;
+            break;
+        }
+        bytes += n;
+        records.push(rec);
+    }
+    Ok(Page { records, more })
 }
 
 #[async_trait]
@@ -531,6 +581,7 @@ impl Store for SqliteStore {
         &self,
         user: UserId,
         after: u64,
+        stream: Option<KeyedId>,
         limit: u32,
         max_bytes: u64,
         cost: PageCost,
@@ -538,49 +589,33 @@ impl Store for SqliteStore {
         self.read(move |c| {
             // Inline ciphertext is read only for rows stored before bodies
             // left the database; others cost a few dozen bytes each.
-            let mut st = c.prepare_cached(
-                "SELECT seq, stream, kind, entry_ids, device_id, body_pack, body_offset, body_len,
-                        CASE WHEN body_pack IS NULL THEN ciphertext END, entry_id_bytes
-                 FROM records WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            )?;
-            let mut rows = st.query(params![user, after as i64, limit as i64 + 1])?;
-            let mut records = Vec::new();
-            let mut bytes = 0u64;
-            let mut more = false;
-            while let Some(r) = rows.next()? {
-                if records.len() as u32 >= limit {
-                    more = true;
-                    break;
+            const COLUMNS: &str =
+                "seq, stream, kind, entry_ids, device_id, body_pack, body_offset, body_len,
+                 CASE WHEN body_pack IS NULL THEN ciphertext END, entry_id_bytes";
+            let take = limit as i64 + 1;
+            match stream {
+                None => {
+                    let mut st = c.prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM records WHERE user_id = ?1 AND seq > ?2
+                         ORDER BY seq LIMIT ?3"
+                    ))?;
+                    read_page(
+                        st.query(params![user, after as i64, take])?,
+                        limit,
+                        max_bytes,
+                        &cost,
+                    )
                 }
-                let pack: Option<String> = r.get(5)?;
-                let body = match pack {
-                    Some(p) => StoredBody::Stored(BodyRef {
-                        pack: p
-                            .parse()
-                            .map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))?,
-                        offset: r.get::<_, i64>(6)? as u64,
-                        len: r.get::<_, i64>(7)? as u64,
-                    }),
-                    None => StoredBody::Inline(r.get(8)?),
-                };
-                let seq: i64 = r.get(0)?;
-                let rec = StoredRecord {
-                    seq: seq as u64,
-                    stream: parse_keyed(r.get(1)?)?,
-                    kind: r.get(2)?,
-                    entry_ids: split_ids(r.get(9)?, &r.get::<_, String>(3)?)?,
-                    body,
-                    device_id: r.get(4)?,
-                };
-                let n = cost(&rec);
-                if !records.is_empty() && bytes + n > max_bytes {
-                    more = true;
-                    break;
+                // records_by_stream: the stream's rows only, already in seq order.
+                Some(stream) => {
+                    let mut st = c.prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM records WHERE user_id = ?1 AND stream = ?2
+                         AND seq > ?3 ORDER BY seq LIMIT ?4"
+                    ))?;
+                    let rows = st.query(params![user, stream.as_str(), after as i64, take])?;
+                    read_page(rows, limit, max_bytes, &cost)
                 }
-                bytes += n;
-                records.push(rec);
             }
-            Ok(Page { records, more })
         })
         .await
     }

@@ -16,5 +16,7 @@ mod operator;
 mod quota;
 mod records;
 mod secrets;
+mod streams;
 mod timeouts;
+mod wait;
 mod wire;

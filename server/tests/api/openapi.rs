@@ -111,6 +111,18 @@ async fn every_answer_the_server_gives_is_listed_for_its_operation() {
             "/api/v1/records",
             "/api/v1/records?after=9223372036854775808",
         ),
+        case(Method::GET, "/api/v1/records", "/api/v1/records?stream=x"),
+        case(
+            Method::GET,
+            "/api/v1/records/wait",
+            "/api/v1/records/wait?after=x",
+        ),
+        case(
+            Method::GET,
+            "/api/v1/records/wait",
+            "/api/v1/records/wait?timeout=1",
+        ),
+        case(Method::GET, "/api/v1/records/wait", "/api/v1/records/wait").anonymous(),
         case(Method::GET, "/api/v1/status", "/api/v1/status?after=x"),
         case(Method::GET, "/api/v1/key-check", "/api/v1/key-check").anonymous(),
     ];
@@ -231,13 +243,21 @@ async fn the_format_rules_the_server_enforces_are_in_the_schemas() {
             "{method} /api/v1/blobs/{{name}}"
         );
     }
+    assert_eq!(
+        param(&doc, "get", "/api/v1/records", "stream")["pattern"],
+        "^[0-9a-f]{64}$"
+    );
     let limit = param(&doc, "get", "/api/v1/records", "limit");
     assert_eq!(
         (&limit["minimum"], &limit["maximum"]),
         (&json!(0), &json!(4_294_967_295u64)),
         "{limit}"
     );
-    for (path, name) in [("/api/v1/records", "after"), ("/api/v1/status", "after")] {
+    for (path, name) in [
+        ("/api/v1/records", "after"),
+        ("/api/v1/status", "after"),
+        ("/api/v1/records/wait", "after"),
+    ] {
         let p = param(&doc, "get", path, name);
         assert_eq!(p["maximum"], json!(i64::MAX), "{path} {name}: {p}");
     }

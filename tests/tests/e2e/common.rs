@@ -336,6 +336,17 @@ impl Device {
     }
 }
 
+/// A server and two devices of one account `pat`: `laptop`, and `desktop`
+/// joined with the laptop's key.
+pub fn two_devices() -> (TestServer, Device, Device) {
+    let server = TestServer::start();
+    let a = Device::new();
+    let b = Device::new();
+    a.init(&server, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    (server, a, b)
+}
+
 // ---------------------------------------------------------------------------
 // Sync tests: crashes, the server's view, and what devices hold.
 

@@ -153,10 +153,17 @@ fn handoff_errors_say_what_to_do() {
         "error: no session matches `nosuchsession`\n\
          hint: `evi sessions list --days 3650` shows the ids of every session\n"
     );
-    // Resume of an id that is nowhere, even after pulling.
+    // Resume of an id that is nowhere, even on the server: what the server
+    // can be asked for (a whole id), and how to use a prefix.
     let run = a.evi(&["sessions", "resume", "nosuchsession", "--print"]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.ends_with("error: no session matches `nosuchsession`\nhint: `evi sessions list --days 3650` shows the ids of every session\n"), "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "session nosuchsession is not on this device; fetching it from the server\n\
+         error: no session `nosuchsession` on this device or on the server\n\
+         hint: the server finds a session by its whole id only (as `evi sessions handoff` \
+         prints it); for a prefix, run `evi sync pull` first to fetch every session\n"
+    );
 }
 
 #[test]

@@ -243,3 +243,32 @@ fn many_short_lines_go_up_in_segments_the_server_takes() {
         Some(journal.as_bytes())
     );
 }
+
+#[test]
+fn a_push_moves_the_cursor_over_its_own_records_when_nothing_came_between() {
+    let (_server, a, b) = crate::common::two_devices();
+    a.write(
+        D1,
+        "S1",
+        line("user", "one", "2026-06-08T10:00:00Z").as_bytes(),
+    );
+    a.sync_ok(&["push"]);
+    // Its own record follows the cursor directly: no pull fetches it back.
+    assert_eq!(a.state()["cursor"], 1);
+    b.write(
+        D1,
+        "S2",
+        line("user", "two", "2026-06-08T10:01:00Z").as_bytes(),
+    );
+    b.sync_ok(&["push"]);
+    a.append(
+        &format!("transcripts/{D1}/S1.jsonl"),
+        line("user", "three", "2026-06-08T10:02:00Z").as_bytes(),
+    );
+    a.sync_ok(&["push"]);
+    // The desktop's record came between: the cursor waits for the pull.
+    assert_eq!(a.state()["cursor"], 1);
+    let out = a.sync_ok(&["pull"]);
+    assert!(out.starts_with("pulled 1 entries in 1 sessions"), "{out}");
+    assert_eq!(a.state()["cursor"], 3);
+}

@@ -424,6 +424,31 @@ fn pull_button_needs_this_origin_and_the_csrf_token_then_pulls() {
 }
 
 #[test]
+fn pull_button_fetches_the_session_asked_for_alone() {
+    let (_server, a, b) = crate::common::two_devices();
+    let line = |what: &str| {
+        lines(&[format!(
+            r#"{{"role":"user","content":"{what}","ts":"2026-06-08T10:00:00Z"}}"#
+        )])
+    };
+    a.write("2026-06-08", BRANCHED, &line("wanted"));
+    a.write("2026-06-08", "01JWEBSOMETHINGELSE", &line("not asked for"));
+    a.sync_ok(&["push"]);
+
+    let web = b.web("127.0.0.1:0");
+    let csrf = csrf_of(&web);
+    let ok = post_pull(&web, Some(&web.base), Some(&csrf), BRANCHED);
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert_eq!(json(ok)["found"], BRANCHED);
+    assert_eq!(
+        crate::common::sessions(&b),
+        [BRANCHED.to_owned()].into(),
+        "the other session came too"
+    );
+    assert_eq!(b.state()["cursor"], 0, "the global cursor moved");
+}
+
+#[test]
 fn pull_without_sync_says_so() {
     let dev = home();
     let web = dev.web("127.0.0.1:0");

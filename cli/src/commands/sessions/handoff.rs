@@ -12,7 +12,7 @@ use crate::commands::sync::{open as open_sync, sync_error};
 use crate::commands::{finish, stdout, warn};
 use crate::config::DEFAULT_WEB_URL;
 use crate::sync::progress::Quiet;
-use crate::sync::push::push;
+use crate::sync::push::{push, session_pushed};
 use crate::sync::state::SyncState;
 use crate::transcript::SessionTree;
 use crate::transcript::recent::most_recent;
@@ -37,7 +37,8 @@ pub struct HandoffArgs {
 struct Handoff {
     session: String,
     messages: usize,
-    /// `done` or `skipped`.
+    /// `done`, `skipped`, or `watcher` (with `[sync] auto`: the watcher had
+    /// pushed the session's tip already, so nothing was pushed).
     push: &'static str,
     pull_command: &'static str,
     resume_command: String,
@@ -96,24 +97,19 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
     };
     let tree = SessionTree::load(id.clone(), files)?;
     let messages = tree.active_branch().len();
+    let auto = ctx.config.sync.auto;
     let pushed = if args.no_push {
         "skipped"
     } else {
         let mut sync = open_sync(ctx)?;
-        let r = push(&mut sync, &Quiet)
-            .map_err(|e| sync_error(e).hinted("`--no-push` prints the steps without pushing"))?;
-        // Other items that could not go up do not stop this handoff; this
-        // session not being fully pushed does.
-        let mine = format!("session {id}: ");
-        for f in &r.failed {
-            if f.starts_with(&mine) {
-                return Err(user_error(format!("session {id} is not fully pushed: {f}"))
-                    .hinted("fix that and run `evi sync push`, then hand off again"));
-            }
-            crate::commands::warn(&format!("not pushed: {f}"));
+        let files = &catalog.sessions[&id];
+        if auto && session_pushed(&sync, &id, files).map_err(sync_error)? {
+            "watcher"
+        } else {
+            push_session_first(&mut sync, &id)?
         }
-        "done"
     };
+
     let h = Handoff {
         session: id.to_string(),
         messages,
@@ -128,14 +124,27 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         serde_json::to_writer_pretty(&mut out, &h).map_err(std::io::Error::from)?;
         writeln!(out)?;
     } else {
-        let state = if args.no_push {
-            "(skipped: --no-push)"
-        } else {
-            "(done)"
-        };
         writeln!(out, "handoff {} ({} messages)", h.session, h.messages)?;
-        writeln!(out, "  1. sync this device:   evi sync push   {state}")?;
-        writeln!(out, "  2. on the other device: evi sync pull, then either")?;
+        match pushed {
+            "skipped" => writeln!(
+                out,
+                "  1. sync this device:   evi sync push   (skipped: --no-push)"
+            )?,
+            "watcher" => writeln!(
+                out,
+                "  1. sync this device:   evi sync watch   (already pushed)"
+            )?,
+            _ => writeln!(out, "  1. sync this device:   evi sync push   (done)")?,
+        }
+        if auto && pushed != "skipped" {
+            writeln!(
+                out,
+                "  2. on the other device: nothing if it runs `evi sync watch` (it has the \
+                 session already); else evi sync pull, then either"
+            )?;
+        } else {
+            writeln!(out, "  2. on the other device: evi sync pull, then either")?;
+        }
         writeln!(out, "       {}", h.resume_command)?;
         writeln!(out, "       or open {} in the web UI", h.url)?;
         writeln!(out, "  deep link: {}", h.deep_link)?;
@@ -150,4 +159,24 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         writeln!(out, "{art}")?;
     }
     finish(out)
+}
+
+/// Pushes (the whole home, as `evi sync push` does) so that `id` is on the
+/// server; other items that could not go up are warnings, this session not
+/// being fully pushed is the error.
+fn push_session_first(
+    sync: &mut crate::sync::context::SyncContext,
+    id: &evi_shared::SessionId,
+) -> Result<&'static str, CommandError> {
+    let r = push(sync, &Quiet)
+        .map_err(|e| sync_error(e).hinted("`--no-push` prints the steps without pushing"))?;
+    let mine = format!("session {id}: ");
+    for f in &r.failed {
+        if f.starts_with(&mine) {
+            return Err(user_error(format!("session {id} is not fully pushed: {f}"))
+                .hinted("fix that and run `evi sync push`, then hand off again"));
+        }
+        crate::commands::warn(&format!("not pushed: {f}"));
+    }
+    Ok("done")
 }

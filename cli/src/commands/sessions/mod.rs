@@ -19,7 +19,7 @@ use crate::transcript::{Catalog, SessionFile, SessionTree};
 
 pub use export::ExportArgs;
 pub use fork::ForkArgs;
-pub use handoff::HandoffArgs;
+pub use handoff::{HandoffArgs, require_sync};
 pub use list::ListArgs;
 pub use open::OpenArgs;
 pub use resume::{ContinueArgs, ResumeArgs};

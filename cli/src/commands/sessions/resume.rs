@@ -11,6 +11,7 @@ use evi_shared::SessionId;
 use super::handoff::sync_set_up;
 use super::{Ctx, scan};
 use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::sync::one_session::{self, Wanted};
 use crate::commands::sync::{client_error, open as open_sync, sync_error};
 use crate::commands::{finish, stdout};
 use crate::resume::rebuild;
@@ -83,15 +84,61 @@ fn pulled_first(ctx: &Ctx, catalog: Catalog, here: bool) -> Result<Catalog, Comm
     }
 }
 
+/// Fetches `wanted` alone, quietly (quickly when it is here), and scans
+/// again: the catalog after it, and what it brought in.
+fn fetch_now(ctx: &Ctx, wanted: &Wanted) -> Result<(Catalog, PullReport), CommandError> {
+    let mut sync = open_sync(ctx)?;
+    if wanted.here {
+        sync.client = sync
+            .client
+            .fail_fast(QUICK_PULL_TIMEOUT)
+            .map_err(client_error)?;
+    }
+    let r = one_session::fetch(&mut sync, &Quiet, &wanted.id)?;
+    drop(sync);
+    let dir = ctx.home.transcripts_dir();
+    let catalog = Catalog::scan(&dir)
+        .map_err(|e| user_error(format!("cannot read {}: {e}", dir.display())))?;
+    Ok((catalog, r))
+}
+
+/// Resumes the session `args.id` names. With sync set up, that session's
+/// records are fetched first, alone (not the whole history): a session
+/// another device went on with resumes in its newest state, and one that
+/// is not here at all arrives in the time its own records take.
 pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     let catalog = scan(ctx)?;
-    let here = !catalog.matching(&args.id).is_empty();
-    if !here && sync_set_up(ctx) {
-        eprintln!("session {} is not on this device; pulling first", args.id);
+    if !sync_set_up(ctx) {
+        let (id, _) = super::resolve(&catalog, &args.id)?;
+        return resume(ctx, &catalog, id, args.print);
     }
-    let catalog = pulled_first(ctx, catalog, here)?;
-    let (id, _) = super::resolve(&catalog, &args.id)?;
-    resume(ctx, &catalog, id, args.print)
+    let wanted = one_session::wanted(&catalog, &args.id)?;
+    if !wanted.here {
+        eprintln!(
+            "session {} is not on this device; fetching it from the server",
+            wanted.id
+        );
+    }
+    let catalog = match fetch_now(ctx, &wanted) {
+        Ok((catalog, r)) => {
+            if r.entries > 0 {
+                eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
+            }
+            catalog
+        }
+        Err(e) if wanted.here => {
+            super::super::warn(&format!(
+                "could not pull first ({}): resuming the copy on this device, which may be older",
+                e.message
+            ));
+            catalog
+        }
+        Err(e) => return Err(e),
+    };
+    if !catalog.sessions.contains_key(&wanted.id) {
+        return Err(one_session::not_found(&args.id));
+    }
+    resume(ctx, &catalog, wanted.id, args.print)
 }
 
 pub fn cmd_sessions_continue(ctx: &Ctx, args: ContinueArgs) -> CommandResult {

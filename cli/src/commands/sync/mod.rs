@@ -3,8 +3,11 @@
 mod account;
 mod devices;
 mod key;
+pub mod one_session;
+mod service;
 mod transfer;
 mod verify;
+mod watch;
 
 use clap::Subcommand;
 
@@ -42,6 +45,8 @@ pub enum SyncCommand {
     Devices(JsonArgs),
     /// Revoke a device's token (by name or id).
     Revoke(devices::RevokeArgs),
+    /// Keep syncing: push what eVi writes, pull what other devices push.
+    Watch(watch::WatchArgs),
 }
 
 pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
@@ -56,6 +61,7 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
         SyncCommand::Verify(a) => verify::cmd_sync_verify(ctx, a),
         SyncCommand::Devices(a) => devices::cmd_sync_devices(ctx, a),
         SyncCommand::Revoke(a) => devices::cmd_sync_revoke(ctx, a),
+        SyncCommand::Watch(a) => watch::cmd_sync_watch(ctx, a),
     }
 }
 

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, client_error, open, sync_error, sync_error_in};
+use super::{Ctx, client_error, one_session, open, sync_error, sync_error_in};
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
 use crate::commands::sessions::fmt_minute;
@@ -32,6 +32,11 @@ pub struct PullArgs {
     /// missing here (after restoring an old backup); nothing is applied twice.
     #[arg(long)]
     pub all: bool,
+    /// Fetch this one session alone (its whole id, or a prefix of one on
+    /// this device), not the whole history; the next full pull fetches the
+    /// rest.
+    #[arg(long, value_name = "ID", conflicts_with = "all")]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +91,9 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
 }
 
 pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
+    if let Some(id) = &args.session {
+        return pull_one_session(ctx, id, args.json);
+    }
     let mut sync = open(ctx)?;
     let opts = PullOptions { all: args.all };
     let r =
@@ -102,6 +110,30 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     }
     if let Some(back) = &r.server_went_back {
         eprintln!("warning: {back}");
+    }
+    Ok(())
+}
+
+/// `evi sync pull --session ID`.
+fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
+    let wanted = one_session::wanted(&crate::commands::sessions::scan(ctx)?, id)?;
+    let mut sync = open(ctx)?;
+    let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
+    drop(sync);
+    if !wanted.here && r.records == 0 {
+        return Err(one_session::not_found(id));
+    }
+    if json {
+        return print_json(&r);
+    }
+    println!(
+        "pulled {} entries of session {}; {} diverged (both branches kept)",
+        r.entries,
+        wanted.id,
+        if r.diverged > 0 { "it" } else { "none" }
+    );
+    if let Some(why) = &r.deferred {
+        eprintln!("note: {why}; the next pull or push applies them once the line is complete");
     }
     Ok(())
 }
@@ -130,6 +162,8 @@ struct Status {
     /// Set when the server holds less than this device saw it hold before:
     /// what went back, for people.
     server_went_back: Option<String>,
+    /// The `evi sync watch` running for this home, if one runs.
+    watcher: Option<crate::sync::watch::presence::WatchInfo>,
 }
 
 /// Entries of one session and day that wait.
@@ -233,6 +267,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         waiting,
         missing_blobs: sync.state.missing_blobs.len() as u64,
         server_went_back: went_back,
+        watcher: crate::sync::watch::presence::running(&sync.paths),
     };
     if let Some(back) = &s.server_went_back {
         eprintln!("warning: {back}");
@@ -267,6 +302,27 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         _ => {}
     }
     writeln!(out, "blobs missing: {}", s.missing_blobs)?;
+    match &s.watcher {
+        None => writeln!(
+            out,
+            "watcher:   not running (`evi sync watch` keeps this home synced)"
+        )?,
+        Some(w) => {
+            let mut line = format!(
+                "watcher:   running (pid {}) since {}, last synced {}",
+                w.pid,
+                when(&Some(w.started.clone())),
+                when(&w.last_sync)
+            );
+            if let Some(away) = &w.server_away_since {
+                line.push_str(&format!(
+                    "; the server has not answered since {}",
+                    when(&Some(away.clone()))
+                ));
+            }
+            writeln!(out, "{line}")?;
+        }
+    }
     for w in &s.waiting {
         let why = match w.reason {
             "partial_line" => "its file ends in a line eVi is still writing",

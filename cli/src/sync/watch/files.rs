@@ -1,0 +1,87 @@
+//! The file events `evi sync watch` pushes on: any change under
+//! `transcripts/` or `checkpoints/`, through the `notify` crate (inotify,
+//! FSEvents, …). Events only say "look again": what is pushed is decided by
+//! push itself, which never sends a partial last line, so a missed or an
+//! extra event costs at most one look (and the periodic scan catches what
+//! no event announced).
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+
+use notify::{EventKind, RecursiveMode, Watcher as _};
+
+use super::Signal;
+use crate::home::EviHome;
+
+/// Held while the home is watched.
+pub struct FileWatch {
+    watcher: notify::RecommendedWatcher,
+    dirs: Vec<PathBuf>,
+    watched: Vec<bool>,
+}
+
+impl FileWatch {
+    /// Watches the home's `transcripts/` and `checkpoints/` (and the home
+    /// itself, to notice either being created later).
+    pub fn start(home: &EviHome, tx: Sender<Signal>) -> notify::Result<Self> {
+        let dirs = vec![home.transcripts_dir(), home.checkpoints_dir()];
+        let root = home.root().to_owned();
+        let relevant = dirs.clone();
+        let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            let Ok(ev) = ev else {
+                // An overflowed queue lost events: look at everything.
+                let _ = tx.send(Signal::Changed);
+                return;
+            };
+            if !counts(&ev.kind) {
+                return;
+            }
+            // An entry of the home itself (`transcripts/` created, say)
+            // may be a folder to watch from now on.
+            if ev.paths.iter().any(|p| p.parent() == Some(root.as_path())) {
+                let _ = tx.send(Signal::HomeChanged);
+            }
+            let ours = |p: &PathBuf| relevant.iter().any(|d| p.starts_with(d));
+            if ev.paths.iter().any(ours) {
+                let _ = tx.send(Signal::Changed);
+            }
+        })?;
+        let mut me = Self {
+            watcher,
+            watched: vec![false; dirs.len()],
+            dirs,
+        };
+        me.watcher.watch(home.root(), RecursiveMode::NonRecursive)?;
+        me.watch_new_dirs()?;
+        Ok(me)
+    }
+
+    /// Watches the folders that exist now and were not watched yet;
+    /// whether one was added (its files may predate the watch).
+    pub fn watch_new_dirs(&mut self) -> notify::Result<bool> {
+        let mut added = false;
+        for (dir, watched) in self.dirs.iter().zip(self.watched.iter_mut()) {
+            if !*watched && is_dir(dir) {
+                self.watcher.watch(dir, RecursiveMode::Recursive)?;
+                *watched = true;
+                added = true;
+            }
+        }
+        Ok(added)
+    }
+}
+
+fn is_dir(p: &Path) -> bool {
+    p.is_dir()
+}
+
+/// Whether an event may mean new bytes: not a read or an open (push's own
+/// reads must not wake it).
+fn counts(kind: &EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
