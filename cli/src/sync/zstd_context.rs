@@ -1,5 +1,5 @@
-//! One zstd compression context per thread, kept from one segment or blob
-//! to the next.
+//! One zstd context per thread for compressing and one for decompressing,
+//! kept from one segment or blob to the next.
 //!
 //! A fresh context for level 3 is about 1.3 MB of tables and window, each
 //! allocation big enough to be mapped on its own (see `crate::malloc`) and
@@ -8,17 +8,45 @@
 //! faults and 1.4 s of system time; reused, 80,000 and 0.44 s.
 
 use std::cell::RefCell;
-use std::io::{self, Write};
+use std::io::{self, BufRead, Write};
 
+use zstd::stream::read::Decoder;
 use zstd::stream::write::Encoder;
-use zstd::zstd_safe::{CCtx, CParameter, ResetDirective};
+use zstd::zstd_safe::{CCtx, CParameter, DCtx, DParameter, ResetDirective};
 
 thread_local! {
     static CONTEXT: RefCell<Option<CCtx<'static>>> = const { RefCell::new(None) };
+    static DCONTEXT: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
 fn zstd_error(code: usize) -> io::Error {
     io::Error::other(zstd::zstd_safe::get_error_name(code))
+}
+
+/// Hands `read` a decoder of the zstd frame `input` holds, with this
+/// thread's context, refusing windows past 2^`window_log_max`.
+pub fn decompress_from<R: BufRead, T>(
+    input: R,
+    window_log_max: u32,
+    read: impl FnOnce(Decoder<'_, R>) -> T,
+) -> io::Result<T> {
+    DCONTEXT.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            let ctx = slot.get_or_insert_with(DCtx::create);
+            // A frame left half read (a refused segment, or a reader that
+            // stopped at its last byte) keeps the context mid-session,
+            // where parameters cannot be set.
+            ctx.reset(ResetDirective::SessionOnly).map_err(zstd_error)?;
+            ctx.set_parameter(DParameter::WindowLogMax(window_log_max))
+                .map_err(zstd_error)?;
+            Ok(read(Decoder::with_context(input, ctx)))
+        }
+        Err(_) => {
+            let mut d = Decoder::with_buffer(input)?;
+            d.window_log_max(window_log_max)?;
+            Ok(read(d))
+        }
+    })
 }
 
 /// Compresses what `write` writes into `out` as one zstd frame at `level`,
@@ -66,5 +94,18 @@ mod tests {
         });
         let (fc, _) = compress_into(Vec::new(), 3, |w| w.write_all(&b)).unwrap();
         assert_eq!(zstd::decode_all(&fc[..]).unwrap(), b);
+        // Decoded through the reused context: whole, half (a reader that
+        // stops early), then whole again.
+        let decode = |frame: &[u8], upto: usize| {
+            let mut got = vec![0; upto];
+            decompress_from(frame, 24, |mut d| io::Read::read_exact(&mut d, &mut got))
+                .unwrap()
+                .unwrap();
+            got
+        };
+        assert_eq!(decode(&fa, a.len()), a);
+        assert_eq!(decode(&fb, 10), b[..10]);
+        assert_eq!(decode(&fb, b.len()), b);
+        assert_eq!(decode(&fa, a.len()), a);
     }
 }

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::sync::identity::Identity;
 use crate::sync::keys::{HmacSha256, SyncKeys};
+use crate::sync::zstd_context::decompress_from;
 
 #[derive(Debug)]
 pub(super) struct TooLargeMarker;
@@ -231,20 +232,20 @@ pub fn open(
     let payload = dec
         .decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
         .map_err(|e| SegmentError::Decrypt(e.to_string()))?;
-    let mut zr = zstd::stream::read::Decoder::new(AgeTagged(payload))
-        .map_err(|e| SegmentError::Decompress(e.to_string()))?;
-    zr.window_log_max(MAX_WINDOW_LOG)
-        .map_err(|e| SegmentError::Decompress(e.to_string()))?;
-    let limited = Limited {
-        inner: zr,
-        left: MAX_PLAINTEXT_BYTES,
-    };
-    let mut p = Parser {
-        r: BufReader::with_capacity(BUF, limited),
-        mac: keys.segment_mac(),
-        body_len: 0,
-    };
-    open_plaintext(keys, &mut p, stream, kind, entry_ids)
+    let input = BufReader::with_capacity(BUF, AgeTagged(payload));
+    decompress_from(input, MAX_WINDOW_LOG, |zr| {
+        let limited = Limited {
+            inner: zr,
+            left: MAX_PLAINTEXT_BYTES,
+        };
+        let mut p = Parser {
+            r: BufReader::with_capacity(BUF, limited),
+            mac: keys.segment_mac(),
+            body_len: 0,
+        };
+        open_plaintext(keys, &mut p, stream, kind, entry_ids)
+    })
+    .map_err(|e| SegmentError::Decompress(e.to_string()))?
 }
 
 /// The parsing and checking half of [`open`], on a plaintext already
