@@ -142,18 +142,25 @@ impl BlobTransfer<'_> {
     ) -> Result<Option<u64>, TransferError> {
         match self.client.get_blob(&self.keys.blob_key(sha), cut) {
             Ok(body) => {
-                return match self.open_whole(sha, body, out, BlobDecoding::Auto) {
-                    // A bare blob sealed before compression whose bytes begin
-                    // like a zstd frame: fetched again and taken as it is.
+                let first = self.open_whole(sha, body, out, BlobDecoding::Auto);
+                let maybe_bare = matches!(
+                    &first,
                     Err(TransferError::Refused {
                         source: BlobError::HashMismatch { .. } | BlobError::Decrypt(_),
                         ..
-                    }) if rewound(sha, out)? => {
-                        let body = self.client.get_blob(&self.keys.blob_key(sha), cut)?;
-                        self.open_whole(sha, body, out, BlobDecoding::Bare)
-                    }
-                    other => other,
-                };
+                    })
+                );
+                if !maybe_bare {
+                    return first;
+                }
+                // A bare blob sealed before compression whose bytes begin
+                // like a zstd frame: fetched again and taken as it is.
+                out.restart().map_err(|source| TransferError::Io {
+                    context: format!("cannot write blob {sha}"),
+                    source,
+                })?;
+                let body = self.client.get_blob(&self.keys.blob_key(sha), cut)?;
+                return self.open_whole(sha, body, out, BlobDecoding::Bare);
             }
             Err(e) if is_404(&e) => {}
             Err(e) => return Err(e.into()),
@@ -224,15 +231,6 @@ impl BlobTransfer<'_> {
         w.inner.flush().map_err(write_err)?;
         Ok(Some(size))
     }
-}
-
-/// Empties `out` for a second attempt; always `true`.
-fn rewound(sha: &str, out: &mut impl Restart) -> Result<bool, TransferError> {
-    out.restart().map_err(|source| TransferError::Io {
-        context: format!("cannot write blob {sha}"),
-        source,
-    })?;
-    Ok(true)
 }
 
 /// Where a blob is written, emptied for a second attempt.
