@@ -29,25 +29,15 @@ CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
 evi=$tdir/release/evi
 server=$tdir/release/evi-server
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/evi-stages.XXXXXX")
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2> /dev/null && wait "$server_pid" 2> /dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$PWD/bench/lib.sh"
+bench_work evi-stages
 a=$work/a b=$work/b data=$work/data
 mkdir -p "$a" "$b" "$data"
 cp -a "$home/transcripts" "$home/checkpoints" "$a/"
 synced=$(find "$a" -type f -printf '%s\n' | awk '{s += $1} END {print s / 1e6}')
 
-"$server" --listen 127.0.0.1:0 --data "$data" --registration open > "$work/server.out" 2> "$work/server.err" &
-server_pid=$!
-for _ in $(seq 100); do
-  addr=$(sed -n '1s/^listening on //p' "$work/server.out")
-  [[ -n $addr ]] && break
-  sleep 0.1
-done
+start_server "$data"
 url=http://$addr
 export EVI_SYNC_PASSWORD=bench-password-123 EVI_KEY_PASSPHRASE=bench-passphrase-123
 EVI_HOME=$a "$evi" sync init --server "$url" --user bench --device a > /dev/null
