@@ -35,5 +35,6 @@ mod sync_tamper;
 mod sync_verify;
 mod vectors;
 mod watch;
+mod watch_drift;
 mod web;
 mod web_browser;

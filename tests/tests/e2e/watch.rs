@@ -16,8 +16,8 @@ use crate::common::{
 };
 
 /// A running `evi sync watch --json`, killed when dropped.
-struct Watcher {
-    child: Child,
+pub(crate) struct Watcher {
+    pub(crate) child: Child,
     out: PathBuf,
     err: PathBuf,
 }
@@ -28,7 +28,7 @@ fn watch(dev: &Device) -> Watcher {
     watch_with(dev, &["--scan-secs", "600", "--backoff-max-secs", "1"])
 }
 
-fn watch_with(dev: &Device, flags: &[&str]) -> Watcher {
+pub(crate) fn watch_with(dev: &Device, flags: &[&str]) -> Watcher {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = dev.dir.path().join(format!("watch-{n}.jsonl"));
@@ -57,7 +57,7 @@ fn watch_with(dev: &Device, flags: &[&str]) -> Watcher {
 }
 
 impl Watcher {
-    fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.out)
             .unwrap_or_default()
             .lines()
@@ -65,11 +65,11 @@ impl Watcher {
             .collect()
     }
 
-    fn count(&self, event: &str) -> usize {
+    pub(crate) fn count(&self, event: &str) -> usize {
         self.events().iter().filter(|e| e["event"] == event).count()
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
@@ -88,7 +88,7 @@ impl Drop for Watcher {
 }
 
 /// Polls `f` every 100 ms until it holds; fails after `secs`.
-fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+pub(crate) fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(secs);
     while !f() {
         assert!(Instant::now() < end, "{what}: not within {secs} s");
@@ -105,7 +105,7 @@ fn cpu_ticks(w: &Watcher) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-fn converged(a: &Device, b: &Device) -> bool {
+pub(crate) fn converged(a: &Device, b: &Device) -> bool {
     let s = sessions(a);
     s == sessions(b) && s.iter().all(|s| held_set(a, s) == held_set(b, s))
 }
@@ -118,7 +118,7 @@ fn no_entry_twice(dev: &Device) {
     }
 }
 
-fn line(what: &str, i: usize) -> String {
+pub(crate) fn line(what: &str, i: usize) -> String {
     format!(
         "{{\"role\":\"assistant\",\"content\":\"{what} {i}\",\"ts\":\"{}T10:00:00Z\"}}\n",
         today()

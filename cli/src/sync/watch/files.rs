@@ -4,6 +4,11 @@
 //! push itself, which never sends a partial last line, so a missed or an
 //! extra event costs at most one look (and the periodic scan catches what
 //! no event announced).
+//!
+//! A watch follows a folder, not its name: `transcripts/` moved away and
+//! made again would go unwatched. So every change in the home's own folder
+//! looks again at which folder each name stands for, and watches the new
+//! one (a push then looks at what it already holds).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
@@ -17,7 +22,29 @@ use crate::home::EviHome;
 pub struct FileWatch {
     watcher: notify::RecommendedWatcher,
     dirs: Vec<PathBuf>,
-    watched: Vec<bool>,
+    /// Per folder of `dirs`, which folder is watched under that name.
+    watched: Vec<Option<DirId>>,
+}
+
+/// Which folder a path names: a folder moved away and one made in its place
+/// differ, even if the inode number is used again (then the birth time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirId {
+    dev: u64,
+    ino: u64,
+    born: Option<std::time::SystemTime>,
+}
+
+impl DirId {
+    fn of(p: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(p).ok().filter(|m| m.is_dir())?;
+        Some(Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            born: m.created().ok(),
+        })
+    }
 }
 
 impl FileWatch {
@@ -48,7 +75,7 @@ impl FileWatch {
         })?;
         let mut me = Self {
             watcher,
-            watched: vec![false; dirs.len()],
+            watched: vec![None; dirs.len()],
             dirs,
         };
         me.watcher.watch(home.root(), RecursiveMode::NonRecursive)?;
@@ -56,23 +83,30 @@ impl FileWatch {
         Ok(me)
     }
 
-    /// Watches the folders that exist now and were not watched yet;
-    /// whether one was added (its files may predate the watch).
+    /// Watches the folders that exist now under each name and were not
+    /// watched yet (made, or made again after a move); whether one was
+    /// added (its files may predate the watch).
     pub fn watch_new_dirs(&mut self) -> notify::Result<bool> {
         let mut added = false;
         for (dir, watched) in self.dirs.iter().zip(self.watched.iter_mut()) {
-            if !*watched && is_dir(dir) {
+            let now = DirId::of(dir);
+            if now == *watched {
+                continue;
+            }
+            if watched.take().is_some() {
+                // The old folder moved or went: its watch is dropped if the
+                // backend still knows it by this name (an error otherwise
+                // says only that it does not).
+                let _ = self.watcher.unwatch(dir);
+            }
+            if now.is_some() {
                 self.watcher.watch(dir, RecursiveMode::Recursive)?;
-                *watched = true;
+                *watched = now;
                 added = true;
             }
         }
         Ok(added)
     }
-}
-
-fn is_dir(p: &Path) -> bool {
-    p.is_dir()
 }
 
 /// Whether an event may mean new bytes: not a read or an open (push's own
