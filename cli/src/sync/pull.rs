@@ -69,19 +69,45 @@ pub fn pull(
     progress: &dyn Progress,
     opts: PullOptions,
 ) -> Result<PullReport, SyncError> {
+    pull_with(ctx, progress, opts, false)
+}
+
+/// [`pull`], but when the server's history went back (see
+/// [`high_water`](super::high_water)) it mends as `pull --all` does instead
+/// of only saying so: for `evi sync watch`, which has nobody to run `pull
+/// --all` and would otherwise wait for the seqs the restored server gives
+/// out again below its cursor. The report says what went back all the same.
+pub fn pull_mending(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+) -> Result<PullReport, SyncError> {
+    pull_with(ctx, progress, PullOptions::default(), true)
+}
+
+fn pull_with(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: PullOptions,
+    mend: bool,
+) -> Result<PullReport, SyncError> {
     let status = ctx.client.status()?;
     let went_back = ctx.state.high_water.went_back(&status);
     ctx.state.high_water.observe(&status);
     let framed = ctx.client.capabilities()?.frames;
-    let first = if opts.all { 0 } else { ctx.state.cursor };
+    let all = opts.all || (mend && went_back.is_some());
+    let opts = PullOptions { all };
+    let first = if all { 0 } else { ctx.state.cursor };
     progress.start("pulling", status.newest_seq.saturating_sub(first));
     let (mut report, pulled_to) =
         pull_scope(ctx, progress, opts, framed, first, Scope::Everything)?;
     report.server_went_back = went_back.as_ref().map(ToString::to_string);
-    if went_back.is_some() && opts.all {
+    if went_back.is_some() && all {
         // Everything the server holds now is here: its history as it now
         // stands is the one to follow, and to measure it by from now on.
         ctx.state.cursor = pulled_to;
+        // A session fetched alone may have its own cursor past seqs the
+        // server now gives out again: it starts over with the global one.
+        ctx.state.session_cursors.clear();
         ctx.state.high_water = HighWater::default();
         ctx.state.high_water.observe(&status);
         ctx.state.high_water.observe_seq(pulled_to);
@@ -101,11 +127,16 @@ pub fn pull(
     Ok(report)
 }
 
-/// Fetches and applies the records of `session` alone, after the global
-/// cursor or the session's own, whichever is further: what full pulls
-/// applied is not fetched again. The global cursor does not move. `None`
-/// from a server that cannot answer for one stream (older than
-/// `stream_pull`): the caller pulls everything instead.
+/// Fetches and applies the records of `session` alone, this device's own
+/// too (it may have pushed them and lost its files since: what is here is
+/// passed over by id), after the global cursor or the session's own,
+/// whichever is further: what full pulls applied is not fetched again. The
+/// global cursor does not move. From the stream's first record instead
+/// when no file of the session is here (the cursors say nothing of a
+/// session that was lost) or when the server's history went back (its new
+/// records may have seqs below the cursors; said in the report, as pull
+/// says it). `None` from a server that cannot answer for one stream (older
+/// than `stream_pull`): the caller pulls everything instead.
 pub fn pull_session(
     ctx: &mut SyncContext,
     progress: &dyn Progress,
@@ -115,29 +146,44 @@ pub fn pull_session(
     if !caps.stream_pull {
         return Ok(None);
     }
-    let first = ctx
-        .state
-        .session_cursors
-        .get(session.as_str())
-        .copied()
-        .unwrap_or(0)
-        .max(ctx.state.cursor);
+    let status = ctx.client.status()?;
+    let went_back = ctx.state.high_water.went_back(&status);
+    ctx.state.high_water.observe(&status);
+    if went_back.is_some() {
+        ctx.state.session_cursors.remove(session.as_str());
+    }
+    let first = if went_back.is_some() || !session_is_here(ctx, session) {
+        0
+    } else {
+        ctx.state
+            .session_cursors
+            .get(session.as_str())
+            .copied()
+            .unwrap_or(0)
+            .max(ctx.state.cursor)
+    };
     // No bar: the number of the session's records is not known, and a
     // session alone takes the time of its own records.
     let scope = Scope::Session {
         session: session.clone(),
         stream: ctx.keys.session_key(session),
     };
-    let (mut report, _) = pull_scope(
-        ctx,
-        progress,
-        PullOptions::default(),
-        caps.frames,
-        first,
-        scope,
-    )?;
+    let opts = PullOptions { all: true };
+    let (mut report, _) = pull_scope(ctx, progress, opts, caps.frames, first, scope)?;
+    report.server_went_back = went_back.as_ref().map(ToString::to_string);
+    // The marks observed, even when no page came.
+    ctx.save_state()?;
     report.retries = ctx.client.retries();
     Ok(Some(report))
+}
+
+/// Whether a file of `session` is in a day folder here.
+fn session_is_here(ctx: &SyncContext, session: &SessionId) -> bool {
+    let Ok(days) = std::fs::read_dir(ctx.home.transcripts_dir()) else {
+        return false;
+    };
+    let name = format!("{session}.jsonl");
+    days.flatten().any(|d| d.path().join(&name).is_file())
 }
 
 fn pull_scope(

@@ -68,6 +68,9 @@ fn pulled_first(ctx: &Ctx, catalog: Catalog, here: bool) -> Result<Catalog, Comm
     }
     match pull_now(ctx, here) {
         Ok((catalog, r)) => {
+            if let Some(back) = &r.server_went_back {
+                super::super::warn(back);
+            }
             if r.entries > 0 {
                 eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
             }
@@ -121,6 +124,9 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     }
     let catalog = match fetch_now(ctx, &wanted) {
         Ok((catalog, r)) => {
+            if let Some(back) = &r.server_went_back {
+                super::super::warn(back);
+            }
             if r.entries > 0 {
                 eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
             }

@@ -120,6 +120,9 @@ fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
     let mut sync = open(ctx)?;
     let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
     drop(sync);
+    if let Some(back) = &r.server_went_back {
+        eprintln!("warning: {back}");
+    }
     if !wanted.here && r.records == 0 {
         return Err(one_session::not_found(id));
     }
