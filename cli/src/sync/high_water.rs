@@ -11,6 +11,9 @@
 //! lowers the marks (and the cursor) to it, which ends the warning, and
 //! makes the next push send everything again (the server keeps by entry id
 //! what it still has), so what the server lost comes back from the devices.
+//! `evi sync watch` does the same by itself when it sees the server went
+//! back ([`pull_mending`](super::pull::pull_mending)); the single-session
+//! fetch checks the marks too and fetches its session from the first record.
 
 use std::fmt;
 

@@ -73,6 +73,11 @@ impl Watcher {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
+    /// Whether the process still runs.
+    pub(crate) fn child_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// SIGKILL, as a crash or `kill -9` stops it.
     fn kill(mut self) {
         let _ = self.child.kill();

@@ -8,10 +8,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{Device, TestServer, held, today, two_devices};
-use crate::watch::{line, until, watch_with};
+use crate::watch::{converged, line, until, watch_with};
 
 const WENT_BACK: &str = "the server's history went backwards";
 
@@ -62,8 +62,52 @@ fn push_lines(dev: &Device, session: &str, what: &str, n: usize) {
     }
 }
 
-// Defect 2: a server restored from an older backup: the single-session
-// fetch and `pull --all`.
+// Defect 2: a server restored from an older backup under a running watcher.
+
+#[test]
+fn watcher_reports_a_server_restored_from_a_backup_and_gets_every_new_line() {
+    let (mut srv, a, b) = two_devices();
+    push_lines(&a, "OLD", "before the backup", 1);
+    let backup = back_up(&mut srv);
+    // Records the backup lacks: the desktop's cursor goes past them.
+    push_lines(&a, "OLD", "after the backup", 6);
+    b.sync_ok(&["pull"]);
+    assert!(b.state()["cursor"].as_u64().unwrap() >= 7, "{}", b.state());
+
+    let w = watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
+    restore(&mut srv, &backup);
+    // New records whose seqs fall below the desktop's cursor.
+    push_lines(&a, "OLD", "after the restore", 2);
+    push_lines(&a, "NEW", "a new session after the restore", 2);
+
+    until("the watcher gets every new line", 30, || {
+        (0..2).all(|i| {
+            holds(&b, "OLD", &format!("after the restore {i}"))
+                && holds(&b, "NEW", &format!("a new session after the restore {i}"))
+        })
+    });
+    until("the watcher says the server went back", 10, || {
+        w.count("server_went_back") == 1
+    });
+    let ev = w
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "server_went_back")
+        .unwrap();
+    let msg = ev["message"].as_str().unwrap();
+    assert!(msg.contains(WENT_BACK), "{msg}");
+    // Mended as `pull --all` mends: status has nothing to warn about, and
+    // what the server lost went up again from the desktop.
+    until("the desktop sent again what the server lost", 30, || {
+        srv.get_json(&b.token(), "status")["entries"] == 11
+    });
+    let st = b.sync(&["sync", "status"]);
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    assert!(!st.stderr.contains(WENT_BACK), "status: {}", st.stderr);
+    a.sync_ok(&["pull"]);
+    until("both hold the same", 10, || converged(&a, &b));
+    assert_eq!(w.count("failed"), 0, "{:?} {}", w.events(), w.stderr());
+}
 
 #[test]
 fn pull_session_after_a_server_restore_warns_and_gets_the_new_records() {
@@ -117,6 +161,37 @@ fn pull_all_after_a_server_restore_resets_the_session_cursors() {
     }
 }
 
+// Defect 4 (second half): a push that keeps failing stops no pull.
+
+#[test]
+fn watcher_whose_push_keeps_failing_still_pulls() {
+    let srv = TestServer::start_with(&["--quota-bytes", "65536"]);
+    let a = Device::new();
+    let b = Device::new();
+    a.init(&srv, "pat", "laptop");
+    b.join_copying_key(&a, &srv.url, "pat", "desktop");
+    // A session far over the quota, that does not compress.
+    let mut rng = crate::common::Rng::new(4);
+    let big: String = (0..300)
+        .map(|i| {
+            let noise: String = (0..80).map(|_| format!("{:016x}", rng.next())).collect();
+            format!("{{\"role\":\"user\",\"content\":\"{i} {noise}\"}}\n")
+        })
+        .collect();
+    b.write(&today(), "TOOBIG", big.as_bytes());
+
+    let mut w = watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
+    until("the push fails", 20, || w.count("failed") > 0);
+    push_lines(&a, "SMALL", "from the laptop", 2);
+    until(
+        "the desktop pulls the laptop's lines all the same",
+        20,
+        || holds(&b, "SMALL", "from the laptop 1"),
+    );
+    assert!(holds(&b, "SMALL", "from the laptop 0"));
+    assert!(w.child_running(), "{}", w.stderr());
+}
+
 // Defect 5: own records of a session lost here are fetched.
 
 #[test]
@@ -150,6 +225,40 @@ fn a_session_this_device_pushed_and_lost_comes_back_with_pull_session_and_resume
     assert_eq!(srv.get_json(&a.token(), "status")["entries"], 3);
 }
 
+// Defect 7: a revoked token waits for a login, then syncs on.
+
+#[test]
+fn watcher_whose_token_is_revoked_waits_for_a_login_and_syncs_on() {
+    let (srv, a, b) = two_devices();
+    let mut w = watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
+    a.sync_ok(&["revoke", "desktop"]);
+    b.append(&path("DESK"), line("while revoked", 0).as_bytes());
+    until("the watcher says it waits for a login", 20, || {
+        w.count("waiting_for_login") == 1
+    });
+    // Several rounds later: still running, said once.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(w.child_running(), "the watcher exited: {}", w.stderr());
+    assert_eq!(w.count("waiting_for_login"), 1, "{:?}", w.events());
+
+    b.sync_ok(&[
+        "login", "--server", &srv.url, "--user", "pat", "--device", "desktop",
+    ]);
+    until("the watcher says it syncs again", 20, || {
+        w.count("logged_in") == 1
+    });
+    b.append(&path("DESK"), line("after the login", 1).as_bytes());
+    push_lines(&a, "LAP", "from the laptop", 1);
+    until("both ways, with the new token", 30, || {
+        holds(&b, "LAP", "from the laptop 0") && {
+            a.sync_ok(&["pull"]);
+            holds(&a, "DESK", "after the login 1")
+        }
+    });
+    assert!(holds(&a, "DESK", "while revoked 0"));
+    assert!(w.child_running(), "{}", w.stderr());
+}
+
 // Defect 8: `transcripts/` moved away and made again is watched again.
 
 #[test]
@@ -169,4 +278,76 @@ fn a_recreated_transcripts_folder_is_watched_again() {
     std::thread::sleep(Duration::from_millis(1500));
     a.append(&path("SECOND"), line("second", 0).as_bytes());
     until("a line in the new folder is pushed", 10, || entries() == 2);
+}
+
+// Defect 10: when the server is back, a new line arrives in seconds.
+
+#[test]
+fn after_the_server_comes_back_a_new_line_arrives_within_seconds() {
+    let (mut srv, a, b) = two_devices();
+    // The default backoff (up to 60 s), as a user runs it.
+    let w = watch_with(&b, &["--scan-secs", "600"]);
+    push_lines(&a, "EARLY", "early", 1);
+    until("the first line arrives", 20, || {
+        holds(&b, "EARLY", "early 0")
+    });
+
+    srv.kill();
+    // The server's port answers and hangs up meanwhile: each request the
+    // watcher parks on the server with is one attempt, after which its
+    // backoff doubles.
+    let listener = loop {
+        match std::net::TcpListener::bind(srv.addr()) {
+            Ok(l) => break l,
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    listener.set_nonblocking(true).unwrap();
+    let mut waits = 0;
+    let end = Instant::now() + Duration::from_secs(90);
+    // After the fifth, it waits at least 8 s before the next.
+    while waits < 5 || w.count("server_away") == 0 {
+        assert!(Instant::now() < end, "{waits} attempts in 90 s");
+        match listener.accept() {
+            Ok((conn, _)) => waits += usize::from(is_wait(conn)),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    drop(listener);
+    let backs = w.count("server_back");
+    srv.restart();
+    // A line written here finds the server: the watcher says it is back.
+    b.append(&path("DESK"), line("back", 0).as_bytes());
+    until("the watcher says the server is back", 20, || {
+        w.count("server_back") > backs
+    });
+
+    let pushed = Instant::now();
+    push_lines(&a, "LATE", "right after", 1);
+    until("the new line reaches the desktop", 30, || {
+        holds(&b, "LATE", "right after 0")
+    });
+    let took = pushed.elapsed();
+    eprintln!(
+        "a line pushed right after the server came back took {took:?} to arrive (push included)"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "{took:?}: {:?} {}",
+        w.events(),
+        w.stderr()
+    );
+}
+
+/// Whether the request on `conn` is one the watcher waits on the server
+/// with (a long poll, or the quick look it takes after a failure), not a
+/// push's or a pull's; the connection is dropped.
+fn is_wait(conn: std::net::TcpStream) -> bool {
+    use std::io::Read;
+    conn.set_nonblocking(false).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut head = [0u8; 512];
+    let n = (&conn).read(&mut head).unwrap_or(0);
+    let head = String::from_utf8_lossy(&head[..n]);
+    head.starts_with("GET /api/v1/records/wait") || head.starts_with("GET /api/v1/status?after=")
 }

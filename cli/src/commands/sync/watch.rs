@@ -122,6 +122,15 @@ fn text(e: &WatchEvent) -> String {
             format!("{what} failed: {error}; trying again at the next scan")
         }
         WatchEvent::NotPushed { items } => format!("not pushed: {}", items.join("; ")),
+        WatchEvent::ServerWentBack { message } => format!(
+            "warning: {message}. This watcher did so for this device: it pulled what the server \
+             holds now and pushes everything here again"
+        ),
+        WatchEvent::WaitingForLogin { error } => format!(
+            "the server refused this device's token ({error}); waiting for `evi sync login` on \
+             this device, then syncing goes on by itself"
+        ),
+        WatchEvent::LoggedIn => "logged in again; syncing with the new token".to_owned(),
     }
 }
 

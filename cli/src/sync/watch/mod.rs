@@ -14,32 +14,44 @@
 //!   burst); a full push runs every [`WatchOptions::scan_every`] whatever
 //!   the events said, so a missed event delays a line, never loses it.
 //! - Other devices' records are pulled as soon as the server's long poll
-//!   says they committed.
+//!   says they committed, and at every scan whatever it said.
+//! - A push that fails (over quota, say) is tried again at the next scan
+//!   and stops no pull: records of other devices still arrive meanwhile.
 //! - A server that does not answer is said once (and once when it is back),
 //!   retried with exponential backoff and jitter, and caught up with (push
-//!   and pull) when it answers again; so is a wake from sleep (a jump of the
-//!   wall clock past the monotonic one).
+//!   and pull, at once, whichever side noticed first) when it answers again;
+//!   so is a wake from sleep (a jump of the wall clock past the monotonic
+//!   one).
+//! - A server whose history went back (restored from an older backup) is
+//!   said, and mended as `evi sync pull --all` then `push` mend it: what it
+//!   holds now is pulled from its first record, and everything here is
+//!   pushed again (see [`high_water`](super::high_water)).
+//! - A refused token (revoked) is said once; the watcher waits for `evi sync
+//!   login` and goes on with the new token ([`health`]).
 //! - Killed at any moment, it leaves what a killed push or pull leaves:
 //!   nothing torn, and the next run (or manual sync) goes on from there.
 //! - One watcher per home ([`presence`]).
 
 pub mod files;
+pub mod health;
 pub mod presence;
 pub mod remote;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use super::client::{Client, ClientError, is_unauthorized};
+use super::client::{Client, is_unauthorized};
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
 use super::progress::Quiet;
 use super::state::{SyncPaths, SyncState};
 use crate::home::EviHome;
+use health::{Health, LOGIN_POLL};
 use presence::{Presence, PresenceError};
 use remote::{Backoff, Remote};
 
@@ -111,6 +123,19 @@ pub enum WatchEvent {
     NotPushed {
         items: Vec<String>,
     },
+    /// The server holds less than this device saw it hold (restored from
+    /// an older backup): what went back. The watcher then pulls what it
+    /// holds from its first record and pushes everything again.
+    ServerWentBack {
+        message: String,
+    },
+    /// The server refused this device's token: waiting for `evi sync
+    /// login` (said once).
+    WaitingForLogin {
+        error: String,
+    },
+    /// A new token is in place and the server takes it.
+    LoggedIn,
 }
 
 /// Where the watcher's events go.
@@ -139,53 +164,10 @@ pub enum Signal {
     Remote,
     /// The server answers again.
     Back,
-    /// The server will not serve this device again (revoked token).
-    Fatal(ClientError),
 }
 
-/// Whether the server answers, told once each way.
-pub struct Health {
-    away: Mutex<Option<Instant>>,
-    log: Arc<dyn WatchLog>,
-    presence: Mutex<Presence>,
-}
-
-impl Health {
-    /// Notes a failure to reach the server; says so if it is news.
-    pub fn failed(&self, error: &str) {
-        let mut away = self.away.lock().unwrap_or_else(|p| p.into_inner());
-        if away.is_none() {
-            *away = Some(Instant::now());
-            self.log.log(WatchEvent::ServerAway {
-                error: error.to_owned(),
-            });
-            self.record(|i| i.server_away_since = Some(chrono::Utc::now().to_rfc3339()));
-        }
-    }
-
-    /// Notes an answer; true (and said) if the server was away.
-    pub fn ok(&self) -> bool {
-        let mut away = self.away.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(since) = away.take() else {
-            return false;
-        };
-        self.log.log(WatchEvent::ServerBack {
-            away_secs: since.elapsed().as_secs(),
-        });
-        self.record(|i| i.server_away_since = None);
-        true
-    }
-
-    /// Updates what `evi sync status` reads (best effort: a status file
-    /// that cannot be written never stops syncing).
-    fn record(&self, f: impl FnOnce(&mut presence::WatchInfo)) {
-        let mut p = self.presence.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut p.info);
-        let _ = p.save();
-    }
-}
-
-/// Runs until the process is stopped, or the server refuses this device.
+/// Runs until the process is stopped, or watching cannot go on (the key is
+/// not the account's, the home is not set up any more).
 pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result<(), WatchError> {
     let paths = SyncPaths::new(home);
     let state = SyncState::load(&paths.state()).ctx(|| "cannot read the sync state".into())?;
@@ -195,16 +177,13 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         unreachable!("a home without an account does not open");
     };
     let presence = Presence::claim(&paths)?;
-    let token = std::fs::read_to_string(paths.token())
+    std::fs::read_to_string(paths.token())
         .ctx(|| format!("cannot read the device token {}", paths.token().display()))?;
-    let client = Client::for_account(&account.server, Some(token.trim().to_owned()))
+    // What the server can do needs no token.
+    let client = Client::for_account(&account.server, None)
         .map_err(SyncError::from)?
         .without_retries();
-    let health = Arc::new(Health {
-        away: Mutex::new(None),
-        log: log.clone(),
-        presence: Mutex::new(presence),
-    });
+    let health = Arc::new(Health::new(log.clone(), presence, paths.token()));
     log.log(WatchEvent::Started {
         server: account.server.clone(),
         pid: std::process::id(),
@@ -224,7 +203,10 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         pulled: pulled_tx,
         backoff: Backoff::new(opts.backoff_max),
         retry_at: None,
-        last_failure: None,
+        later: BTreeMap::new(),
+        last_failure: BTreeMap::new(),
+        login: None,
+        came_back: false,
     };
     // Catch up first: what changed while no watcher ran, both ways.
     let mut want_push = true;
@@ -235,13 +217,17 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
     let mut clock = (Instant::now(), SystemTime::now());
     loop {
         let now = Instant::now();
-        if pulled_rx.is_some() && w.retry_at.is_none_or(|t| now >= t) {
+        if pulled_rx.is_some() && w.is_ready("connect", now) {
             // Started once the server answers: its capabilities say
             // whether it has the wait endpoint.
             match client.capabilities() {
                 Ok(caps) => {
+                    let token = health.token().unwrap_or_default();
                     let remote = Remote {
-                        client: client.clone(),
+                        client: Client::for_account(&account.server, Some(token.clone()))
+                            .map_err(SyncError::from)?
+                            .without_retries(),
+                        token,
                         cursor: cursor.clone(),
                         wait_secs: opts.wait_secs,
                         max_wait_secs: caps.max_wait_secs,
@@ -258,8 +244,10 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         let push_due = burst.map(|(first, last)| (last + opts.quiet).min(first + opts.max_delay));
         let mut due = vec![next_scan, now + TICK];
         due.extend(push_due);
-        if want_push || want_pull {
-            due.push(w.retry_at.unwrap_or(now));
+        for (wanted, what) in [(want_push, "push"), (want_pull, "pull")] {
+            if wanted {
+                due.push(w.ready_at(what).unwrap_or(now));
+            }
         }
         let mut until = due.into_iter().min().unwrap_or(now);
         // While backing off, nothing is due before the retry (a push due
@@ -283,7 +271,6 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
                 want_push = true;
                 want_pull = true;
             }
-            Ok(Signal::Fatal(e)) => return Err(SyncError::from(e).into()),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         }
@@ -307,26 +294,59 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         if w.retry_at.is_some_and(|t| now < t) {
             continue;
         }
+        if let Some(used) = &w.login {
+            // Waiting for `evi sync login`: nothing to ask the server with
+            // the token it refused.
+            if w.health.token().as_deref() == Some(used.as_str()) {
+                w.retry_at = Some(now + LOGIN_POLL);
+                continue;
+            }
+            w.login = None;
+            want_push = true;
+            want_pull = true;
+        }
         if now >= next_scan {
+            // The safety net both ways: a missed file event or long-poll
+            // wake delays a line or a record, never loses it.
             next_scan = now + opts.scan_every;
             want_push = true;
             scan_push = true;
+            want_pull = true;
         }
         if push_due.is_some_and(|d| now >= d) {
             burst = None;
             want_push = true;
         }
-        if want_push {
+        if want_push && w.is_ready("push", now) {
             match w.push(scan_push)? {
                 Step::Done => {
                     want_push = false;
                     scan_push = false;
                 }
-                Step::Later => continue,
+                // The server is away (or the lock held): the pull would fail
+                // too. Any other failure waits for the next scan, the pull
+                // goes on.
+                Step::Later if w.retry_at.is_some() => continue,
+                Step::Later => {}
             }
         }
-        if want_pull && w.pull()? == Step::Done {
-            want_pull = false;
+        if std::mem::take(&mut w.came_back) {
+            // Back from away: both ways now, not when the next event or
+            // long poll says so.
+            want_push = true;
+            want_pull = true;
+        }
+        if want_pull && w.is_ready("pull", now) {
+            match w.pull()? {
+                Pulled::Done => want_pull = false,
+                Pulled::Mended => {
+                    // Everything here goes up again.
+                    want_pull = false;
+                    want_push = true;
+                    scan_push = true;
+                }
+                Pulled::Later => {}
+            }
         }
     }
 }
@@ -339,7 +359,17 @@ const SLEEP_JUMP: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Done,
-    /// Failed; `retry_at` says when to try again.
+    /// Failed; `retry_at` or `later` says when to try again.
+    Later,
+}
+
+/// How a pull went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pulled {
+    Done,
+    /// The server's history went back and the pull took it as it now
+    /// stands: the push state was reset, everything goes up again.
+    Mended,
     Later,
 }
 
@@ -351,8 +381,17 @@ struct Loop {
     cursor: Arc<AtomicU64>,
     pulled: mpsc::Sender<()>,
     backoff: Backoff,
+    /// While the server is away or the lock held: nothing is tried before.
     retry_at: Option<Instant>,
-    last_failure: Option<String>,
+    /// Per step (`push`, `pull`) that failed otherwise: not tried again
+    /// before (the next scan); the other step goes on.
+    later: BTreeMap<&'static str, Instant>,
+    /// Per step, the failure last said (said again only if it changes).
+    last_failure: BTreeMap<&'static str, String>,
+    /// The token the server refused, while waiting for a login.
+    login: Option<String>,
+    /// The server answered a step after being away.
+    came_back: bool,
 }
 
 impl Loop {
@@ -360,12 +399,14 @@ impl Loop {
     /// the journal or what waits says there is something: a look that costs
     /// no request).
     fn push(&mut self, scan: bool) -> Result<Step, WatchError> {
-        let step = self.with_context("push", |ctx| {
+        let look = |ctx: &mut SyncContext| {
             if !scan && nothing_to_push(ctx)? {
                 return Ok(None);
             }
             super::push::push(ctx, &Quiet).map(Some)
-        })?;
+        };
+        // A look that found nothing asked the server nothing.
+        let step = self.with_context("push", look, Option::is_some)?;
         Ok(match step {
             Some(Some(r)) => {
                 self.synced();
@@ -388,16 +429,21 @@ impl Loop {
         })
     }
 
-    fn pull(&mut self) -> Result<Step, WatchError> {
-        let step = self.with_context("pull", |ctx| {
-            let r = super::pull::pull(ctx, &Quiet, Default::default())?;
+    fn pull(&mut self) -> Result<Pulled, WatchError> {
+        let pull = |ctx: &mut SyncContext| {
+            let r = super::pull::pull_mending(ctx, &Quiet)?;
             Ok((r, ctx.state.cursor))
-        })?;
+        };
+        let step = self.with_context("pull", pull, |_| true)?;
         Ok(match step {
             Some((r, cursor)) => {
                 self.synced();
                 self.cursor.store(cursor, Ordering::Relaxed);
                 let _ = self.pulled.send(());
+                let mended = r.server_went_back.is_some();
+                if let Some(message) = r.server_went_back.clone() {
+                    self.log.log(WatchEvent::ServerWentBack { message });
+                }
                 if r.records + r.entries + r.blobs > 0 {
                     self.log.log(WatchEvent::Pulled {
                         entries: r.entries,
@@ -407,38 +453,67 @@ impl Loop {
                         waiting: r.waiting,
                     });
                 }
-                Step::Done
+                if mended { Pulled::Mended } else { Pulled::Done }
             }
-            None => Step::Later,
+            None => Pulled::Later,
         })
     }
 
     /// Notes for `evi sync status` that a push or pull went through (a look
     /// that found nothing to push does not count).
     fn synced(&self) {
-        self.health
-            .record(|i| i.last_sync = Some(chrono::Utc::now().to_rfc3339()));
+        self.health.synced();
+    }
+
+    /// When `what` may be tried again (`None`: now).
+    fn ready_at(&self, what: &str) -> Option<Instant> {
+        self.retry_at.max(self.later.get(what).copied())
+    }
+
+    fn is_ready(&self, what: &str, now: Instant) -> bool {
+        self.ready_at(what).is_none_or(|t| now >= t)
     }
 
     /// Runs `f` on a freshly opened context (the sync lock held for `f`
     /// only). `None` when it failed in a way worth retrying, which is then
-    /// said and scheduled; `Err` when watching cannot go on.
+    /// said and scheduled; `Err` when watching cannot go on. `answered`
+    /// says whether what `f` returned came from the server (only that says
+    /// the server is back, or takes the token).
     fn with_context<T>(
         &mut self,
         what: &'static str,
         f: impl FnOnce(&mut SyncContext) -> Result<T, SyncError>,
+        answered: impl FnOnce(&T) -> bool,
     ) -> Result<Option<T>, WatchError> {
+        // Read before the context reads it: if the server refuses it, this
+        // is the token it refused (a login meanwhile writes a newer one).
+        let used = self.health.token();
         let result = SyncContext::open(&self.home).and_then(|mut ctx| {
             ctx.client = ctx.client.without_retries();
             f(&mut ctx)
         });
         match result {
             Ok(v) => {
-                self.backoff.reset();
                 self.retry_at = None;
-                self.last_failure = None;
-                self.health.ok();
+                self.later.remove(what);
+                self.last_failure.remove(what);
+                if answered(&v) {
+                    self.backoff.reset();
+                    self.health.accepted();
+                    if self.health.ok() {
+                        self.came_back = true;
+                    }
+                }
                 Ok(Some(v))
+            }
+            Err(SyncError::Client(c)) if is_unauthorized(&c) => {
+                if let Some(used) = used
+                    && self.health.refused(&used, &c.to_string())
+                {
+                    self.login = Some(used);
+                }
+                self.retry_at = Some(Instant::now() + LOGIN_POLL);
+                Ok(None)
             }
             Err(e) if fatal(&e) => Err(e.into()),
             Err(e) => {
@@ -460,28 +535,32 @@ impl Loop {
             SyncError::Lock(_) => Duration::from_millis(500),
             _ => {
                 let msg = e.to_string();
-                if self.last_failure.as_deref() != Some(msg.as_str()) {
+                if self.last_failure.get(what) != Some(&msg) {
                     self.log.log(WatchEvent::Failed {
                         what,
                         error: msg.clone(),
                     });
-                    self.last_failure = Some(msg);
+                    self.last_failure.insert(what, msg);
                 }
-                self.opts.scan_every
+                // This step waits for the next scan; the other goes on (and
+                // no earlier backoff holds it: this failure is the news).
+                self.later
+                    .insert(what, Instant::now() + self.opts.scan_every);
+                self.retry_at = None;
+                return;
             }
         };
         self.retry_at = Some(Instant::now() + delay);
     }
 }
 
-/// Errors after which watching cannot go on: the token was revoked, the key
-/// is not the account's, the home is not set up any more.
+/// Errors after which watching cannot go on: the key is not the account's,
+/// the home is not set up any more. (A refused token waits for a login.)
 fn fatal(e: &SyncError) -> bool {
-    match e {
-        SyncError::Client(c) => is_unauthorized(c),
-        SyncError::KeyMismatch | SyncError::NotSetUp { .. } | SyncError::Identity(_) => true,
-        _ => false,
-    }
+    matches!(
+        e,
+        SyncError::KeyMismatch | SyncError::NotSetUp { .. } | SyncError::Identity(_)
+    )
 }
 
 /// Whether a push would find nothing: every transcript file as last

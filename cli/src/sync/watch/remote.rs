@@ -1,14 +1,18 @@
 //! Waiting on the server for other devices' records: one thread parked on
 //! `GET /records/wait` (a status poll on older servers), which tells the
-//! watch loop to pull and waits until it has, and backs off with jitter
-//! while the server is away.
+//! watch loop to pull and waits until it has, backs off with jitter while
+//! the server is away (waking early when the loop finds it back), and waits
+//! for a new token when the server refuses its own (see [`health`]).
+//!
+//! [`health`]: super::health
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
-use super::{Health, Signal};
+use super::Signal;
+use super::health::Health;
 use crate::sync::client::{Client, ClientError, is_unauthorized};
 
 /// How often an older server without the wait endpoint is asked instead.
@@ -50,6 +54,8 @@ impl Backoff {
 /// What the thread needs.
 pub struct Remote {
     pub client: Client,
+    /// The token `client` sends.
+    pub token: String,
     /// The pull cursor the loop keeps current.
     pub cursor: Arc<AtomicU64>,
     /// Seconds per wait (`None`: drawn from 25 to 55 each time).
@@ -65,14 +71,22 @@ pub struct Remote {
 
 impl Remote {
     pub fn run(mut self) {
+        // After a failure (and first), a quick look rather than a long
+        // poll: a server back from away is said and caught up with at once,
+        // and one whose history went back (its newest seq below the cursor,
+        // where no long poll would ever wake) is pulled from, which mends it.
+        let mut quick = true;
         loop {
             let after = self.cursor.load(Ordering::Relaxed);
-            let answer = if self.max_wait_secs == 0 {
-                let r = self.client.status_after(after);
-                if matches!(&r, Ok(s) if s.pending_for_device.unwrap_or(0) == 0) {
-                    std::thread::sleep(STATUS_POLL);
-                }
-                r.map(|s| s.pending_for_device.unwrap_or(0))
+            let answer = if quick || self.max_wait_secs == 0 {
+                self.client.status_after(after).map(|s| {
+                    let pending = s.pending_for_device.unwrap_or(0);
+                    if s.newest_seq < after {
+                        pending.max(1)
+                    } else {
+                        pending
+                    }
+                })
             } else {
                 let secs = self
                     .wait_secs
@@ -82,44 +96,70 @@ impl Remote {
             };
             match answer {
                 Ok(pending) => {
+                    quick = false;
                     self.backoff.reset();
-                    if self.health.ok() && self.tx.send(Signal::Back).is_err() {
+                    self.health.accepted();
+                    let back = self.health.ok();
+                    if !self.tell(back, pending > 0) {
                         return;
                     }
-                    if pending > 0 {
-                        if self.tx.send(Signal::Remote).is_err() {
-                            return;
-                        }
-                        // Asking again before the pull would only hear the
-                        // same records again.
-                        if let Err(RecvTimeoutError::Disconnected) =
-                            self.pulled.recv_timeout(ACK_WAIT)
-                        {
-                            return;
-                        }
+                    if !back && pending == 0 && self.max_wait_secs == 0 {
+                        std::thread::sleep(STATUS_POLL);
                     }
                 }
                 Err(e) if is_unauthorized(&e) => {
-                    let _ = self.tx.send(Signal::Fatal(e));
-                    return;
+                    self.health.refused(&self.token, &e.to_string());
+                    self.token = self.health.wait_for_new_token(&self.token);
+                    match Client::for_account(self.client.server(), Some(self.token.clone())) {
+                        Ok(c) => self.client = c.without_retries(),
+                        Err(_) => return,
+                    }
+                    quick = true;
                 }
-                Err(e) => std::thread::sleep(self.after_failure(&e)),
+                Err(e) => {
+                    self.after_failure(&e);
+                    quick = true;
+                }
             }
         }
     }
 
-    /// How long to wait after a failed wait: what the server asked for
-    /// (a full server, a rate limit), else the backoff while it is away.
-    fn after_failure(&mut self, e: &ClientError) -> Duration {
+    /// Tells the loop the server is `back` and/or has records to `pull`,
+    /// then waits for its pull (asking again before it would only hear the
+    /// same records again, and from a cursor a mending pull may lower).
+    /// False once the loop is gone.
+    fn tell(&self, back: bool, pull: bool) -> bool {
+        if !back && !pull {
+            return true;
+        }
+        // A word from a pull made before this one says nothing of it.
+        while self.pulled.try_recv().is_ok() {}
+        if back && self.tx.send(Signal::Back).is_err() {
+            return false;
+        }
+        if pull && self.tx.send(Signal::Remote).is_err() {
+            return false;
+        }
+        !matches!(
+            self.pulled.recv_timeout(ACK_WAIT),
+            Err(RecvTimeoutError::Disconnected)
+        )
+    }
+
+    /// Waits after a failed request: what the server asked for (a full
+    /// server, a rate limit), else the backoff while it is away, cut short
+    /// when the loop finds it answering.
+    fn after_failure(&mut self, e: &ClientError) {
         if let ClientError::Api {
             retry_after: Some(s),
             ..
         } = e
         {
-            return Duration::from_secs(*s).mul_f64(1.0 + fastrand::f64() * 0.5);
+            std::thread::sleep(Duration::from_secs(*s).mul_f64(1.0 + fastrand::f64() * 0.5));
+            return;
         }
         self.health.failed(&e.to_string());
-        self.backoff.next_delay()
+        self.health.sleep_while_away(self.backoff.next_delay());
     }
 }
 
