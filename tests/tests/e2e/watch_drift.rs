@@ -240,6 +240,15 @@ fn watcher_whose_token_is_revoked_waits_for_a_login_and_syncs_on() {
     std::thread::sleep(Duration::from_secs(3));
     assert!(w.child_running(), "the watcher exited: {}", w.stderr());
     assert_eq!(w.count("waiting_for_login"), 1, "{:?}", w.events());
+    // `evi sync status` says what to do (it needs no token for that).
+    let st = b.sync(&["sync", "status"]);
+    assert!(
+        st.stdout.contains("refuses this device's token since")
+            && st.stdout.contains("run `evi sync login`"),
+        "{}{}",
+        st.stdout,
+        st.stderr
+    );
 
     b.sync_ok(&[
         "login", "--server", &srv.url, "--user", "pat", "--device", "desktop",

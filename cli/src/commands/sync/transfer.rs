@@ -323,6 +323,12 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
                     when(&Some(away.clone()))
                 ));
             }
+            if let Some(since) = &w.waiting_for_login_since {
+                line.push_str(&format!(
+                    "; the server refuses this device's token since {}: run `evi sync login`",
+                    when(&Some(since.clone()))
+                ));
+            }
             writeln!(out, "{line}")?;
         }
     }

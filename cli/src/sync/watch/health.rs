@@ -103,6 +103,7 @@ impl Health {
             self.log.log(WatchEvent::WaitingForLogin {
                 error: error.to_owned(),
             });
+            self.record(|i| i.waiting_for_login_since = Some(chrono::Utc::now().to_rfc3339()));
         }
         true
     }
@@ -112,6 +113,7 @@ impl Health {
         let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
         if refused.take().is_some() {
             self.log.log(WatchEvent::LoggedIn);
+            self.record(|i| i.waiting_for_login_since = None);
         }
     }
 

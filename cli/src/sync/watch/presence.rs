@@ -29,6 +29,10 @@ pub struct WatchInfo {
     /// Since when the server has not answered (RFC 3339), while it does not.
     #[serde(default)]
     pub server_away_since: Option<String>,
+    /// Since when the server refuses this device's token and the watcher
+    /// waits for `evi sync login` (RFC 3339), while it does.
+    #[serde(default)]
+    pub waiting_for_login_since: Option<String>,
 }
 
 /// Held while this process is the home's watcher.
