@@ -100,9 +100,16 @@ impl FileWatch {
                 let _ = self.watcher.unwatch(dir);
             }
             if now.is_some() {
-                self.watcher.watch(dir, RecursiveMode::Recursive)?;
-                *watched = now;
-                added = true;
+                match self.watcher.watch(dir, RecursiveMode::Recursive) {
+                    Ok(()) => {
+                        *watched = now;
+                        added = true;
+                    }
+                    // Gone again meanwhile: the next change of the home
+                    // looks again.
+                    Err(_) if DirId::of(dir).is_none() => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(added)
