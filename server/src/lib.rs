@@ -24,6 +24,7 @@ pub mod fault;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod passwords;
 pub mod private;
 pub mod ratelimit;
 pub mod routes;

@@ -106,6 +106,17 @@ pub async fn register(
             })?)
         }
     };
+    // The code before the hash: a wrong code costs no argon2 run, so
+    // guessing codes cannot tie up the hashing permits. Answering a wrong
+    // code faster than a right one tells the caller nothing the 403 does not:
+    // the lookup is by the code's SHA-256, so its time depends on no prefix
+    // of the code, and the name check stays after it (no code, no word on
+    // which names are taken).
+    if let Some(h) = invite_hash
+        && !state.store.invite_usable(h).await?
+    {
+        return Err(crate::store::StoreError::InvalidInvite.into());
+    }
     let hash = state.passwords.hash(req.password).await?;
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();

@@ -291,6 +291,9 @@ pub trait Store: Send + Sync + 'static {
     /// the caller's to delete).
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()>;
+    /// Whether an unused invite has this hash: checked before a registration
+    /// hashes its password (`create_user` checks again as it consumes it).
+    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool>;
 }
 
 #[cfg(test)]

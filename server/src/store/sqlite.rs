@@ -815,4 +815,14 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
+        self.read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT 1 FROM invites WHERE code_hash = ?1 AND used_by IS NULL")?
+                    .exists([&code_hash[..]])?,
+            )
+        })
+        .await
+    }
 }

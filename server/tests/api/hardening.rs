@@ -1,0 +1,244 @@
+//! Issue 21's attack runs, each against the real binary on loopback, bounded
+//! in count and time: hung-up logins, wrong invites, slow bodies, unfinished
+//! headers. What they assert is what an operator would watch: the server's
+//! memory (`VmHWM`), its CPU time, whether `/healthz` still answers, and
+//! whether the attacking connections get closed.
+//!
+//! `EVI_TEST_SERVER_BIN` points these tests at another build of
+//! `evi-server` (an older commit's, to see a test fail before its fix);
+//! settings the fixes add are passed as `EVI_SERVER_*` variables, which an
+//! older build ignores, so the same run shows how the older build fares.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A server started for one attack, killed when dropped.
+struct Target {
+    child: Child,
+    addr: SocketAddr,
+    /// Holds the data folder and `server.log`.
+    _root: tempfile::TempDir,
+}
+
+fn server_bin() -> PathBuf {
+    std::env::var_os("EVI_TEST_SERVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_evi-server")))
+}
+
+impl Target {
+    /// Starts the server with `args` and `envs`; with `nofile`, under that
+    /// descriptor limit (soft and hard), as a unit's `LimitNOFILE=` would.
+    fn start(args: &[&str], envs: &[(&str, &str)], nofile: Option<u32>) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(root.path().join("server.log")).unwrap();
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}"))
+                    .arg("--")
+                    .arg(server_bin());
+                c
+            }
+            None => Command::new(server_bin()),
+        };
+        cmd.args(["--listen", "127.0.0.1:0", "--data"])
+            .arg(root.path().join("data"))
+            .args(args)
+            .env_remove("EVI_SERVER_REGISTRATION")
+            .envs(envs.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        let mut child = cmd.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = out.read_to_end(&mut sink);
+        });
+        Self {
+            child,
+            addr,
+            _root: root,
+        }
+    }
+
+    /// A `/proc/PID/status` figure in KiB (`VmHWM`, `VmRSS`) or a count
+    /// (`Threads`).
+    fn status(&self, key: &str) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /proc status"))
+    }
+
+    /// User plus system CPU time the server used so far, in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the command name, which is in parentheses.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    }
+
+    /// Waits (at most `limit`) until the server's CPU time stops growing for
+    /// a second: the work the attack left it has been done. Returns the
+    /// highest thread count seen meanwhile.
+    async fn settle(&self, limit: Duration) -> u64 {
+        let end = Instant::now() + limit;
+        let mut threads = self.status("Threads");
+        let mut last = self.cpu_ticks();
+        let mut still_since = Instant::now();
+        while Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            threads = threads.max(self.status("Threads"));
+            let now = self.cpu_ticks();
+            if now != last {
+                last = now;
+                still_since = Instant::now();
+            } else if still_since.elapsed() >= Duration::from_secs(1) {
+                return threads;
+            }
+        }
+        panic!("the server was still busy after {limit:?}");
+    }
+
+    async fn healthz(&self, from: Ipv4Addr) -> Result<(), String> {
+        let fut = async {
+            let mut s = connect_from(from, self.addr).await?;
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await?;
+            let mut got = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got).await?;
+            Ok::<_, std::io::Error>(String::from_utf8_lossy(&got).into_owned())
+        };
+        match tokio::time::timeout(Duration::from_secs(5), fut).await {
+            Ok(Ok(r)) if r.starts_with("HTTP/1.1 200") => Ok(()),
+            Ok(Ok(r)) => Err(format!("answered {r:?}")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer within 5 s".into()),
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A connection to `to` from the loopback address `from` (127.0.0.0/8 is
+/// all loopback on Linux), so one test can be several clients.
+async fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let s = TcpSocket::new_v4()?;
+    s.bind(SocketAddr::new(IpAddr::V4(from), 0))?;
+    s.connect(to).await
+}
+
+fn loopback(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 0, n)
+}
+
+fn post(path: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+const MIB: u64 = 1024;
+
+/// 120 logins (of unknown users: each costs a full argon2 run of 19 MiB)
+/// from three addresses, within the default rate limits, each closed
+/// 120 ms after it was sent. Hashes run a bounded number at a time whether
+/// or not their client stays: before the fix each hang-up gave its permit
+/// back while its hash ran on, and all 120 ran at once.
+#[tokio::test]
+async fn hung_up_logins_do_not_multiply_password_hashes() {
+    let srv = Target::start(&["--registration", "open"], &[], None);
+    let base = srv.status("VmHWM");
+    let mut tasks = Vec::new();
+    for i in 0..120u32 {
+        let addr = srv.addr;
+        // One every 10 ms, as a client that keeps a few in flight would.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"user": format!("nobody{i}"), "password": "correct horse battery",
+                "device": "d"})
+            .to_string();
+            let mut s = connect_from(loopback(2 + (i % 3) as u8), addr)
+                .await
+                .unwrap();
+            s.write_all(post("/api/v1/login", &body).as_bytes())
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(120)).await;
+            drop(s);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let threads = srv.settle(Duration::from_secs(120)).await;
+    let hwm = srv.status("VmHWM");
+    eprintln!(
+        "hung-up logins: VmHWM {} MiB (at start {} MiB), at most {threads} threads",
+        hwm / MIB,
+        base / MIB
+    );
+    assert!(
+        hwm < 250 * MIB,
+        "120 hung-up logins took the server to {} MiB (VmHWM)",
+        hwm / MIB
+    );
+    srv.healthz(loopback(9)).await.unwrap();
+}
+
+/// In invite mode a registration with a wrong code is refused before its
+/// password is hashed: 50 of them cost the server well under one argon2
+/// run's CPU time each (before the fix, each hashed first: 50 runs).
+#[tokio::test]
+async fn a_wrong_invite_is_refused_before_hashing() {
+    let srv = Target::start(&["--registration", "invite"], &[], None);
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/api/v1/register", srv.addr);
+    let before = srv.cpu_ticks();
+    let ticks_per_sec = 100; // USER_HZ on Linux
+    for i in 0..50 {
+        let r = http
+            .post(&url)
+            .json(
+                &json!({"user": format!("guest{i}"), "password": "correct horse battery",
+                "device": "d", "invite": "0123456789abcdef0123456789abcdef"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), reqwest::StatusCode::FORBIDDEN);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["code"], "invalid_invite", "{v}");
+    }
+    let used = srv.cpu_ticks() - before;
+    eprintln!("50 wrong invites: {used} ticks of CPU");
+    assert!(
+        used < ticks_per_sec / 4,
+        "50 wrong invites cost {used} ticks of CPU: the password was hashed"
+    );
+}
