@@ -14,6 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::AppState;
+use crate::flood::Refusal;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
@@ -105,8 +106,9 @@ impl Default for Metrics {
     }
 }
 
-/// Counts and times every request, and logs it (method, route template,
-/// status, time: never headers or bodies, so never a token or password).
+/// Counts and times every request, notes refusals (401, 408, 429) for the
+/// flood lines, and logs it at DEBUG (method, route template, status, time:
+/// never headers or bodies, so never a token or password).
 pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = req.method().to_string();
@@ -124,7 +126,18 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
     };
     state.metrics.requests.get_or_create(&labels).inc();
     state.metrics.duration.get_or_create(&labels).observe(secs);
-    tracing::info!(%method, %route, status, ms = (secs * 1000.0).round() as u64, "request");
+    let refused = match status {
+        401 => Some(Refusal::Unauthorized),
+        408 => Some(Refusal::TimedOut),
+        429 => Some(Refusal::RateLimited),
+        _ => None,
+    };
+    if let Some(r) = refused {
+        state.refusals.note(r);
+    }
+    // DEBUG: at INFO a flood of requests is a flood of log lines; floods
+    // are summed by `crate::flood` instead.
+    tracing::debug!(%method, %route, status, ms = (secs * 1000.0).round() as u64, "request");
     resp
 }
 

@@ -89,7 +89,7 @@ fn refill(bucket: &mut Bucket, per_min: f64, now: Instant) {
 /// The address a bucket is kept for: IPv4 as it is (IPv4-mapped IPv6 as
 /// IPv4), IPv6 by its /64 prefix, so one host cannot make a new bucket per
 /// address it holds.
-fn address_key(ip: IpAddr) -> IpAddr {
+pub(crate) fn address_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -157,7 +157,7 @@ pub async fn login(
     let hash = creds.as_ref().map(|c| c.password_hash.clone());
     let ok = state.passwords.verify(req.password, hash).await?;
     let Some(creds) = creds.filter(|_| ok) else {
-        tracing::info!(%ip, "login failed");
+        tracing::debug!(%ip, "login failed");
         return Err(ApiError::invalid_credentials());
     };
     attempt.succeeded();
