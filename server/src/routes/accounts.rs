@@ -203,6 +203,7 @@ pub async fn change_password(
         .store
         .change_password(auth.user_id, new_hash, &auth.device_id)
         .await?;
+    state.waiters.devices_changed(auth.user_id);
     tracing::info!(user = %auth.user_name, revoked_devices, "password changed");
     Ok(Json(PasswordChangeResponse { revoked_devices }))
 }

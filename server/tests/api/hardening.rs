@@ -419,3 +419,172 @@ async fn unfinished_large_headers_are_refused_and_cost_no_memory() {
     );
     srv.healthz(loopback(9)).await.unwrap();
 }
+
+/// A free loopback port for `--metrics-listen`.
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+async fn metric(addr: &str, name: &str) -> f64 {
+    crate::common::metric(addr, name).await
+}
+
+/// Registers `user` (first device) and logs a second device in: their tokens
+/// and the second device's id.
+async fn two_devices(http: &reqwest::Client, base: &str, user: &str) -> (String, String, String) {
+    let body = json!({"user": user, "password": crate::common::PASSWORD, "device": "one"});
+    let v: serde_json::Value = http
+        .post(format!("{base}/api/v1/register"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let first = v["token"].as_str().unwrap().to_owned();
+    let body = json!({"user": user, "password": crate::common::PASSWORD, "device": "two"});
+    let v: serde_json::Value = http
+        .post(format!("{base}/api/v1/login"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (
+        first,
+        v["token"].as_str().unwrap().to_owned(),
+        v["device_id"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// A device revoked while its long poll is parked gets 401 from it, not the
+/// news that another device pushed (before the fix: 200, `pending: 1`).
+#[tokio::test]
+async fn a_revoked_devices_wait_ends_with_401() {
+    let metrics = free_addr();
+    let srv = Target::start(
+        &["--registration", "open", "--metrics-listen", &metrics],
+        &[],
+        None,
+    );
+    let base = format!("http://{}", srv.addr);
+    let http = reqwest::Client::new();
+    let (owner, revoked, revoked_id) = two_devices(&http, &base, "revoker").await;
+    let wait = {
+        let (http, base) = (http.clone(), base.clone());
+        tokio::spawn(async move {
+            let r = http
+                .get(format!("{base}/api/v1/records/wait?after=0&timeout=30"))
+                .bearer_auth(revoked)
+                .send()
+                .await
+                .unwrap();
+            let st = r.status();
+            (st, r.text().await.unwrap())
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while metric(&metrics, "waiters").await < 1.0 {
+        assert!(Instant::now() < end, "the wait never parked");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let r = http
+        .delete(format!("{base}/api/v1/devices/{revoked_id}"))
+        .bearer_auth(&owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::NO_CONTENT);
+    let r = http
+        .post(format!("{base}/api/v1/records"))
+        .bearer_auth(&owner)
+        .json(&json!({"segments": [crate::common::segment(1, 1, 10)]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    let (st, body) = tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("the wait ended")
+        .unwrap();
+    assert_eq!(st, reqwest::StatusCode::UNAUTHORIZED, "{body}");
+}
+
+/// Behind a proxy that adds its own `X-Forwarded-For` line, the limiter
+/// counts the address the proxy wrote (the last of all lines), not what
+/// the client put in a line of its own: five logins with five made-up first
+/// lines and the proxy's one second line meet a limit of three (before the
+/// fix the first line counted, and none was limited).
+#[tokio::test]
+async fn forwarded_for_counts_the_last_address_of_all_lines() {
+    let srv = Target::start(
+        &[
+            "--registration",
+            "open",
+            "--trust-forwarded-for",
+            "--auth-rate-per-ip",
+            "3",
+        ],
+        &[],
+        None,
+    );
+    let http = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        let r = http
+            .post(format!("http://{}/api/v1/login", srv.addr))
+            .header("x-forwarded-for", format!("198.51.100.{i}"))
+            .header("x-forwarded-for", "203.0.113.7")
+            .json(
+                &json!({"user": format!("someone{i}"), "password": "correct horse battery",
+                "device": "d"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 401, 429, 429]);
+}
+
+/// Requests are logged at DEBUG: 30 refused logins and some health checks
+/// leave no line each at the default level, and the flood of them is one
+/// WARN line with its counts (before the fix: a line per request).
+#[tokio::test]
+async fn requests_are_logged_at_debug_and_a_flood_in_one_line() {
+    let srv = Target::start(
+        &["--registration", "open", "--auth-rate-per-ip", "5"],
+        &[],
+        None,
+    );
+    let http = reqwest::Client::new();
+    for i in 0..30 {
+        let r = http
+            .post(format!("http://{}/api/v1/login", srv.addr))
+            .json(
+                &json!({"user": format!("flood{i}"), "password": "correct horse battery",
+                "device": "d"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert!(matches!(r.status().as_u16(), 401 | 429));
+        srv.healthz(loopback(1)).await.unwrap();
+    }
+    let log = srv.log();
+    let per_request = log
+        .lines()
+        .filter(|l| l.contains(" request ") || l.contains("login failed"))
+        .count();
+    let flood = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("refused connections or requests"))
+        .count();
+    assert_eq!(per_request, 0, "a line per request:\n{log}");
+    assert_eq!(flood, 1, "not one flood line:\n{log}");
+    assert!(log.lines().count() < 15, "{log}");
+}
