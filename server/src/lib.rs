@@ -21,6 +21,7 @@ pub mod connlimit;
 pub mod crosssite;
 pub mod deadline;
 pub mod device_name;
+pub mod disk_usage;
 pub mod error;
 pub mod fault;
 pub mod fdlimit;

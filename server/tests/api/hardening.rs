@@ -588,3 +588,87 @@ async fn requests_are_logged_at_debug_and_a_flood_in_one_line() {
     assert_eq!(flood, 1, "not one flood line:\n{log}");
     assert!(log.lines().count() < 15, "{log}");
 }
+
+/// The value of the metric line that starts with `series` (name and labels).
+fn series(text: &str, series: &str) -> f64 {
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {series:?} in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// What an operator reads first after a known push: accounts, devices,
+/// records, entries, blobs, the bytes on disk per part, the build, and the
+/// bounds' state, each with a HELP line.
+#[tokio::test]
+async fn metrics_show_what_a_known_push_stored() {
+    use crate::common::{TestServer, kid, segment};
+    let (srv, metrics) = TestServer::start_with_metrics(&[]);
+    let api = srv.register("counted").await;
+    let _second = srv.register("other").await;
+    api.push(vec![
+        segment(1, 1, 1000),
+        segment(1, 2, 1000),
+        segment(2, 3, 1000),
+    ])
+    .await;
+    let (st, _) = api.put_blob(&kid(4, 1), vec![9u8; 5000]).await;
+    assert_eq!(st, reqwest::StatusCode::CREATED);
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(series(&text, "evi_server_users"), 2.0);
+    assert_eq!(series(&text, "evi_server_devices"), 2.0);
+    assert_eq!(series(&text, "evi_server_records"), 3.0);
+    assert_eq!(series(&text, "evi_server_entries"), 3.0);
+    assert_eq!(series(&text, "evi_server_blobs"), 1.0);
+    let bodies = series(&text, "evi_server_storage_bytes{part=\"bodies\"}");
+    assert!(
+        (3000.0..4000.0).contains(&bodies),
+        "bodies {bodies} for 3000 bytes of ciphertext"
+    );
+    assert_eq!(
+        series(&text, "evi_server_storage_bytes{part=\"blobs\"}"),
+        5000.0
+    );
+    assert!(series(&text, "evi_server_storage_bytes{part=\"database\"}") > 4096.0);
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        series(
+            &text,
+            &format!("evi_server_build_info{{version=\"{version}\"}}")
+        ),
+        1.0
+    );
+    assert!(series(&text, "evi_server_connections") >= 1.0);
+    // The defaults, or what the descriptor limit of this machine holds.
+    assert!((1.0..=8192.0).contains(&series(&text, "evi_server_max_connections")));
+    assert!((1.0..=4096.0).contains(&series(&text, "evi_server_max_waiters")));
+    assert_eq!(series(&text, "evi_server_waiters"), 0.0);
+    assert_eq!(
+        series(&text, "evi_server_refused_total{reason=\"rate_limited\"}"),
+        0.0
+    );
+    for name in [
+        "users",
+        "devices",
+        "records",
+        "storage_bytes",
+        "build",
+        "connections",
+        "max_waiters",
+        "refused",
+        "auth_limiter_keys",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP evi_server_{name} ")),
+            "no HELP for {name}"
+        );
+    }
+}
