@@ -671,4 +671,18 @@ async fn metrics_show_what_a_known_push_stored() {
             "no HELP for {name}"
         );
     }
+    // Every metric the server serves is in the operator's table.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/README.md"))
+            .unwrap();
+    for help in text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# HELP evi_server_"))
+    {
+        let name = help.split(' ').next().unwrap();
+        assert!(
+            readme.contains(&format!("`{name}")),
+            "deploy/README.md does not explain {name}"
+        );
+    }
 }
