@@ -24,7 +24,9 @@ pub enum Refusal {
     ConnectionsPerAddress,
     /// A request header larger than `--max-header-bytes`.
     HeaderTooLarge,
-    /// A header or an unauthenticated body not in within its deadline.
+    /// A header, a body or an unauthenticated request not in within its
+    /// timeout or deadline (408, or the connection closed), or a connection
+    /// closed because nothing moved on it.
     TimedOut,
     /// A request answered 429 (rate limits, waits per account).
     RateLimited,

@@ -264,7 +264,10 @@ pub async fn serve(
                     }
                 }
                 () = activity.idle_for(idle) => {
-                    tracing::info!(%peer, idle_secs = idle.as_secs(), "closed a connection on which nothing moved");
+                    // Counted, not logged one by one: a flood of clients that
+                    // stop reading is a flood of these.
+                    refusals.note(Refusal::TimedOut);
+                    tracing::debug!(%peer, idle_secs = idle.as_secs(), "closed a connection on which nothing moved");
                 }
             }
         });
