@@ -686,3 +686,47 @@ async fn metrics_show_what_a_known_push_stored() {
         );
     }
 }
+
+/// A connection past the per-address bound is answered 503 with
+/// `Retry-After` and closed; another address still gets in, and a slot
+/// freed is a slot taken again.
+#[tokio::test]
+async fn a_connection_past_the_per_address_bound_gets_503() {
+    let srv = Target::start(
+        &["--registration", "open"],
+        &[("EVI_SERVER_MAX_CONNECTIONS_PER_IP", "2")],
+        None,
+    );
+    let first = connect_from(loopback(5), srv.addr).await.unwrap();
+    let _second = connect_from(loopback(5), srv.addr).await.unwrap();
+    let answer = |mut s: TcpStream| async move {
+        let _ = s
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await;
+        let mut got = Vec::new();
+        let read = tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got);
+        let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let third = answer(connect_from(loopback(5), srv.addr).await.unwrap()).await;
+    assert!(
+        third.starts_with("HTTP/1.1 503") && third.contains("Retry-After: 5"),
+        "{third:?}"
+    );
+    assert!(third.contains("\"code\":\"unavailable\""), "{third:?}");
+    srv.healthz(loopback(6)).await.unwrap();
+    // The server notices the close and gives the slot back.
+    drop(first);
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = answer(connect_from(loopback(5), srv.addr).await.unwrap()).await;
+        if again.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the freed slot never came back: {again:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
