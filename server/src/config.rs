@@ -78,7 +78,7 @@ pub struct Waits {
 impl Default for Waits {
     fn default() -> Self {
         Self {
-            max_waiters: 10_000,
+            max_waiters: 4096,
             max_per_user: 32,
             max_secs: 60,
         }
@@ -94,6 +94,9 @@ pub struct Timeouts {
     pub body: Duration,
     /// For any byte to move on a connection while no handler runs.
     pub idle: Duration,
+    /// For the whole body of a request that has shown no valid token,
+    /// counted from its header (see [`crate::deadline`]).
+    pub request: Duration,
 }
 
 impl Default for Timeouts {
@@ -102,6 +105,31 @@ impl Default for Timeouts {
             header: Duration::from_secs(30),
             body: Duration::from_secs(60),
             idle: Duration::from_secs(60),
+            request: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How many connections the server holds and how much of a header it reads
+/// (see [`crate::connlimit`]). [`crate::fdlimit::fit`] lowers the totals to
+/// what the descriptor limit allows.
+#[derive(Debug, Clone, Copy)]
+pub struct Connections {
+    /// Connections held at once, all clients together.
+    pub max_total: usize,
+    /// Connections held at once from one address (off behind a proxy,
+    /// with `trust_forwarded_for`).
+    pub max_per_address: usize,
+    /// Largest request header hyper buffers (431 past it); at least 8 KiB.
+    pub max_header_bytes: usize,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Self {
+            max_total: 8192,
+            max_per_address: 64,
+            max_header_bytes: 16 * 1024,
         }
     }
 }
@@ -161,9 +189,13 @@ pub struct Config {
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
     pub timeouts: Timeouts,
+    pub connections: Connections,
     /// Where clients reach this server; when set, the `Host` of every API
     /// request must name it.
     pub public_url: Option<PublicUrl>,
+    /// The descriptor limit as [`crate::fdlimit::fit`] found and raised it,
+    /// when the binary ran it (the start lines report it).
+    pub fd_limit: Option<crate::fdlimit::Fitted>,
     /// A test hook (see [`crate::fault`]); `None` in every real run.
     pub fault: Option<crate::fault::Fault>,
 }
@@ -180,7 +212,9 @@ impl Config {
             waits: Waits::default(),
             trust_forwarded_for: false,
             timeouts: Timeouts::default(),
+            connections: Connections::default(),
             public_url: None,
+            fd_limit: None,
             fault: None,
         }
     }

@@ -140,7 +140,9 @@ impl ApiError {
 pub fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(e);
     while let Some(err) = next {
-        if err.is::<tower_http::timeout::TimeoutError>() {
+        if err.is::<tower_http::timeout::TimeoutError>()
+            || err.is::<crate::deadline::DeadlinePassed>()
+        {
             return true;
         }
         next = err.source();

@@ -17,13 +17,19 @@ pub mod auth;
 pub mod blobs;
 pub mod bodies;
 pub mod config;
+pub mod connlimit;
 pub mod crosssite;
+pub mod deadline;
 pub mod device_name;
+pub mod disk_usage;
 pub mod error;
 pub mod fault;
+pub mod fdlimit;
+pub mod flood;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod passwords;
 pub mod private;
 pub mod ratelimit;
 pub mod routes;
@@ -52,6 +58,9 @@ pub struct Shared {
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
     pub waiters: Arc<waiters::Waiters>,
+    /// Connections held on the API listener.
+    pub connections: Arc<connlimit::ConnLimiter>,
+    pub refusals: Arc<flood::Refusals>,
 }
 
 /// What every handler can reach; cheap to clone.
@@ -123,6 +132,12 @@ impl AppState {
         Self(Arc::new(Shared {
             limiter: RateLimiter::new(config.rate_limits.clone()),
             waiters: waiters::Waiters::new(config.waits),
+            connections: connlimit::ConnLimiter::new(
+                config.connections.max_total,
+                // Behind a proxy every connection is the proxy's.
+                (!config.trust_forwarded_for).then_some(config.connections.max_per_address),
+            ),
+            refusals: Arc::new(flood::Refusals::new()),
             config,
             store,
             bodies,
@@ -213,17 +228,32 @@ pub async fn serve_state(
                 .route("/metrics", get(metrics::serve_metrics))
                 .with_state(state.clone());
             let mut rx = stop_rx.clone();
-            let timeouts = state.config.timeouts;
-            Some(tokio::spawn(listen::serve(l, app, timeouts, async move {
+            let options = listen::Options {
+                // A scraper or two, never the public.
+                connections: connlimit::ConnLimiter::new(METRICS_CONNECTIONS, None),
+                ..listen_options(&state)
+            };
+            Some(tokio::spawn(listen::serve(l, app, options, async move {
                 let _ = rx.wait_for(|s| *s).await;
             })))
         }
         None => None,
     };
     tracing::info!(addr = %listener.local_addr()?, "listening");
-    let timeouts = state.config.timeouts;
+    let options = listen_options(&state);
     let waiters = state.waiters.clone();
-    listen::serve(listener, router(state), timeouts, async move {
+    let refusals = state.refusals.clone();
+    let mut rx = stop_rx.clone();
+    let flood_lines = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(flood::INTERVAL);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => refusals.log_if_due(),
+                _ = rx.wait_for(|s| *s) => break,
+            }
+        }
+    });
+    listen::serve(listener, router(state), options, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
         // Parked long polls answer now instead of holding the stop up.
@@ -234,8 +264,21 @@ pub async fn serve_state(
     if let Some(t) = metrics_task {
         t.await?;
     }
+    flood_lines.await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Connections the metrics listener holds at once.
+const METRICS_CONNECTIONS: usize = 16;
+
+fn listen_options(state: &AppState) -> listen::Options {
+    listen::Options {
+        timeouts: state.config.timeouts,
+        max_header_bytes: state.config.connections.max_header_bytes,
+        connections: state.connections.clone(),
+        refusals: state.refusals.clone(),
+    }
 }
 
 /// The first log lines of a run: what this process serves and with which
@@ -267,6 +310,10 @@ fn log_start(config: &Config) {
         header_timeout_secs = config.timeouts.header.as_secs(),
         body_timeout_secs = config.timeouts.body.as_secs(),
         idle_timeout_secs = config.timeouts.idle.as_secs(),
+        request_timeout_secs = config.timeouts.request.as_secs(),
+        max_connections = config.connections.max_total,
+        max_connections_per_ip = config.connections.max_per_address,
+        max_header_bytes = config.connections.max_header_bytes,
         max_waiters = config.waits.max_waiters,
         max_wait_secs = config.waits.max_secs,
         "starting evi-server"
@@ -276,6 +323,9 @@ fn log_start(config: &Config) {
             "registration is open: anyone who can reach this server may create an account; \
              use --registration invite (codes from `evi-server invite`) unless only you can reach it"
         );
+    }
+    if let Some(f) = &config.fd_limit {
+        fdlimit::log(f, config);
     }
 }
 

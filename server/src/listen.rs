@@ -1,11 +1,19 @@
-//! The accept loop: HTTP/1.1 connections with timeouts, and graceful
-//! shutdown.
+//! The accept loop: HTTP/1.1 connections with bounds and timeouts, and
+//! graceful shutdown.
 //!
 //! What it promises, whatever a client does or fails to do:
+//! - at most [`Connections::max_total`] connections at once, and
+//!   [`Connections::max_per_address`] from one address (see
+//!   [`crate::connlimit`]); one past either is answered 503 and closed
+//!   before anything of it is read;
 //! - a request's header must arrive whole within [`Timeouts::header`] of
 //!   the connection waiting for it, so a half-sent header, a connection that
 //!   sends nothing, and one kept alive with no next request are all closed;
-//! - a request body that sends nothing for [`Timeouts::body`] is cut: the
+//! - a header larger than [`Connections::max_header_bytes`] is answered 431
+//!   and the connection closed: no client makes the server buffer more;
+//! - a request body that sends nothing for [`Timeouts::body`] is cut, and
+//!   so is the body of a request without a valid token that is not whole
+//!   [`Timeouts::request`] after its header (see [`crate::deadline`]): the
 //!   handler reading it answers 408 `request_timeout`;
 //! - a connection on which no byte moves either way for [`Timeouts::idle`]
 //!   while no handler runs (a client that stopped reading an answer) is
@@ -30,7 +38,24 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt as _;
 
-pub use crate::config::Timeouts;
+pub use crate::config::{Connections, Timeouts};
+use crate::connlimit::ConnLimiter;
+use crate::deadline::{Deadline, DeadlineBody};
+use crate::flood::{Refusal, Refusals};
+
+/// What a connection past the bounds gets before it is closed.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n\
+    Content-Type: application/json\r\nContent-Length: 83\r\nConnection: close\r\n\r\n\
+    {\"code\":\"unavailable\",\"message\":\"the server holds as many connections as it takes\"}";
+
+/// How [`serve`] treats connections.
+#[derive(Clone)]
+pub struct Options {
+    pub timeouts: Timeouts,
+    pub max_header_bytes: usize,
+    pub connections: Arc<ConnLimiter>,
+    pub refusals: Arc<Refusals>,
+}
 
 /// When a connection last moved a byte, and how many of its requests are
 /// being handled.
@@ -159,9 +184,10 @@ impl AsyncWrite for Tracked {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    timeouts: Timeouts,
+    options: Options,
     shutdown: impl Future<Output = ()>,
 ) {
+    let timeouts = options.timeouts;
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -174,6 +200,17 @@ pub async fn serve(
                 }
             },
             () = &mut shutdown => break,
+        };
+        let admitted = match options.connections.admit(peer.ip()) {
+            Ok(a) => a,
+            Err(why) => {
+                options.refusals.note(why);
+                // Best effort: the socket buffer of a new connection is
+                // empty, so this does not block; if it fails, the close says
+                // enough.
+                let _ = tcp.try_write(BUSY);
+                continue;
+            }
         };
         // No Nagle: a streamed body (blob download) is written in small
         // chunks, and the last one would wait for the client's delayed ACK
@@ -191,9 +228,13 @@ pub async fn serve(
             let app = app.clone();
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let busy = Busy::new(&activity);
-                let mut req =
-                    req.map(|b| Body::new(tower_http::timeout::TimeoutBody::new(timeouts.body, b)));
+                let deadline = Deadline::default();
+                let mut req = req.map(|b| {
+                    let b = tower_http::timeout::TimeoutBody::new(timeouts.body, b);
+                    Body::new(DeadlineBody::new(b, timeouts.request, deadline.clone()))
+                });
                 req.extensions_mut().insert(ConnectInfo(peer));
+                req.extensions_mut().insert(deadline);
                 let app = app.clone();
                 async move {
                     let resp = app.oneshot(req).await;
@@ -204,18 +245,29 @@ pub async fn serve(
         };
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
-            .header_read_timeout(timeouts.header);
+            .header_read_timeout(timeouts.header)
+            .max_buf_size(options.max_header_bytes.max(8192));
         let conn = graceful.watch(http.serve_connection(io, service));
         let idle = timeouts.idle;
+        let refusals = options.refusals.clone();
         tokio::spawn(async move {
+            let _admitted = admitted;
             tokio::select! {
                 r = conn => {
                     if let Err(e) = r {
+                        if e.is_parse_too_large() {
+                            refusals.note(Refusal::HeaderTooLarge);
+                        } else if e.is_timeout() {
+                            refusals.note(Refusal::TimedOut);
+                        }
                         tracing::debug!(%peer, "connection ended: {e}");
                     }
                 }
                 () = activity.idle_for(idle) => {
-                    tracing::info!(%peer, idle_secs = idle.as_secs(), "closed a connection on which nothing moved");
+                    // Counted, not logged one by one: a flood of clients that
+                    // stop reading is a flood of these.
+                    refusals.note(Refusal::TimedOut);
+                    tracing::debug!(%peer, idle_secs = idle.as_secs(), "closed a connection on which nothing moved");
                 }
             }
         });

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use evi_server::Config;
-use evi_server::config::{Limits, RateLimits, Timeouts, Waits};
+use evi_server::config::{Connections, Limits, RateLimits, Timeouts, Waits};
 use evi_shared::api::Registration;
 
 #[derive(Parser)]
@@ -104,6 +104,25 @@ struct Cli {
     /// is closed.
     #[arg(long, env = "EVI_SERVER_IDLE_TIMEOUT", default_value_t = Timeouts::default().idle.as_secs())]
     idle_timeout: u64,
+    /// Seconds a request that shows no valid token may take to send its
+    /// body, counted from its header however the bytes trickle (a valid
+    /// token lifts it: pushes and uploads on slow links are not cut).
+    #[arg(long, env = "EVI_SERVER_REQUEST_TIMEOUT", default_value_t = Timeouts::default().request.as_secs())]
+    request_timeout: u64,
+    /// Connections held at once, all clients together; past it, new ones
+    /// get 503 and are closed. Lowered at start to what the descriptor
+    /// limit (LimitNOFILE=, ulimit -n) holds, as the log says.
+    #[arg(long, env = "EVI_SERVER_MAX_CONNECTIONS", default_value_t = Connections::default().max_total)]
+    max_connections: usize,
+    /// Connections held at once from one client address (an IPv6 /64
+    /// counts as one); past it, 503. Off with --trust-forwarded-for, where
+    /// every connection is the proxy's.
+    #[arg(long, env = "EVI_SERVER_MAX_CONNECTIONS_PER_IP", default_value_t = Connections::default().max_per_address)]
+    max_connections_per_ip: usize,
+    /// Largest request header in bytes (at least 8192); past it, 431 and
+    /// the connection is closed.
+    #[arg(long, env = "EVI_SERVER_MAX_HEADER_BYTES", default_value_t = Connections::default().max_header_bytes)]
+    max_header_bytes: usize,
     /// The URL clients use to reach this server, e.g. https://sync.example.org:
     /// requests for any other host are refused (421), so no web page can
     /// reach the server under a name of its own. A reverse proxy in front
@@ -219,6 +238,12 @@ async fn main() -> std::process::ExitCode {
         header: secs(cli.header_timeout),
         body: secs(cli.body_timeout),
         idle: secs(cli.idle_timeout),
+        request: secs(cli.request_timeout),
+    };
+    config.connections = Connections {
+        max_total: cli.max_connections.max(1),
+        max_per_address: cli.max_connections_per_ip.max(1),
+        max_header_bytes: cli.max_header_bytes.max(8192),
     };
     if let Some(u) = &cli.public_url {
         match evi_server::config::PublicUrl::parse(u) {
@@ -367,8 +392,9 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, Failure> {
     Err(Failure::new(format!("cannot listen on {addr}: {e}")))
 }
 
-async fn run(listen: &str, config: Config) -> Result<(), Failure> {
+async fn run(listen: &str, mut config: Config) -> Result<(), Failure> {
     use std::io::Write;
+    config.fd_limit = Some(evi_server::fdlimit::fit(&mut config));
     let listener = bind(listen).await?;
     let state = evi_server::AppState::open(config).await?;
     // First stdout line, once the data folder is open: lets scripts and tests

@@ -1,5 +1,12 @@
 //! Prometheus metrics, served in text format on their own listener
 //! (`--metrics-listen`) so they are never exposed on the API port.
+//!
+//! What an operator asks first, each with its HELP text (and in
+//! `deploy/README.md`): what the server stores (bytes on disk per part,
+//! users, devices, records, entries, blobs), which build runs, how full
+//! its bounds are (connections, waits, limiter buckets) and what it refused.
+//! A scrape costs one read of the users table and three `stat`s; the
+//! folder sums are reused for a minute (see [`crate::disk_usage`]).
 
 use std::time::Instant;
 
@@ -14,6 +21,37 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::AppState;
+use crate::flood::Refusal;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartLabels {
+    part: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// Gauges set at each scrape from what the server holds.
+#[derive(Default)]
+struct Held {
+    storage_bytes: Family<PartLabels, Gauge>,
+    users: Gauge,
+    devices: Gauge,
+    records: Gauge,
+    entries: Gauge,
+    blobs: Gauge,
+    connections: Gauge,
+    max_connections: Gauge,
+    max_waiters: Gauge,
+    refused: Family<ReasonLabels, Counter>,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
@@ -34,6 +72,8 @@ pub struct Metrics {
     auth_limiter_keys: Gauge,
     /// Long-poll waits held, read at each scrape.
     waiters: Gauge,
+    held: Held,
+    disk: crate::disk_usage::Cached,
 }
 
 impl Metrics {
@@ -79,6 +119,15 @@ impl Metrics {
             "Long-poll waits (GET /records/wait) held",
             waiters.clone(),
         );
+        let held = Held::default();
+        held.register(&mut registry);
+        registry.register(
+            "build",
+            "The running build: its version in the label, value 1",
+            prometheus_client::metrics::info::Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
         Self {
             registry,
             requests,
@@ -88,6 +137,8 @@ impl Metrics {
             blob_bytes_stored,
             auth_limiter_keys,
             waiters,
+            held,
+            disk: Default::default(),
         }
     }
 
@@ -105,8 +156,9 @@ impl Default for Metrics {
     }
 }
 
-/// Counts and times every request, and logs it (method, route template,
-/// status, time: never headers or bodies, so never a token or password).
+/// Counts and times every request, notes refusals (401, 408, 429) for the
+/// flood lines, and logs it at DEBUG (method, route template, status, time:
+/// never headers or bodies, so never a token or password).
 pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = req.method().to_string();
@@ -124,16 +176,117 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
     };
     state.metrics.requests.get_or_create(&labels).inc();
     state.metrics.duration.get_or_create(&labels).observe(secs);
-    tracing::info!(%method, %route, status, ms = (secs * 1000.0).round() as u64, "request");
+    let refused = match status {
+        401 => Some(Refusal::Unauthorized),
+        408 => Some(Refusal::TimedOut),
+        429 => Some(Refusal::RateLimited),
+        _ => None,
+    };
+    if let Some(r) = refused {
+        state.refusals.note(r);
+    }
+    // DEBUG: at INFO a flood of requests is a flood of log lines; floods
+    // are summed by `crate::flood` instead.
+    tracing::debug!(%method, %route, status, ms = (secs * 1000.0).round() as u64, "request");
     resp
 }
 
-pub async fn serve_metrics(State(state): State<AppState>) -> impl IntoResponse {
+impl Held {
+    fn register(&self, r: &mut Registry) {
+        r.register(
+            "storage_bytes",
+            "Bytes the data folder takes on disk, by part: database (with its -wal and -shm \
+             files), bodies (record body packs), blobs; bodies and blobs at most 60 s old",
+            self.storage_bytes.clone(),
+        );
+        r.register("users", "Accounts", self.users.clone());
+        r.register(
+            "devices",
+            "Devices with a live token, all accounts",
+            self.devices.clone(),
+        );
+        r.register(
+            "records",
+            "Records (encrypted segments) stored, all accounts",
+            self.records.clone(),
+        );
+        r.register(
+            "entries",
+            "Entry ids the stored records hold, all accounts",
+            self.entries.clone(),
+        );
+        r.register(
+            "blobs",
+            "Blobs (checkpoint file contents) stored, all accounts",
+            self.blobs.clone(),
+        );
+        r.register(
+            "connections",
+            "Connections held on the API listener",
+            self.connections.clone(),
+        );
+        r.register(
+            "max_connections",
+            "Most connections the API listener holds (--max-connections, fitted to the \
+             descriptor limit)",
+            self.max_connections.clone(),
+        );
+        r.register(
+            "max_waiters",
+            "Most long-poll waits held at once (--max-waiters, fitted)",
+            self.max_waiters.clone(),
+        );
+        r.register(
+            "refused",
+            "Connections and requests turned away, by reason: connections_full, \
+             connections_per_address, header_too_large, timed_out, rate_limited (429), \
+             unauthorized (401)",
+            self.refused.clone(),
+        );
+    }
+}
+
+fn gauge(g: &Gauge, n: impl TryInto<i64>) {
+    g.set(n.try_into().unwrap_or(i64::MAX));
+}
+
+/// Sets the gauges from what the server holds now.
+async fn read_held(state: &AppState) {
     let m = &state.metrics;
-    m.auth_limiter_keys
-        .set(i64::try_from(state.limiter.len()).unwrap_or(i64::MAX));
-    m.waiters
-        .set(i64::try_from(state.waiters.len()).unwrap_or(i64::MAX));
+    let h = &m.held;
+    gauge(&m.auth_limiter_keys, state.limiter.len());
+    gauge(&m.waiters, state.waiters.len());
+    gauge(&h.connections, state.connections.open());
+    gauge(&h.max_connections, state.config.connections.max_total);
+    gauge(&h.max_waiters, state.config.waits.max_waiters);
+    for r in Refusal::ALL {
+        let c = h.refused.get_or_create(&ReasonLabels { reason: r.name() });
+        c.inc_by(state.refusals.total(r).saturating_sub(c.get()));
+    }
+    match state.store.totals().await {
+        Ok(t) => {
+            gauge(&h.users, t.users);
+            gauge(&h.devices, t.devices);
+            gauge(&h.records, t.records);
+            gauge(&h.entries, t.entries);
+            gauge(&h.blobs, t.blobs);
+        }
+        // The scrape still answers; the figures keep their last values.
+        Err(e) => tracing::warn!(error = %e, "metrics: cannot read the totals"),
+    }
+    let disk = m.disk.read(&state.config).await;
+    for (part, bytes) in [
+        ("database", disk.database),
+        ("bodies", disk.bodies),
+        ("blobs", disk.blobs),
+    ] {
+        gauge(&h.storage_bytes.get_or_create(&PartLabels { part }), bytes);
+    }
+}
+
+pub async fn serve_metrics(State(state): State<AppState>) -> impl IntoResponse {
+    read_held(&state).await;
+    let m = &state.metrics;
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -89,7 +89,7 @@ fn refill(bucket: &mut Bucket, per_min: f64, now: Instant) {
 /// The address a bucket is kept for: IPv4 as it is (IPv4-mapped IPv6 as
 /// IPv4), IPv6 by its /64 prefix, so one host cannot make a new bucket per
 /// address it holds.
-fn address_key(ip: IpAddr) -> IpAddr {
+pub(crate) fn address_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -224,6 +224,26 @@ impl RateLimiter {
     }
 }
 
+/// The last address of all `X-Forwarded-For` lines together: the one the
+/// trusted proxy in front added. A client may send lines of its own, and a
+/// proxy may add its entry as a line of its own instead of to the client's
+/// line; a header split over lines is one list in line order (RFC 9110
+/// 5.3), so only its very last entry is the proxy's word. `None` if that
+/// entry is not an address (then the TCP peer counts).
+fn last_forwarded_for(headers: &axum::http::HeaderMap) -> Option<IpAddr> {
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .next_back()?
+        .to_str()
+        .ok()?
+        .rsplit(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The client's address: the TCP peer, or with `trust_forwarded_for` the last
 /// `X-Forwarded-For` entry (the one the trusted proxy added).
 pub struct ClientIp(pub IpAddr);
@@ -233,12 +253,7 @@ impl FromRequestParts<AppState> for ClientIp {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         if state.config.trust_forwarded_for
-            && let Some(ip) = parts
-                .headers
-                .get("x-forwarded-for")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.rsplit(',').next())
-                .and_then(|v| v.trim().parse().ok())
+            && let Some(ip) = last_forwarded_for(&parts.headers)
         {
             return Ok(Self(ip));
         }
@@ -317,6 +332,19 @@ mod tests {
             fail(&l, ip, "user9999").unwrap();
         }
         assert!(fail(&l, ip, "user9999").is_err());
+    }
+
+    #[test]
+    fn the_last_forwarded_for_entry_of_all_lines_counts() {
+        let mut h = axum::http::HeaderMap::new();
+        h.append(
+            "x-forwarded-for",
+            "198.51.100.1, 198.51.100.2".parse().unwrap(),
+        );
+        h.append("x-forwarded-for", "203.0.113.7".parse().unwrap());
+        assert_eq!(last_forwarded_for(&h), "203.0.113.7".parse().ok());
+        h.append("x-forwarded-for", "not an address".parse().unwrap());
+        assert_eq!(last_forwarded_for(&h), None);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! - at most [`Waits::max_waiters`] waits at once (then 503 with
 //!   `Retry-After`), and [`Waits::max_per_user`] per user (then 429);
 //! - at shutdown every wait ends at once (503), so a restart is not held up
-//!   by parked clients.
+//!   by parked clients;
+//! - a wait of a device that is revoked (or whose account's password
+//!   changed, which revokes the others) ends at once with 401: a revoked
+//!   token learns nothing more, not even that another device pushed.
 //!
 //! SQLite has one server process, so the commits it sees are all there are.
 //! A backend shared by several replicas (Postgres) feeds
@@ -135,6 +138,14 @@ impl Waiters {
     pub fn committed(&self, user: UserId, newest_seq: u64) {
         if let Some(f) = self.lock().get(&user) {
             f.newest.send_replace(newest_seq);
+        }
+    }
+
+    /// Devices of `user` were revoked: wakes the user's waits, which then
+    /// find out whether theirs is one of them.
+    pub fn devices_changed(&self, user: UserId) {
+        if let Some(f) = self.lock().get(&user) {
+            f.newest.send_modify(|_| {});
         }
     }
 

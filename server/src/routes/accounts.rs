@@ -106,6 +106,17 @@ pub async fn register(
             })?)
         }
     };
+    // The code before the hash: a wrong code costs no argon2 run, so
+    // guessing codes cannot tie up the hashing permits. Answering a wrong
+    // code faster than a right one tells the caller nothing the 403 does not:
+    // the lookup is by the code's SHA-256, so its time depends on no prefix
+    // of the code, and the name check stays after it (no code, no word on
+    // which names are taken).
+    if let Some(h) = invite_hash
+        && !state.store.invite_usable(h).await?
+    {
+        return Err(crate::store::StoreError::InvalidInvite.into());
+    }
     let hash = state.passwords.hash(req.password).await?;
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();
@@ -146,7 +157,7 @@ pub async fn login(
     let hash = creds.as_ref().map(|c| c.password_hash.clone());
     let ok = state.passwords.verify(req.password, hash).await?;
     let Some(creds) = creds.filter(|_| ok) else {
-        tracing::info!(%ip, "login failed");
+        tracing::debug!(%ip, "login failed");
         return Err(ApiError::invalid_credentials());
     };
     attempt.succeeded();
@@ -192,6 +203,7 @@ pub async fn change_password(
         .store
         .change_password(auth.user_id, new_hash, &auth.device_id)
         .await?;
+    state.waiters.devices_changed(auth.user_id);
     tracing::info!(user = %auth.user_name, revoked_devices, "password changed");
     Ok(Json(PasswordChangeResponse { revoked_devices }))
 }

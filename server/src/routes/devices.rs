@@ -52,6 +52,8 @@ pub async fn revoke(
             crate::store::StoreError::NotFound => crate::error::ApiError::not_found("device"),
             e => e.into(),
         })?;
+    // Its parked long polls end now (401), not at the next push.
+    state.waiters.devices_changed(auth.user_id);
     tracing::info!(user = %auth.user_name, device = %id, "device revoked");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -16,11 +16,12 @@ use crate::error::{ApiError, ApiResult};
 /// committed (answering at once if one has), or for `timeout` seconds (at
 /// most the server's `max_wait_secs`), then answers how many such records
 /// there are. The server's idle and header timeouts do not apply while a
-/// wait runs: a wait is a request being handled.
+/// wait runs: a wait is a request being handled. A device revoked while it
+/// waits gets 401 at once.
 #[utoipa::path(get, path = "/api/v1/records/wait", tag = "records", security(("bearer" = [])),
     params(WaitQuery),
     responses((status = 200, body = WaitResponse),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 400, body = ErrorBody), (status = 401, description = "no valid token, or the device was revoked while it waited", body = ErrorBody),
         (status = 429, description = "too many waits from this device or account; retry after `Retry-After` seconds", body = ErrorBody),
         (status = 503, description = "the server holds as many waits as it takes, or is shutting down; retry after `Retry-After` seconds", body = ErrorBody)))]
 pub async fn wait(
@@ -40,6 +41,11 @@ pub async fn wait(
     // Subscribed before the first look: a commit in between still wakes it.
     let mut slot = state.waiters.enter(auth.user_id)?;
     loop {
+        // Woken by a revocation, or by a push after one: a revoked device
+        // gets 401, as its next request would.
+        if !device_alive(&state, &auth).await? {
+            return Err(ApiError::unauthorized());
+        }
         let pending = state
             .store
             .pending_for_device(auth.user_id, &auth.device_id, q.after)
@@ -66,4 +72,9 @@ pub async fn wait(
         }
     }
     Ok(Json(WaitResponse { pending: 0 }))
+}
+
+async fn device_alive(state: &AppState, auth: &Authed) -> ApiResult<bool> {
+    let devices = state.store.devices(auth.user_id).await?;
+    Ok(devices.iter().any(|d| d.id == auth.device_id))
 }

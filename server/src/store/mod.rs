@@ -183,6 +183,18 @@ pub struct Usage {
     pub bytes_used: u64,
 }
 
+/// What the whole server holds, for the metrics: from the per-user counters
+/// kept with every change, so one read of the users table, not a scan of
+/// the records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub users: u64,
+    pub devices: u64,
+    pub records: u64,
+    pub entries: u64,
+    pub blobs: u64,
+}
+
 /// The name a new device gets when the account's live devices already use
 /// the names for which `taken` is true: `asked` itself if free, else the
 /// first free `asked-2`, `asked-3`, …, the base shortened so the whole
@@ -291,6 +303,10 @@ pub trait Store: Send + Sync + 'static {
     /// the caller's to delete).
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()>;
+    async fn totals(&self) -> StoreResult<Totals>;
+    /// Whether an unused invite has this hash: checked before a registration
+    /// hashes its password (`create_user` checks again as it consumes it).
+    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool>;
 }
 
 #[cfg(test)]

@@ -815,4 +815,37 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
+        self.read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT 1 FROM invites WHERE code_hash = ?1 AND used_by IS NULL")?
+                    .exists([&code_hash[..]])?,
+            )
+        })
+        .await
+    }
+
+    async fn totals(&self) -> StoreResult<super::Totals> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT (SELECT COUNT(*) FROM users), (SELECT COUNT(*) FROM devices),
+                        COALESCE(SUM(record_count), 0), COALESCE(SUM(entry_count), 0),
+                        COALESCE(SUM(blob_count), 0)
+                 FROM users",
+                [],
+                |r| {
+                    let n = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+                    Ok(super::Totals {
+                        users: n(0)?,
+                        devices: n(1)?,
+                        records: n(2)?,
+                        entries: n(3)?,
+                        blobs: n(4)?,
+                    })
+                },
+            )?)
+        })
+        .await
+    }
 }

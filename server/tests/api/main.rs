@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod crosssite;
 mod framed;
+mod hardening;
 mod hygiene;
 mod limiter;
 mod meta;

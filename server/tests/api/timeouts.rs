@@ -89,7 +89,11 @@ async fn a_body_that_stops_arriving_is_cut_with_408() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_its_answer_is_disconnected() {
-    let srv = TestServer::start(&["--idle-timeout", "1"]);
+    // The close is logged at DEBUG (a flood of them is summed at WARN).
+    let srv = TestServer::start_env(
+        &["--idle-timeout", "1"],
+        &[("EVI_SERVER_LOG", "evi_server=debug")],
+    );
     let api = srv.register("reader").await;
     let token = api.token.clone().unwrap();
     let name = kid(4, 2);

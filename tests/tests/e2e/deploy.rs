@@ -44,3 +44,61 @@ fn the_systemd_unit_verifies() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+fn deploy_file(name: &str) -> String {
+    let path = format!("{}/../deploy/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// deploy/README.md installs the binary where the unit's `ExecStart=` runs
+/// it (before, the README installed to `~/.cargo/bin` and the unit ran
+/// `/usr/local/bin`), and the unit's descriptor limit holds the server's
+/// default connection bound (2 descriptors per connection, 128 kept).
+#[test]
+fn the_unit_runs_what_the_readme_installs() {
+    let readme = deploy_file("README.md");
+    let unit = deploy_file("evi-server.service");
+    let install = "cargo install --locked --path server --root ";
+    let root = readme
+        .lines()
+        .find_map(|l| l.split_once(install).map(|(_, r)| r.trim()))
+        .expect("deploy/README.md says how to install the binary");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("the unit has ExecStart=");
+    assert_eq!(exec, format!("{root}/bin/evi-server"));
+    let nofile: u64 = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LimitNOFILE="))
+        .expect("the unit sets LimitNOFILE=")
+        .parse()
+        .unwrap();
+    assert!(
+        (nofile - 128) / 2 >= 8192,
+        "LimitNOFILE={nofile} holds fewer than the 8192 default connections"
+    );
+}
+
+/// `caddy validate` accepts the Caddyfile as shipped.
+#[test]
+fn the_caddyfile_validates() {
+    if Command::new("caddy").arg("version").output().is_err() {
+        eprintln!("skipped: caddy is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("caddy")
+        .args(["validate", "--adapter", "caddyfile", "--config"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/Caddyfile"))
+        // Caddy keeps state under these; none of it in the user's home.
+        .env("XDG_DATA_HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "caddy validate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
