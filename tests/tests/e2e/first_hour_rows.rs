@@ -7,6 +7,7 @@
 //! (stdout, stderr) and the exit code.
 
 use std::path::PathBuf;
+use std::process::Stdio;
 
 use crate::common::{Device, Run, TestServer, bin};
 
@@ -64,4 +65,110 @@ fn watch_install_refuses_the_build_folder_binary_when_none_is_installed() {
         !a.dir.path().join(".config/systemd").exists(),
         "no unit is written"
     );
+}
+
+/// Runs `cmd` (a shell command line) on a pseudo-terminal, as typed by a
+/// person who answers `input`; what the terminal showed.
+fn on_terminal(dev: &Device, cmd: &str, input: &str) -> Run {
+    use std::io::Write;
+    let base = dev.sync_cmd();
+    // `script` (util-linux) gives the command a terminal of its own.
+    let mut script = std::process::Command::new("script");
+    script
+        .env_clear()
+        .envs(base.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("SHELL", "/bin/sh")
+        .args([
+            "-qec",
+            &format!("{} {cmd}", bin("evi").display()),
+            "/dev/null",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = script.spawn().expect("`script` from util-linux");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap().into()
+}
+
+#[test]
+fn revoking_this_device_asks_first_and_needs_yes_without_a_terminal() {
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let id = |dev: &Device| -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&dev.sync_ok(&["devices", "--json"])).unwrap();
+        v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["current"] == true)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let laptop = id(&a);
+
+    // No terminal (a script, this test): refused, nothing revoked.
+    let run: Run = a
+        .sync_cmd()
+        .args(["sync", "revoke", "laptop"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            2,
+            "",
+            format!(
+                "error: laptop ({laptop}) is this device: revoking it stops its sync until you \
+                 run `evi sync login` here again\n\
+                 hint: run it on a terminal to be asked, or pass --yes to revoke it anyway\n"
+            )
+            .as_str()
+        )
+    );
+    a.sync_ok(&["push"]);
+
+    // On a terminal: asked; anything but yes revokes nothing.
+    let run = on_terminal(&a, "sync revoke laptop", "n\n");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "laptop ({laptop}) is this device: revoking it stops its sync until you run `evi \
+             sync login` here again. Revoke it? [y/N] "
+        )) && run.stdout.contains("nothing revoked"),
+        "{run:?}"
+    );
+    a.sync_ok(&["push"]);
+
+    // Another device is revoked without a question.
+    let desktop = id(&b);
+    let run = a.sync(&["sync", "revoke", "desktop"]);
+    assert_eq!(
+        (run.code, run.stdout),
+        (0, format!("revoked desktop ({desktop})\n"))
+    );
+
+    // `--yes`: revoked, and said so.
+    let run = a.sync(&["sync", "revoke", "laptop", "--yes"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            0,
+            format!("revoked laptop ({laptop}); this device can no longer sync\n").as_str(),
+            ""
+        )
+    );
+    assert_eq!(a.sync(&["sync", "push"]).code, 1, "the token is dead");
 }
