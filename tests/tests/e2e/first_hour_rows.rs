@@ -172,3 +172,79 @@ fn revoking_this_device_asks_first_and_needs_yes_without_a_terminal() {
     );
     assert_eq!(a.sync(&["sync", "push"]).code, 1, "the token is dead");
 }
+
+/// `evi sessions list` in a home whose config.toml is `text`.
+fn with_config(text: &str) -> (Device, Run) {
+    let dev = Device::new();
+    dev.write_config(text);
+    let run = dev.evi(&["sessions", "list"]);
+    (dev, run)
+}
+
+#[test]
+fn config_mistakes_name_the_key_or_say_what_is_wrong() {
+    let (dev, run) = with_config("[tools]\ntranscripts = true\n\n[web]\nurl = http://pc:7878\n");
+    let file = dev.home().join("config.toml");
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            1,
+            "",
+            format!(
+                "error: {}:5: key `web.url`: string values must be quoted, expected literal \
+                 string (write url = \"http://pc:7878\")\n\
+                 hint: fix or remove line 5, then run again\n",
+                file.display()
+            )
+            .as_str()
+        ),
+        "an unquoted value"
+    );
+
+    let (dev, run) = with_config("[web\nurl = \"http://pc:7878\"\n");
+    let file = dev.home().join("config.toml");
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            1,
+            "",
+            format!(
+                "error: {}:1: table header `[web`: unclosed table, expected `]` (a table is \
+                 written `[name]`)\n\
+                 hint: fix or remove line 1, then run again\n",
+                file.display()
+            )
+            .as_str()
+        ),
+        "an unclosed table"
+    );
+
+    // EVI_HOME naming a file (the config file itself, say).
+    let dev = Device::new();
+    dev.write_config("[tools]\ntranscripts = true\n");
+    let file = dev.home().join("config.toml");
+    for args in [&["sessions", "list"][..], &["sync", "status"]] {
+        let run: Run = dev
+            .cmd()
+            .env("EVI_HOME", &file)
+            .args(args)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(
+            (run.code, run.stdout.as_str(), run.stderr.as_str()),
+            (
+                1,
+                "",
+                format!(
+                    "error: EVI_HOME points to {}, which is not a folder\n\
+                     hint: point EVI_HOME at the eVi home folder (the one holding config.toml \
+                     and transcripts/), or unset it to use ~/.evi\n",
+                    file.display()
+                )
+                .as_str()
+            ),
+            "{args:?}"
+        );
+    }
+}
