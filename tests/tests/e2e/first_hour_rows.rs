@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use crate::common::{Device, Run, TestServer, bin};
+use crate::common::{Device, Run, TestServer, bin, today};
+use crate::sync_proxy::{Fault, Proxy};
 
 /// A copy of the test's `evi` installed outside any build folder, and the
 /// PATH that finds it first.
@@ -247,4 +248,43 @@ fn config_mistakes_name_the_key_or_say_what_is_wrong() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn a_push_through_a_bad_network_says_once_that_it_retries() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(&server.url);
+    let (first, a) = (Device::new(), Device::new());
+    first.init(&server, "pat", "first");
+    a.join_copying_key(&first, &proxy.url, "pat", "a");
+    let day = today();
+    for n in 0..12 {
+        a.write(
+            &day,
+            &format!("s{n}"),
+            format!("{{\"role\":\"user\",\"content\":\"hello {n}\"}}\n").as_bytes(),
+        );
+    }
+    a.add_checkpoints(&day, 12, 20_000, 5);
+    // A fixed seed: the same requests meet the same resets every run. A
+    // reset before the server sees the request is the plainest retry.
+    proxy.inject(21, 35, &[Fault::ResetBefore]);
+    let run = a.sync(&["sync", "push", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let retries = report["retries"].as_u64().unwrap();
+    assert!(retries >= 3, "too few faults to tell: {report}");
+    let said: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.ends_with("; retrying…"))
+        .collect();
+    assert_eq!(
+        said.len(),
+        1,
+        "{retries} retries said {} times:\n{}",
+        said.len(),
+        run.stderr
+    );
+    assert!(said[0].contains(&proxy.url), "{}", said[0]);
 }
