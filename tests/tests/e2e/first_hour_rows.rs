@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use crate::common::{Device, Run, TestServer, bin, today};
+use crate::common::{Device, PASSPHRASE, Run, TestServer, bin, today};
 use crate::sync_proxy::{Fault, Proxy};
 
 /// A copy of the test's `evi` installed outside any build folder, and the
@@ -287,4 +287,48 @@ fn a_push_through_a_bad_network_says_once_that_it_retries() {
         run.stderr
     );
     assert!(said[0].contains(&proxy.url), "{}", said[0]);
+}
+
+#[test]
+fn key_export_wants_a_passphrase_of_8_characters_and_key_messages_go_to_stderr() {
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    let key = a.dir.path().join("key.age");
+    for (pass, n, s) in [("x", 1, ""), ("seven77", 7, "s")] {
+        let run: Run = a
+            .sync_cmd()
+            .env("EVI_KEY_PASSPHRASE", pass)
+            .args(["sync", "key", "export", "-o"])
+            .arg(&key)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(
+            (run.code, run.stdout.as_str(), run.stderr.as_str()),
+            (
+                2,
+                "",
+                format!(
+                    "error: the key passphrase is too short ({n} character{s}; at least 8): \
+                     whoever gets the exported file can guess at it offline (EVI_KEY_PASSPHRASE)\n\
+                     hint: set EVI_KEY_PASSPHRASE to a longer passphrase, e.g. a few random words\n"
+                )
+                .as_str()
+            )
+        );
+        assert!(!key.exists());
+    }
+    let run = a.sync(&["sync", "key", "export", "-o", key.to_str().unwrap()]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
+    assert!(run.stderr.starts_with("key "), "{}", run.stderr);
+    assert!(PASSPHRASE.chars().count() >= 8);
+
+    let run = b.sync(&["sync", "key", "import", key.to_str().unwrap()]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
+    assert!(
+        run.stderr.ends_with("imported; now run `evi sync login`\n"),
+        "{}",
+        run.stderr
+    );
 }
