@@ -332,3 +332,27 @@ fn key_export_wants_a_passphrase_of_8_characters_and_key_messages_go_to_stderr()
         run.stderr
     );
 }
+
+/// The browser and schemathesis tests are ignored (with their reason in
+/// `cargo test`'s output) exactly when their tool is missing outside CI;
+/// a pass means they ran. Fails when `tests/build.rs` and this machine
+/// disagree.
+#[test]
+fn tests_needing_a_missing_tool_are_reported_ignored_not_passed() {
+    let ci = std::env::var_os("CI").is_some();
+    let browser = ["/usr/bin/chromium", "/usr/bin/chromedriver"]
+        .iter()
+        .all(|p| std::path::Path::new(p).exists());
+    let schemathesis =
+        std::env::var_os("EVI_SCHEMATHESIS").is_some_and(|p| std::path::Path::new(&p).is_file());
+    assert_eq!(
+        cfg!(evi_no_browser),
+        !ci && !browser,
+        "the browser tests' ignore mark (tests/build.rs)"
+    );
+    assert_eq!(
+        cfg!(evi_no_schemathesis),
+        !ci && !schemathesis,
+        "the schemathesis test's ignore mark (tests/build.rs)"
+    );
+}
