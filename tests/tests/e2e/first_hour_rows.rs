@@ -267,9 +267,18 @@ fn a_push_through_a_bad_network_says_once_that_it_retries() {
     }
     a.add_checkpoints(&day, 12, 20_000, 5);
     // A fixed seed: the same requests meet the same resets every run. A
-    // reset before the server sees the request is the plainest retry.
+    // reset before the server sees the request is the plainest retry; ten
+    // attempts a call keep a call that meets five in a row from failing
+    // the push (the uploads run in parallel, so their order can vary).
     proxy.inject(21, 35, &[Fault::ResetBefore]);
-    let run = a.sync(&["sync", "push", "--json"]);
+    let run: Run = a
+        .sync_cmd()
+        .env("EVI_SYNC_RETRIES", "10")
+        .args(["sync", "push", "--json"])
+        .output()
+        .unwrap()
+        .into();
+    println!("{}", proxy.counts());
     assert_eq!(run.code, 0, "{}", run.stderr);
     let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     let retries = report["retries"].as_u64().unwrap();
