@@ -26,9 +26,9 @@ struct Cli {
     /// Folder for the database and blob files [default: $XDG_DATA_HOME/evi-server or ~/.local/share/evi-server]
     #[arg(long, env = "EVI_SERVER_DATA", global = true)]
     data: Option<PathBuf>,
-    /// Who may create an account. Not a flag of `invite`, which reads it
-    /// only from EVI_SERVER_REGISTRATION (as the deploy files set it), to
-    /// say whether its code is needed.
+    /// Who may create an account. A flag of the server, not of `invite`:
+    /// that reads the mode from EVI_SERVER_REGISTRATION (as the deploy
+    /// files set it), to say whether its code is needed.
     #[arg(
         long,
         env = "EVI_SERVER_REGISTRATION",
