@@ -40,7 +40,6 @@ pub enum Command {
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Write man pages for evi and every subcommand into a folder.
-    #[command(hide = true)]
     Man(ManArgs),
 }
 

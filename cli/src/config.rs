@@ -99,6 +99,21 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            Self::Io { path, .. } => format!(
+                "make {} readable, or move it away to run with the defaults",
+                path.display()
+            ),
+            Self::Invalid { line, .. } => {
+                format!("fix or remove line {line}, then run again")
+            }
+        }
+    }
+}
+
 /// A loaded config and the warnings its loading produced.
 #[derive(Debug, Default)]
 pub struct Loaded {
@@ -128,7 +143,7 @@ impl Config {
         };
         let de = toml::Deserializer::parse(text).map_err(|e| {
             let line = e.span().map_or(1, |s| line_of(text, s.start));
-            invalid(line, e.message().to_owned())
+            invalid(line, syntax_message(text, line, e.message()))
         })?;
         let mut unknown = Vec::new();
         let mut note = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
@@ -152,6 +167,36 @@ impl Config {
             .collect();
         Ok(Loaded { config, warnings })
     }
+}
+
+/// A TOML syntax error said about what is on its line: the key whose value
+/// is wrong (with the table it is in), or the table header, since the
+/// parser's own words ("expected literal string") name neither.
+fn syntax_message(text: &str, line: usize, message: &str) -> String {
+    let Some(here) = text.lines().nth(line - 1).map(str::trim) else {
+        return message.to_owned();
+    };
+    if here.starts_with('[') {
+        return format!("table header `{here}`: {message} (a table is written `[name]`)");
+    }
+    let Some((key, value)) = here.split_once('=') else {
+        return message.to_owned();
+    };
+    let (key, value) = (key.trim(), value.trim());
+    let table = text
+        .lines()
+        .take(line - 1)
+        .filter_map(|l| l.trim().strip_prefix('['))
+        .last()
+        .map(|h| h.trim_matches(['[', ']', ' ']).to_owned());
+    let full = match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_owned(),
+    };
+    if message.contains("must be quoted") && !value.is_empty() && !value.contains('"') {
+        return format!("key `{full}`: {message} (write {key} = \"{value}\")");
+    }
+    format!("key `{full}`: {message}")
 }
 
 /// 1-based line number of a byte offset.
@@ -248,6 +293,30 @@ mod tests {
     #[test]
     fn syntax_error_names_line() {
         let e = parse("[tools]\ntranscripts = \n").unwrap_err();
-        assert!(e.to_string().starts_with("config.toml:2:"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("config.toml:2: key `tools.transcripts`:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_unquoted_value_names_its_key_and_the_fix() {
+        let e = parse("[sync]\nauto = true\n\n[web]\nurl = http://h:1\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "config.toml:5: key `web.url`: string values must be quoted, expected literal \
+             string (write url = \"http://h:1\")"
+        );
+    }
+
+    #[test]
+    fn an_unclosed_table_names_the_header() {
+        let e = parse("[tools]\ntranscripts = true\n[web\nurl = \"http://h:1\"\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "config.toml:3: table header `[web`: unclosed table, expected `]` (a table is \
+             written `[name]`)"
+        );
     }
 }

@@ -14,8 +14,45 @@ pub struct EviHome {
 
 /// Why no home could be found.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot find the eVi home: set EVI_HOME or HOME")]
-pub struct NoHome;
+pub enum HomeError {
+    #[error("cannot find the eVi home: set EVI_HOME or HOME")]
+    NoHome,
+    /// The path is there but is not a folder (say `EVI_HOME` names the
+    /// config file): nothing inside it can be read, and every later message
+    /// would blame a file in it.
+    #[error("{}", not_a_folder(.path, *.from_evi_home))]
+    NotAFolder { path: PathBuf, from_evi_home: bool },
+}
+
+fn not_a_folder(path: &Path, from_evi_home: bool) -> String {
+    if from_evi_home {
+        format!(
+            "EVI_HOME points to {}, which is not a folder",
+            path.display()
+        )
+    } else {
+        format!("the eVi home {} is not a folder", path.display())
+    }
+}
+
+impl HomeError {
+    /// What to do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::NoHome => "set EVI_HOME to your eVi home folder (default ~/.evi)",
+            Self::NotAFolder {
+                from_evi_home: true,
+                ..
+            } => {
+                "point EVI_HOME at the eVi home folder (the one holding config.toml and \
+                 transcripts/), or unset it to use ~/.evi"
+            }
+            Self::NotAFolder { .. } => {
+                "move that file away (the eVi home is a folder), or set EVI_HOME to the folder"
+            }
+        }
+    }
+}
 
 impl EviHome {
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -25,16 +62,25 @@ impl EviHome {
         }
     }
 
-    /// `$EVI_HOME` if set and not empty, else `$HOME/.evi`.
-    pub fn from_env() -> Result<Self, NoHome> {
-        match std::env::var_os("EVI_HOME").filter(|v| !v.is_empty()) {
-            Some(p) => Ok(Self {
+    /// `$EVI_HOME` if set and not empty, else `$HOME/.evi`; refused when
+    /// something other than a folder is there (a missing one is fine).
+    pub fn from_env() -> Result<Self, HomeError> {
+        let home = match std::env::var_os("EVI_HOME").filter(|v| !v.is_empty()) {
+            Some(p) => Self {
                 root: p.into(),
                 from_evi_home: true,
-            }),
+            },
             None => std::env::home_dir()
                 .map(|h| Self::new(h.join(".evi")))
-                .ok_or(NoHome),
+                .ok_or(HomeError::NoHome)?,
+        };
+        // `metadata` follows a symbolic link: one to a folder is a folder.
+        match std::fs::metadata(&home.root) {
+            Ok(m) if !m.is_dir() => Err(HomeError::NotAFolder {
+                path: home.root,
+                from_evi_home: home.from_evi_home,
+            }),
+            _ => Ok(home),
         }
     }
 

@@ -76,6 +76,25 @@ fn key_commands_name_the_passphrase_variable() {
 }
 
 #[test]
+fn top_help_lists_every_command() {
+    let text = help(&[]);
+    let listed: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for sub in Cli::command().get_subcommands() {
+        assert!(
+            listed.contains(&sub.get_name()),
+            "evi --help does not list `{}`:\n{text}",
+            sub.get_name()
+        );
+    }
+}
+
+#[test]
 fn sessions_blurb_lists_handoff_and_resume() {
     let text = help(&[]);
     let line = text

@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use evi_server::Config;
 use evi_server::config::{Connections, Limits, RateLimits, Timeouts, Waits};
 use evi_shared::api::Registration;
@@ -25,13 +26,14 @@ struct Cli {
     /// Folder for the database and blob files [default: $XDG_DATA_HOME/evi-server or ~/.local/share/evi-server]
     #[arg(long, env = "EVI_SERVER_DATA", global = true)]
     data: Option<PathBuf>,
-    /// Who may create an account.
+    /// Who may create an account. A flag of the server, not of `invite`:
+    /// that reads the mode from EVI_SERVER_REGISTRATION (as the deploy
+    /// files set it), to say whether its code is needed.
     #[arg(
         long,
         env = "EVI_SERVER_REGISTRATION",
         value_enum,
-        default_value = "invite",
-        global = true
+        default_value = "invite"
     )]
     registration: RegistrationArg,
     /// Serve Prometheus metrics at http://ADDR/metrics (off by default).
@@ -137,7 +139,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a one-time invite code for `--registration invite`.
+    /// Print a one-time invite code for a server run with `--registration invite`.
     Invite,
 }
 
@@ -204,7 +206,12 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let registration_known = registration_source(&matches);
     init_logging(cli.log_format);
     let mut config = Config::new(cli.data.unwrap_or_else(default_data_dir));
     config.registration = match cli.registration {
@@ -264,7 +271,7 @@ async fn main() -> std::process::ExitCode {
     };
 
     let result = match cli.command {
-        Some(Command::Invite) => invite(&config).await,
+        Some(Command::Invite) => invite(&config, registration_known).await,
         None => run(&cli.listen, config).await,
     };
     match result {
@@ -319,14 +326,39 @@ impl From<std::io::Error> for Failure {
     }
 }
 
+/// Where the registration mode came from, when it was given at all (not
+/// the default): `invite` can then tell whether its code is needed.
+fn registration_source(m: &clap::ArgMatches) -> Option<&'static str> {
+    match m.value_source("registration")? {
+        ValueSource::CommandLine => Some("--registration"),
+        ValueSource::EnvVariable => Some("EVI_SERVER_REGISTRATION"),
+        _ => None,
+    }
+}
+
 /// `evi-server invite`: the code on stdout (alone, for scripts), the folder
-/// it belongs to on stderr.
-async fn invite(config: &Config) -> Result<(), Failure> {
+/// it belongs to on stderr, and whether the code is needed: the mode is a
+/// setting of the running server, not stored in the folder, so `invite`
+/// knows it only from `EVI_SERVER_REGISTRATION` (`known` names the source).
+async fn invite(config: &Config, known: Option<&str>) -> Result<(), Failure> {
     use evi_server::InviteError;
     match evi_server::create_invite(config).await {
         Ok(code) => {
             let folder =
                 std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+            match (known, config.registration) {
+                (Some(from), Registration::Open) => eprintln!(
+                    "note: registration is open ({from}{sep}open): anyone who reaches the server can \
+                     register without a code, so nobody needs this one; it counts once the \
+                     server runs with --registration invite",
+                    sep = if from.starts_with("--") { " " } else { "=" }
+                ),
+                (Some(_), _) => {}
+                (None, _) => eprintln!(
+                    "note: invites matter only with --registration invite (the default); \
+                     a server run with --registration open needs no code"
+                ),
+            }
             eprintln!(
                 "one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):",
                 folder.display()

@@ -105,3 +105,26 @@ fn value_choices_say_what_each_does() {
         );
     }
 }
+
+/// `invite` writes a code into the data folder: the serving flags mean
+/// nothing there, so it neither offers nor takes `--registration`, while
+/// the server itself still does.
+#[test]
+fn invite_takes_no_registration_flag() {
+    let text = help(&["invite"]);
+    assert!(!text.contains("--registration <"), "{text}");
+    assert!(text.contains("--data"), "{text}");
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_evi-server"))
+        .args(["invite", "--registration", "open", "--data"])
+        .arg(data.path())
+        .output()
+        .expect("run evi-server");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: unexpected argument '--registration' found"),
+        "{err}"
+    );
+    assert!(help(&[]).contains("--registration <REGISTRATION>"));
+}

@@ -1,4 +1,4 @@
-//! `evi completions SHELL` and the hidden `evi man`: generated from the
+//! `evi completions SHELL` and `evi man`: generated from the
 //! argument definitions, so they never drift from `--help`. Neither needs an
 //! eVi home.
 

@@ -23,9 +23,13 @@ pub struct Ctx {
 impl Ctx {
     /// Finds the home and reads its config, printing config warnings.
     pub fn load() -> Result<Self, CommandError> {
-        let home = EviHome::from_env().map_err(crate::command_error::user_error)?;
+        let home = EviHome::from_env().map_err(|e| {
+            let hint = e.hint();
+            crate::command_error::user_error(e).hinted(hint)
+        })?;
         let loaded = Config::load(&home.config_file()).map_err(|e| {
-            crate::command_error::user_error(e).hinted("fix or remove the key, then run again")
+            let hint = e.hint();
+            crate::command_error::user_error(e).hinted(hint)
         })?;
         for w in &loaded.warnings {
             warn(w);

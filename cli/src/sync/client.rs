@@ -16,7 +16,9 @@
 //! (a 404 of no route, a body that is not its JSON) is checked against
 //! `<base>/healthz` and said to be so. Waits are told through
 //! [`notice`](super::notice): each rate-limit wait with its length, and once
-//! per call that a lost connection is being retried. A server this client
+//! per command that a lost connection is being retried (all the calls of a
+//! client and its clones share that one line; a long-running watcher says
+//! it again after a quiet minute). A server this client
 //! never reached that refuses the connection (or whose name does not resolve)
 //! gets one short retry (it may be starting), not seconds of backoff.
 
@@ -256,7 +258,16 @@ pub struct Client {
     /// Attempts made again after a transient failure, by this client and
     /// its clones (what a push or pull reports as `retries`).
     retries: Arc<AtomicU64>,
+    /// When this client or a clone last retried: the notice that it retries
+    /// is said once for all of them, not once per call (a push makes many,
+    /// some at once), and again only after [`RETRY_NOTICE_QUIET`] without a
+    /// retry.
+    last_retry: Arc<Mutex<Option<Instant>>>,
 }
+
+/// How long without a retry before a new one is said again (a watcher's
+/// next outage, not the next call of the same one).
+const RETRY_NOTICE_QUIET: Duration = Duration::from_secs(60);
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -302,6 +313,7 @@ impl Client {
             attempts,
             known: Arc::new(AtomicBool::new(false)),
             retries: Arc::new(AtomicU64::new(0)),
+            last_retry: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -338,6 +350,15 @@ impl Client {
     /// connection, an answer cut short, a 5xx, a rate limit).
     pub fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Records a retry now; whether it is news (the first in a while).
+    fn retry_is_news(&self) -> bool {
+        let mut last = self.last_retry.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let news = last.is_none_or(|t| now.duration_since(t) > RETRY_NOTICE_QUIET);
+        *last = Some(now);
+        news
     }
 
     fn url(&self, path: &str) -> String {
@@ -772,14 +793,13 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// The waits between the attempts of one call, and what the user is told:
 /// 0.2 s, 0.4 s, … capped at 5 s, or what `Retry-After` asks (at most 30 s);
-/// each rate-limit wait, once per call any other retry, and when the
+/// each rate-limit wait, once per client any other retry, and when the
 /// attempts are spent, how many there were over how long. A server this
 /// client never reached that refuses the connection gets one short retry.
 pub struct Backoff<'a> {
     client: &'a Client,
     delay: Duration,
     attempt: u32,
-    told: bool,
     started: Instant,
 }
 
@@ -789,7 +809,6 @@ impl<'a> Backoff<'a> {
             client,
             delay: Duration::from_millis(200),
             attempt: 1,
-            told: false,
             started: Instant::now(),
         }
     }
@@ -827,15 +846,18 @@ impl<'a> Backoff<'a> {
                 }
                 self.delay = FIRST_CONTACT_RETRY;
             }
-            ClientError::Api { status: 429, .. } => notice(&format!(
-                "rate limited by the server, retrying in {}",
-                seconds(self.delay)
-            )),
-            _ if !self.told => {
-                self.told = true;
-                notice(&format!("{err}; retrying…"));
+            ClientError::Api { status: 429, .. } => {
+                self.client.retry_is_news();
+                notice(&format!(
+                    "rate limited by the server, retrying in {}",
+                    seconds(self.delay)
+                ))
             }
-            _ => {}
+            _ => {
+                if self.client.retry_is_news() {
+                    notice(&format!("{err}; retrying…"));
+                }
+            }
         }
         std::thread::sleep(self.delay);
         self.delay = (self.delay * 2).min(Duration::from_secs(5));

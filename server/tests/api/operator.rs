@@ -107,7 +107,9 @@ async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
     assert_eq!(
         err,
         format!(
-            "one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):\n",
+            "note: invites matter only with --registration invite (the default); a server run \
+             with --registration open needs no code\n\
+             one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):\n",
             srv.data().display()
         )
     );
@@ -119,6 +121,40 @@ async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
         )
         .await;
     assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+/// The deploy files set the mode in `EVI_SERVER_REGISTRATION`; `invite` run
+/// in that environment knows it, and says when its code is not needed.
+#[tokio::test]
+async fn invite_on_an_open_server_says_nobody_needs_the_code() {
+    let srv = TestServer::start(&["--registration", "open"]);
+    let out = server_cmd()
+        .args(["invite", "--data"])
+        .arg(srv.data())
+        .env("EVI_SERVER_REGISTRATION", "open")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim().len(), 32);
+    assert!(
+        err.starts_with(
+            "note: registration is open (EVI_SERVER_REGISTRATION=open): anyone who reaches the \
+             server can register without a code, so nobody needs this one; it counts once the \
+             server runs with --registration invite\n"
+        ),
+        "{err}"
+    );
+    // With the mode known to be invite, no note.
+    let out = server_cmd()
+        .args(["invite", "--data"])
+        .arg(srv.data())
+        .env("EVI_SERVER_REGISTRATION", "invite")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("one-time invite code for "), "{err}");
 }
 
 #[test]
@@ -152,7 +188,9 @@ async fn invite_refuses_closed_registration() {
                 without a code\n\
                 hint: to admit users with codes, run the server with --registration invite (or \
                 EVI_SERVER_REGISTRATION=invite)\n";
-    let (out, err, code) = run(&["invite", "--registration", "closed"], &srv.data());
+    // The server's flag in front of the subcommand says the same as the
+    // variable the deploy files set (`invite` itself takes no such flag).
+    let (out, err, code) = run(&["--registration", "closed", "invite"], &srv.data());
     assert_eq!((out.as_str(), err.as_str(), code), ("", want, 2));
     let out = server_cmd()
         .args(["invite", "--data"])

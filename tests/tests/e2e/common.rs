@@ -32,10 +32,11 @@ fn bin_dir() -> &'static Path {
             build.arg("--release");
         }
         // Cargo runs this test with the variables of the package under test
-        // (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …). Build scripts that watch
-        // them (ring's does) would see them change between this build and a
-        // plain `cargo test` from a shell, and rebuild ring, rustls, reqwest
-        // and both binaries each way: minutes of every e2e run on 2 cores.
+        // (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …, and OUT_DIR, as this
+        // package has a build script). Build scripts that watch them (ring's
+        // does) would see them change between this build and a plain `cargo
+        // test` from a shell, and rebuild ring, rustls, reqwest and both
+        // binaries each way: minutes of every e2e run on 2 cores.
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             let of_package = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_"]
@@ -45,6 +46,7 @@ fn bin_dir() -> &'static Path {
                     "CARGO_CRATE_NAME",
                     "CARGO_PRIMARY_PACKAGE",
                     "CARGO_TARGET_TMPDIR",
+                    "OUT_DIR",
                 ]
                 .contains(&name.as_ref());
             if of_package {

@@ -377,7 +377,8 @@ fn key_commands_help_names_the_passphrase_variable() {
     );
     assert!(
         r.stdout.ends_with(
-            "The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt; it must not be empty.\n"
+            "The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt; a new one (export) needs at \
+             least 8 characters.\n"
         ),
         "{}",
         r.stdout
@@ -449,14 +450,15 @@ fn key_import_of_a_garbage_file_and_a_damaged_key_say_what_to_do() {
         (r.code, r.stdout.as_str(), r.stderr.as_str()),
         (
             0,
-            format!("key {fp} imported; now run `evi sync login`\n").as_str(),
+            "",
             format!(
-                "moved the damaged key file {} to {}\n",
+                "moved the damaged key file {} to {}\nkey {fp} imported; now run `evi sync login`\n",
                 path.display(),
                 aside.display()
             )
             .as_str()
-        )
+        ),
+        "messages go to stderr, stdout is for data"
     );
     assert_eq!(std::fs::read(&aside).unwrap(), b"AGE-SECRET-KEY-1DAMAGED\n");
     a.sync_ok(&["push"]);

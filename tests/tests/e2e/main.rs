@@ -7,6 +7,7 @@ mod deploy;
 mod device_names;
 mod first_hour_account;
 mod first_hour_network;
+mod first_hour_rows;
 mod first_hour_sessions;
 mod handoff;
 mod link;

@@ -315,7 +315,16 @@ fn install_writes_a_unit_systemd_accepts_and_uninstall_removes_it() {
     let server = TestServer::start();
     let a = Device::new();
     a.init(&server, "pat", "laptop");
-    let run = a.sync(&["sync", "watch", "--install", "--no-enable"]);
+    // The test's `evi` is in target/release, which the unit must not run:
+    // an installed copy on PATH is what it runs instead.
+    let installed = crate::first_hour_rows::install_evi(&a);
+    let run = a
+        .sync_cmd()
+        .env("PATH", installed.path)
+        .args(["sync", "watch", "--install", "--no-enable"])
+        .output()
+        .unwrap();
+    let run = crate::common::Run::from(run);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let units = a.dir.path().join(".config/systemd/user");
     let files: Vec<PathBuf> = std::fs::read_dir(&units)
@@ -335,7 +344,15 @@ fn install_writes_a_unit_systemd_accepts_and_uninstall_removes_it() {
         )
     );
     let unit = std::fs::read_to_string(file).unwrap();
-    let evi = crate::common::bin("evi");
+    let evi = installed.evi;
+    assert_eq!(
+        run.stderr,
+        format!(
+            "the service runs {} (the evi on PATH), not this build's {}\n",
+            evi.display(),
+            crate::common::bin("evi").display()
+        )
+    );
     for want in [
         format!("ExecStart=\"{}\" sync watch", evi.display()),
         format!("Environment=\"EVI_HOME={}\"", a.home().display()),

@@ -1,13 +1,13 @@
 //! `evi sync devices` and `evi sync revoke`.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use clap::Args;
 use evi_shared::api::Device;
 
 use super::transfer::JsonArgs;
 use super::{Ctx, client_error, open};
-use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::commands::{finish, stdout};
 use crate::transcript::catalog::starts_with_ignore_case;
 
@@ -15,6 +15,9 @@ use crate::transcript::catalog::starts_with_ignore_case;
 pub struct RevokeArgs {
     /// Device name, id, or unambiguous prefix of its id.
     pub device: String,
+    /// Revoke this very device without asking (it then needs `evi sync login`).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 pub fn cmd_sync_devices(ctx: &Ctx, args: JsonArgs) -> CommandResult {
@@ -56,6 +59,10 @@ pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
     let sync = open(ctx)?;
     let list = sync.client.devices().map_err(client_error)?;
     let d = find_device(&list.devices, &args.device)?;
+    if d.current && !args.yes && !confirm_self(d)? {
+        eprintln!("nothing revoked");
+        return Ok(());
+    }
     sync.client.revoke(&d.id).map_err(client_error)?;
     println!(
         "revoked {} ({}){}",
@@ -68,6 +75,26 @@ pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
         }
     );
     Ok(())
+}
+
+/// Revoking the device it runs on cuts this home off at once (its token
+/// dies with the request), so that is asked on a terminal and refused
+/// without one unless `--yes` says it is meant: whether the user said yes.
+fn confirm_self(d: &Device) -> Result<bool, CommandError> {
+    let what = format!(
+        "{} ({}) is this device: revoking it stops its sync until you run `evi sync login` \
+         here again",
+        d.name, d.id
+    );
+    if !std::io::stdin().is_terminal() {
+        return Err(usage_error(what)
+            .hinted("run it on a terminal to be asked, or pass --yes to revoke it anyway"));
+    }
+    eprint!("{what}. Revoke it? [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES"))
 }
 
 /// The device `wanted` names: its exact id, its name, or an unambiguous

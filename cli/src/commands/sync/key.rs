@@ -21,13 +21,14 @@ const PASSPHRASE_ENV: &str = "EVI_KEY_PASSPHRASE";
 
 #[derive(Debug, Subcommand)]
 #[command(
-    after_help = "The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt; it must not be empty."
+    after_help = "The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt; a new one (export) \
+                  needs at least 8 characters."
 )]
 pub enum KeyCommand {
     /// Write the key, protected by a passphrase (EVI_KEY_PASSPHRASE or a prompt), to a file or stdout.
     ///
     /// The passphrase comes from EVI_KEY_PASSPHRASE, else a prompt (asked
-    /// twice); it must not be empty. The file is a standard age file:
+    /// twice); it needs at least 8 characters. The file is a standard age file:
     /// `age -d` opens it too.
     Export(ExportArgs),
     /// Store an exported key on this device (its passphrase from EVI_KEY_PASSPHRASE or a prompt).
@@ -63,9 +64,28 @@ pub fn run(ctx: &Ctx, cmd: KeyCommand) -> CommandResult {
 const EMPTY_PASSPHRASE: &str =
     "the key passphrase must not be empty: an empty one would leave the key unprotected";
 
+/// Fewest characters a new passphrase may have. Whoever gets the exported
+/// file can try passphrases against it offline, as fast as they have
+/// machines for age's scrypt: a few characters are guessed in days.
+pub const MIN_PASSPHRASE_CHARS: usize = 8;
+
+/// Why a passphrase chosen for an export is refused, if it is.
+fn too_short(p: &str) -> Option<String> {
+    let n = p.chars().count();
+    (n < MIN_PASSPHRASE_CHARS).then(|| {
+        format!(
+            "the key passphrase is too short ({n} character{s}; at least \
+             {MIN_PASSPHRASE_CHARS}): whoever gets the exported file can guess at it offline",
+            s = if n == 1 { "" } else { "s" }
+        )
+    })
+}
+
 /// `EVI_KEY_PASSPHRASE`, else a prompt (twice when choosing one); never
-/// empty.
-fn passphrase(confirm: bool) -> Result<SecretString, CommandError> {
+/// empty, and when choosing one (`choose`, for an export) at least
+/// [`MIN_PASSPHRASE_CHARS`] long. An import takes any passphrase: the file
+/// may come from an older evi that allowed shorter ones.
+fn passphrase(choose: bool) -> Result<SecretString, CommandError> {
     if let Some(p) = std::env::var_os(PASSPHRASE_ENV) {
         if p.is_empty() {
             return Err(
@@ -77,6 +97,13 @@ fn passphrase(confirm: bool) -> Result<SecretString, CommandError> {
         let p = p
             .into_string()
             .map_err(|_| usage_error(format!("{PASSPHRASE_ENV} is not valid UTF-8")))?;
+        if choose && let Some(why) = too_short(&p) {
+            return Err(
+                usage_error(format!("{why} ({PASSPHRASE_ENV})")).hinted(format!(
+                    "set {PASSPHRASE_ENV} to a longer passphrase, e.g. a few random words"
+                )),
+            );
+        }
         return Ok(p.into());
     }
     if !std::io::stdin().is_terminal() {
@@ -86,7 +113,10 @@ fn passphrase(confirm: bool) -> Result<SecretString, CommandError> {
     if p.is_empty() {
         return Err(user_error(EMPTY_PASSPHRASE));
     }
-    if confirm && rpassword::prompt_password("again: ")? != p {
+    if choose && let Some(why) = too_short(&p) {
+        return Err(user_error(why).hinted("choose a longer one, e.g. a few random words"));
+    }
+    if choose && rpassword::prompt_password("again: ")? != p {
         return Err(user_error("the passphrases differ"));
     }
     Ok(p.into())
@@ -203,7 +233,7 @@ fn cmd_key_import(ctx: &Ctx, args: ImportArgs) -> CommandResult {
         Err(other) => return Err(sync_error(other.into())),
     }
     identity.save_new(&path).map_err(|e| sync_error(e.into()))?;
-    println!(
+    eprintln!(
         "key {} imported; now run `evi sync login`",
         identity.fingerprint()
     );

@@ -10,6 +10,13 @@
 //! One service per eVi home: its name carries a short hash of the home's
 //! absolute path, and the service sets `EVI_HOME` to it. The files hold no
 //! secret (the token stays in the home's `sync/`).
+//!
+//! The service runs an installed `evi`, never one in a cargo build folder
+//! (`target/release/evi`), which `cargo clean` deletes and the next build
+//! replaces under it: this binary if it is not in one, else the first `evi`
+//! on PATH that is not (`cargo install --path cli` puts one in
+//! `~/.cargo/bin`), else nothing is written and the command says how to
+//! install it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,13 +49,83 @@ fn identity(ctx: &Ctx) -> Result<(PathBuf, String), CommandError> {
     Ok((home, hash))
 }
 
-fn exe() -> Result<PathBuf, CommandError> {
+fn current_exe() -> Result<PathBuf, CommandError> {
     std::env::current_exe().map_err(|e| user_error(format!("cannot find this evi binary: {e}")))
 }
 
-fn service(ctx: &Ctx) -> Result<Option<Service>, CommandError> {
+/// Whether `exe` (resolved through links) is in a build folder: a cargo
+/// profile folder (`.fingerprint` beside it, or beside its `deps/`), or
+/// any folder under a `CACHEDIR.TAG`, which marks what may be deleted at
+/// any time (cargo puts one in `target/`).
+fn in_build_folder(exe: &Path) -> bool {
+    let exe = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_owned());
+    let Some(dir) = exe.parent() else {
+        return false;
+    };
+    let profile = [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .any(|d| d.join(".fingerprint").is_dir());
+    profile || dir.ancestors().any(|d| d.join("CACHEDIR.TAG").is_file())
+}
+
+/// The first executable `evi` on PATH outside any build folder.
+fn installed_evi() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("evi"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                && !in_build_folder(p)
+        })
+}
+
+/// The binary the service runs (see the module docs), saying on stderr
+/// which one when it is not this one.
+fn exe() -> Result<PathBuf, CommandError> {
+    let this = current_exe()?;
+    if !in_build_folder(&this) {
+        return Ok(this);
+    }
+    let Some(installed) = installed_evi() else {
+        return Err(user_error(format!(
+            "this evi is in a build folder ({}), which `cargo clean` deletes and the next \
+             build replaces: a service running it would break",
+            this.display()
+        ))
+        .hinted(
+            "install evi first: `cargo install --path cli` (into ~/.cargo/bin, which must be \
+             on PATH), then run `evi sync watch --install` again",
+        ));
+    };
+    eprintln!(
+        "the service runs {} (the evi on PATH), not this build's {}",
+        installed.display(),
+        this.display()
+    );
+    let theirs = Command::new(&installed)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let ours = concat!("evi ", env!("CARGO_PKG_VERSION"));
+    if theirs.as_deref() != Some(ours) {
+        crate::commands::warn(&format!(
+            "{} is {}, this one is {ours}: `cargo install --path cli` updates it",
+            installed.display(),
+            theirs
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| "of an unknown version".to_owned(), |v| format!("`{v}`"))
+        ));
+    }
+    Ok(installed)
+}
+
+/// The service of this home, running `exe`.
+fn service(ctx: &Ctx, exe: &Path) -> Result<Option<Service>, CommandError> {
     let (home, hash) = identity(ctx)?;
-    let exe = exe()?;
     if cfg!(target_os = "macos") {
         let name = format!("org.evi.sync-watch.{hash}");
         let file = home_dir()?
@@ -59,7 +136,7 @@ fn service(ctx: &Ctx) -> Result<Option<Service>, CommandError> {
             .join(format!("evi-sync-watch-{hash}.log"));
         let file_s = file.display().to_string();
         return Ok(Some(Service {
-            text: launchd_agent(&name, &exe, &home, &log),
+            text: launchd_agent(&name, exe, &home, &log),
             enable: vec![vec![
                 "launchctl".into(),
                 "load".into(),
@@ -90,7 +167,7 @@ fn service(ctx: &Ctx) -> Result<Option<Service>, CommandError> {
         };
         return Ok(Some(Service {
             file: dir.join("systemd/user").join(&unit),
-            text: systemd_unit(&exe, &home),
+            text: systemd_unit(exe, &home),
             enable: vec![
                 systemctl(&["daemon-reload"]),
                 systemctl(&["enable", "--now", &unit]),
@@ -195,14 +272,11 @@ fn run(cmd: &[String]) -> Result<(), String> {
 
 pub fn install(ctx: &Ctx, enable: bool) -> CommandResult {
     crate::commands::sessions::require_sync(ctx, "evi sync watch")?;
-    let Some(s) = service(ctx)? else {
+    let exe = exe()?;
+    let Some(s) = service(ctx, &exe)? else {
         let (home, _) = identity(ctx)?;
         println!("no service manager this evi knows on this system; run this at login:");
-        println!(
-            "  EVI_HOME={} {} sync watch",
-            home.display(),
-            exe()?.display()
-        );
+        println!("  EVI_HOME={} {} sync watch", home.display(), exe.display());
         return Ok(());
     };
     if let Some(dir) = s.file.parent() {
@@ -233,7 +307,8 @@ pub fn install(ctx: &Ctx, enable: bool) -> CommandResult {
 }
 
 pub fn uninstall(ctx: &Ctx) -> CommandResult {
-    let Some(s) = service(ctx)? else {
+    // Only the service's name and file matter here, not what it runs.
+    let Some(s) = service(ctx, &current_exe()?)? else {
         println!("no service manager this evi knows on this system: nothing was installed");
         return Ok(());
     };
@@ -265,6 +340,21 @@ pub fn uninstall(ctx: &Ctx) -> CommandResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cargo_profile_folder_is_a_build_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let release = root.path().join("target/release");
+        std::fs::create_dir_all(release.join(".fingerprint")).unwrap();
+        std::fs::create_dir_all(release.join("deps")).unwrap();
+        assert!(in_build_folder(&release.join("evi")));
+        assert!(in_build_folder(&release.join("deps/evi-0123")));
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        assert!(!in_build_folder(&bin.join("evi")));
+        std::fs::write(root.path().join("CACHEDIR.TAG"), "Signature: x\n").unwrap();
+        assert!(in_build_folder(&bin.join("evi")));
+    }
 
     #[test]
     fn unit_values_are_quoted_and_specifiers_escaped() {

@@ -1,0 +1,46 @@
+//! Which optional tools the end-to-end tests find on this machine, as cfgs:
+//! a test whose tool is missing is then marked ignored with the reason, so
+//! `cargo test` reports it as `ignored, needs …` instead of a pass that
+//! tested nothing. Under CI (`CI` set; `.ci/run` installs every tool) no
+//! test is ignored: a missing tool fails its test there.
+//!
+//! - `evi_no_browser`: no `/usr/bin/chromium` or `/usr/bin/chromedriver`
+//!   (`tests/e2e/web_browser.rs`);
+//! - `evi_no_schemathesis`: `EVI_SCHEMATHESIS` does not name a file
+//!   (`tests/e2e/schemathesis.rs`).
+//!
+//! Installing a tool changes `/usr/bin` (or the variable), which reruns
+//! this script and rebuilds the tests with the test enabled.
+
+use std::path::Path;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(evi_no_browser)");
+    println!("cargo::rustc-check-cfg=cfg(evi_no_schemathesis)");
+    println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-env-changed=CI");
+    println!("cargo::rerun-if-env-changed=EVI_SCHEMATHESIS");
+    // Watched as folders that exist: a path that does not exist would make
+    // cargo run this script, and rebuild the tests, on every build.
+    if Path::new("/usr/bin").is_dir() {
+        println!("cargo::rerun-if-changed=/usr/bin");
+    }
+    let schemathesis = std::env::var_os("EVI_SCHEMATHESIS").map(std::path::PathBuf::from);
+    if let Some(dir) = schemathesis.as_deref().and_then(Path::parent)
+        && dir.is_dir()
+    {
+        println!("cargo::rerun-if-changed={}", dir.display());
+    }
+    if std::env::var_os("CI").is_some() {
+        return;
+    }
+    if !(Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists()) {
+        println!("cargo::rustc-cfg=evi_no_browser");
+    }
+    if !schemathesis.is_some_and(|p| p.is_file()) {
+        println!("cargo::rustc-cfg=evi_no_schemathesis");
+    }
+}
