@@ -59,6 +59,22 @@ fn bin_dir() -> &'static Path {
     })
 }
 
+/// Whether the optional tool `name` answers `name ARG` (`--version` or
+/// `version`). Outside CI a missing tool skips the check that needs it, with
+/// a line saying so; under CI (`.ci/run` installs every tool, and sets `CI`)
+/// it fails the test, so a check CI is meant to run never passes unrun.
+pub fn tool_present(name: &str, arg: &str, install: &str) -> bool {
+    if Command::new(name).arg(arg).output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{name} is needed in CI ({install}; .ci/run installs it)"
+    );
+    eprintln!("skipped: {name} is not installed ({install})");
+    false
+}
+
 /// Path of a workspace binary (`evi`, `evi-server`).
 pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)

@@ -2,19 +2,14 @@
 
 use std::process::Command;
 
-use crate::common::bin;
+use crate::common::{bin, tool_present};
 
 /// `systemd-analyze verify` accepts the unit as shipped, with `ExecStart`
 /// pointed at the binary this build made (verify also checks that it exists
 /// and is executable).
 #[test]
 fn the_systemd_unit_verifies() {
-    if Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: systemd-analyze is not installed");
+    if !tool_present("systemd-analyze", "--version", "apt-get install systemd") {
         return;
     }
     let unit = std::fs::read_to_string(concat!(
@@ -83,8 +78,7 @@ fn the_unit_runs_what_the_readme_installs() {
 /// `caddy validate` accepts the Caddyfile as shipped.
 #[test]
 fn the_caddyfile_validates() {
-    if Command::new("caddy").arg("version").output().is_err() {
-        eprintln!("skipped: caddy is not installed");
+    if !tool_present("caddy", "version", "apt-get install caddy") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -9,13 +9,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use evi::sync::{Identity, SyncKeys};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Device, TestServer, tree};
+use crate::common::{Device, TestServer, tool_present, tree};
 
 const DAY: &str = "2026-06-09";
-
-fn age_installed() -> bool {
-    Command::new("age").arg("--version").output().is_ok()
-}
 
 #[test]
 fn server_stores_no_plaintext_and_age_opens_it() {
@@ -78,8 +74,7 @@ fn server_stores_no_plaintext_and_age_opens_it() {
         }
     }
 
-    if !age_installed() {
-        eprintln!("skipped: age not installed");
+    if !tool_present("age", "--version", "apt-get install age") {
         return;
     }
     let token = a.token();
