@@ -364,7 +364,7 @@ async fn trickled_bodies_are_cut_and_healthz_answers_through_them() {
 
 /// 600 connections from 20 addresses, each sending 200 KB of one header
 /// line and never ending it: each is answered 431 and closed once it passes
-/// the header bound (16 KiB), so the server's memory barely moves. Before
+/// the header bound (64 KiB), so the server's memory barely moves. Before
 /// the fix hyper buffered up to 400 KB of each for the 30 s of the header
 /// timeout.
 #[tokio::test]
