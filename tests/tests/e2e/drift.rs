@@ -1,0 +1,106 @@
+//! Issue 20: ways devices drifted apart, stopped or misled quietly, each
+//! checked as a user would see it.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const DAY: &str = "2026-06-20";
+
+fn line(session: &str, n: usize) -> String {
+    format!("{{\"role\":\"user\",\"content\":\"{session} line {n}\",\"ts\":\"{DAY}T10:00:00Z\"}}\n")
+}
+
+fn lines(session: &str, range: std::ops::Range<usize>) -> String {
+    range.map(|n| line(session, n)).collect()
+}
+
+/// `evi sync verify --json` on `dev`: exit code, report, stdout of the
+/// plain form too.
+fn verify(dev: &Device) -> (i32, Value, String) {
+    let run = dev.sync(&["sync", "verify", "--json"]);
+    let v = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", run.stdout, run.stderr));
+    let plain = dev.sync(&["sync", "verify"]);
+    assert_eq!(plain.code, run.code, "{plain:?}");
+    (run.code, v, plain.stdout)
+}
+
+/// Defect 9: a titled session synced both ways verifies clean on both
+/// devices; lines not pushed yet and records not pulled yet are pending,
+/// said so, and no problem.
+#[test]
+fn drift_verify_titled_session_clean_and_unsynced_is_pending() {
+    const S: &str = "01JDRIFTTITLE0000000000000";
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.write(DAY, S, lines(S, 0..4).as_bytes());
+    let r = a.evi(&["sessions", "title", S, "--set", "Drift check"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    a.init(&server, "tia", "a");
+    a.sync_ok(&["push"]);
+    b.join_copying_key(&a, &server.url, "tia", "b");
+    b.sync_ok(&["pull"]);
+    for (what, dev) in [("a", &a), ("b", &b)] {
+        let (code, v, plain) = verify(dev);
+        assert_eq!((code, &v["problems"]), (0, &json!([])), "{what}: {v}");
+        assert_eq!(
+            v["local_entries"], 5,
+            "{what}: four lines and the title: {v}"
+        );
+        assert_eq!(v["pending"], json!([]), "{what}: {v}");
+        assert!(plain.ends_with("no problems found\n"), "{what}: {plain}");
+    }
+
+    // a writes on, and a new session, without pushing.
+    const T: &str = "01JDRIFTNEW000000000000000";
+    a.append(
+        &format!("transcripts/{DAY}/{S}.jsonl"),
+        lines(S, 4..6).as_bytes(),
+    );
+    a.write(DAY, T, lines(T, 0..3).as_bytes());
+    let (code, v, plain) = verify(&a);
+    assert_eq!((code, &v["problems"]), (0, &json!([])), "{v}");
+    assert_eq!(v["not_pushed"], 5, "{v}");
+    let pending = v["pending"].as_array().unwrap();
+    assert!(
+        pending.contains(&json!({"kind": "not_pushed", "session": S, "entries": 2})),
+        "{v}"
+    );
+    assert!(
+        pending.contains(&json!({"kind": "not_pushed", "session": T, "entries": 3})),
+        "{v}"
+    );
+    assert!(
+        plain.contains(&format!(
+            "pending: session {T}: 3 entries here not pushed yet (`evi sync push` sends them)"
+        )),
+        "{plain}"
+    );
+    assert!(plain.ends_with("no problems found\n"), "{plain}");
+
+    // Pushed: on b, two records not pulled yet, pending too.
+    a.sync_ok(&["push"]);
+    let (code, v, plain) = verify(&b);
+    assert_eq!((code, &v["problems"]), (0, &json!([])), "{v}");
+    assert_eq!(
+        v["pending"],
+        json!([{"kind": "not_pulled", "records": 2}]),
+        "{v}"
+    );
+    assert!(
+        plain.contains("pending: 2 records of other devices not pulled yet"),
+        "{plain}"
+    );
+
+    b.sync_ok(&["pull"]);
+    for (what, dev) in [("a", &a), ("b", &b)] {
+        let (code, v, _) = verify(dev);
+        assert_eq!(
+            (code, &v["problems"], &v["pending"]),
+            (0, &json!([]), &json!([])),
+            "{what}: {v}"
+        );
+    }
+    assert_converged(&a, &b, "after the titled session synced");
+}
