@@ -104,3 +104,61 @@ fn drift_verify_titled_session_clean_and_unsynced_is_pending() {
     }
     assert_converged(&a, &b, "after the titled session synced");
 }
+
+/// Defect 4: a push with one session too large for the account's quota
+/// stores everything else; the session that does not fit is named, the
+/// push exits 1 (something the user asked to sync is not synced), and the
+/// other device gets the rest.
+#[test]
+fn drift_over_quota_push_stores_what_fits_and_names_the_rest() {
+    use base64::Engine as _;
+    const SMALL: &str = "01JDRIFTSMALL0000000000000";
+    const BIG: &str = "01JDRIFTBIG000000000000000";
+    let server = TestServer::start_with(&["--quota-bytes", "100000"]);
+    let (a, b) = (Device::new(), Device::new());
+    a.write(DAY, SMALL, lines(SMALL, 0..3).as_bytes());
+    // Incompressible: 10 lines of 20 kB, twice the quota however sealed.
+    let big: String = (0..10)
+        .map(|n| {
+            let noise = base64::engine::general_purpose::STANDARD.encode(random_bytes(15_000, n));
+            format!("{{\"role\":\"tool\",\"content\":\"{noise}\",\"ts\":\"{DAY}T10:00:00Z\"}}\n")
+        })
+        .collect();
+    a.write(DAY, BIG, big.as_bytes());
+    a.init(&server, "quo", "a");
+
+    let run = a.sync(&["sync", "push"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "error: not pushed: session {BIG}: the account's storage quota on the server has no room for it"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains(SMALL), "{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("pushed 3 entries in "),
+        "only the small session counts as pushed: {}",
+        run.stdout
+    );
+
+    b.join_copying_key(&a, &server.url, "quo", "b");
+    b.sync_ok(&["pull"]);
+    assert_eq!(
+        sessions(&b),
+        [SMALL.to_owned()].into(),
+        "b holds the session that fits"
+    );
+    assert_eq!(held_set(&b, SMALL), held_set(&a, SMALL));
+
+    // Nothing of the big one was recorded as sent: the next push tries it
+    // again, and names it again.
+    let run = a.sync(&["sync", "push"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!("session {BIG}")),
+        "{}",
+        run.stderr
+    );
+}
