@@ -162,3 +162,82 @@ fn drift_over_quota_push_stores_what_fits_and_names_the_rest() {
         run.stderr
     );
 }
+
+/// Defect 6: eVi on `b` writes each line in two writes 0.5 ms apart, with
+/// hardly a pause, while `a` pushes lines of the same session and `b`
+/// pulls them again and again. No pulled line may land inside one of
+/// eVi's: afterwards every line is whole JSON, every line eVi wrote reads
+/// back as written, and once eVi stops, a last pull brings every entry.
+#[test]
+fn drift_pull_never_glues_into_a_writer_that_never_pauses() {
+    use std::io::Write as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    const S: &str = "01JDRIFTWRITER000000000000";
+    let day = today();
+    let rel = format!("transcripts/{day}/{S}.jsonl");
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.write(&day, S, lines(S, 0..1).as_bytes());
+    a.init(&server, "wri", "a");
+    a.sync_ok(&["push"]);
+    b.join_copying_key(&a, &server.url, "wri", "b");
+    b.sync_ok(&["pull"]);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, written) = (stop.clone(), written.clone());
+        let path = b.home().join(&rel);
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Bursts of a few hundred lines, a short breath between
+                // them: the file is quiet only now and then.
+                for _ in 0..300 {
+                    let head = format!("{{\"role\":\"assistant\",\"content\":\"evi line {n} ");
+                    f.write_all(head.as_bytes()).unwrap();
+                    std::thread::sleep(Duration::from_micros(500));
+                    f.write_all(b"tail\",\"ts\":\"2026-06-20T11:00:00Z\"}\n")
+                        .unwrap();
+                    n += 1;
+                    written.store(n, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                std::thread::sleep(Duration::from_millis(80));
+            }
+        })
+    };
+
+    let started = Instant::now();
+    let mut pulls = 0;
+    while pulls < 200 && started.elapsed() < Duration::from_secs(60) {
+        a.append(&rel, line(S, 1 + pulls).as_bytes());
+        a.sync_ok(&["push"]);
+        let run = b.sync(&["sync", "pull"]);
+        assert_eq!(run.code, 0, "pull {pulls}: {run:?}");
+        pulls += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let evi_lines = written.load(Ordering::Relaxed);
+    println!("{pulls} pulls beside {evi_lines} lines eVi wrote in two halves");
+    assert_all_lines_json(&b, "after the pulls beside a busy writer");
+
+    // eVi has stopped: what waited goes in now.
+    b.sync_ok(&["pull"]);
+    assert_all_lines_json(&b, "after the last pull");
+    let text = std::fs::read_to_string(b.home().join(&rel)).unwrap();
+    for n in 0..evi_lines {
+        let want = format!(
+            "{{\"role\":\"assistant\",\"content\":\"evi line {n} tail\",\"ts\":\"2026-06-20T11:00:00Z\"}}\n"
+        );
+        assert!(text.contains(&want), "eVi's line {n} is not whole");
+    }
+    let held_b = held_set(&b, S);
+    for h in held_set(&a, S) {
+        assert!(held_b.contains(&h), "pulled entry missing on b: {h:?}");
+    }
+}
