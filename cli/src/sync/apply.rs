@@ -80,7 +80,7 @@ pub const QUIET: Duration = Duration::from_millis(50);
 
 /// What one [`SessionAppender::append`] did.
 enum Outcome {
-    Written(Appended),
+    Written(Box<Appended>),
     /// The file is no longer as decided on: decide again.
     Changed,
     /// Written to less than [`QUIET`] ago: try again once it is quiet.
@@ -337,7 +337,7 @@ impl SessionAppender {
                 }
                 let (verbatim, branched) = (p.verbatim, p.ids.len() as u64 - p.verbatim);
                 match self.append(day, p)? {
-                    Outcome::Written(a) => batch.appended.push(a),
+                    Outcome::Written(a) => batch.appended.push(*a),
                     Outcome::Changed => {
                         clean = false;
                         break;
@@ -500,12 +500,12 @@ impl SessionAppender {
             // Someone else wrote too: what the file holds now is unknown.
             self.stale = true;
         }
-        Ok(Outcome::Written(Appended {
+        Ok(Outcome::Written(Box::new(Appended {
             day,
             before,
             after,
             ids: p.ids,
-        }))
+        })))
     }
 
     /// Recomputes each file's chain ends from its predecessor. Only the last
