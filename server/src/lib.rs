@@ -19,6 +19,7 @@ pub mod bodies;
 pub mod config;
 pub mod connlimit;
 pub mod crosssite;
+pub mod datalock;
 pub mod deadline;
 pub mod device_name;
 pub mod disk_usage;
@@ -61,6 +62,9 @@ pub struct Shared {
     /// Connections held on the API listener.
     pub connections: Arc<connlimit::ConnLimiter>,
     pub refusals: Arc<flood::Refusals>,
+    /// Held for as long as this state lives (see [`datalock`]); `None` for
+    /// a state built from parts by [`AppState::new`].
+    _data_lock: Option<datalock::DataLock>,
 }
 
 /// What every handler can reach; cheap to clone.
@@ -75,14 +79,17 @@ impl Deref for AppState {
 }
 
 impl AppState {
-    /// Opens (creating if needed) the SQLite store, the body packs and the
-    /// blob folder under `config.data_dir`, and sweeps orphan packs (bodies
-    /// of a push that crashed before its commit). Run before listening: the
-    /// sweep is safe only while no push is in flight.
+    /// Locks the data folder for this process (a second server on it is
+    /// refused with a [`datalock::DataLockError`]), opens (creating if
+    /// needed) the SQLite store, the body packs and the blob folder under
+    /// `config.data_dir`, and sweeps old orphan packs (bodies of a push that
+    /// crashed before its commit).
     pub async fn open(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         private::dir(&config.data_dir)
             .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
+        // Before anything in the folder is touched, the sweep above all.
+        let lock = datalock::DataLock::acquire(&config.data_dir)?;
         // SQLite gives its -wal and -shm files the mode of the database
         // file: 0600 from the start. What an older server left gets closed.
         private::close_data_folder(&config.data_dir).with_context(|| {
@@ -99,12 +106,13 @@ impl AppState {
             format!("cannot open body folder {}", config.bodies_dir().display())
         })?;
         let blobs = BlobDir::open(config.blobs_dir())?;
-        let state = Self::new(config, Arc::new(store), Arc::new(bodies), blobs);
+        let state = Self::from_parts(config, Arc::new(store), Arc::new(bodies), blobs, Some(lock));
         state.sweep_orphan_packs().await?;
         Ok(state)
     }
 
-    /// Deletes the packs no record points at; logs how many.
+    /// Deletes the packs no record points at that are older than
+    /// [`bodies::ORPHAN_MIN_AGE`]; logs how many went and how many stay.
     async fn sweep_orphan_packs(&self) -> anyhow::Result<()> {
         // Packs listed before the rows are read: a pack is referenced from
         // its commit on, so no listed pack can gain its first row unseen.
@@ -113,11 +121,25 @@ impl AppState {
             return Ok(());
         }
         let referenced = self.store.referenced_packs().await?;
-        let removed = bodies::sweep_orphans(&*self.bodies, packs, &referenced).await?;
-        if removed > 0 {
+        let swept = bodies::sweep_orphans(
+            &*self.bodies,
+            packs,
+            &referenced,
+            std::time::SystemTime::now(),
+        )
+        .await?;
+        if swept.removed > 0 {
             tracing::info!(
-                removed,
+                removed = swept.removed,
                 "removed orphan body packs left by an interrupted push"
+            );
+        }
+        if swept.young > 0 {
+            tracing::info!(
+                kept = swept.young,
+                min_age_secs = bodies::ORPHAN_MIN_AGE.as_secs(),
+                "kept unreferenced body packs younger than the sweep's minimum age \
+                 (a push may still commit them; a later start removes them if not)"
             );
         }
         Ok(())
@@ -129,7 +151,18 @@ impl AppState {
         bodies: Arc<dyn BodyStore>,
         blobs: BlobDir,
     ) -> Self {
+        Self::from_parts(config, store, bodies, blobs, None)
+    }
+
+    fn from_parts(
+        config: Config,
+        store: Arc<dyn Store>,
+        bodies: Arc<dyn BodyStore>,
+        blobs: BlobDir,
+        data_lock: Option<datalock::DataLock>,
+    ) -> Self {
         Self(Arc::new(Shared {
+            _data_lock: data_lock,
             limiter: RateLimiter::new(config.rate_limits.clone()),
             waiters: waiters::Waiters::new(config.waits),
             connections: connlimit::ConnLimiter::new(

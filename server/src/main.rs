@@ -424,11 +424,25 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, Failure> {
     Err(Failure::new(format!("cannot listen on {addr}: {e}")))
 }
 
+/// A refusal to share the data folder says what to do about it.
+fn open_failure(e: anyhow::Error) -> Failure {
+    use evi_server::datalock::DataLockError;
+    match e.downcast_ref::<DataLockError>() {
+        Some(DataLockError::Held { .. }) => Failure::new(e.to_string()).hinted(
+            "one evi-server per data folder: stop the other one first, \
+             or give this one its own folder with --data DIR",
+        ),
+        _ => e.into(),
+    }
+}
+
 async fn run(listen: &str, mut config: Config) -> Result<(), Failure> {
     use std::io::Write;
     config.fd_limit = Some(evi_server::fdlimit::fit(&mut config));
     let listener = bind(listen).await?;
-    let state = evi_server::AppState::open(config).await?;
+    let state = evi_server::AppState::open(config)
+        .await
+        .map_err(open_failure)?;
     // First stdout line, once the data folder is open: lets scripts and tests
     // use port 0 without polling.
     println!("listening on {}", listener.local_addr()?);

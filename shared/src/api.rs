@@ -387,6 +387,26 @@ pub struct PushResponse {
     pub dropped: u64,
     /// The user's newest seq after this batch (0 if the account has no record).
     pub newest_seq: u64,
+    /// With `per_item` asked ([`PushQuery`]): the segments, by their index
+    /// in the batch, that the account's quota had no room for, in order.
+    /// Nothing of them was stored, nor any later segment of their streams
+    /// in this batch (a stream's records keep their order); everything else
+    /// was. Empty from older servers, which refuse the whole batch instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub over_quota: Vec<u32>,
+}
+
+/// Query of `POST /api/v1/records`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema, IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct PushQuery {
+    /// Store what fits the account's quota and name the rest in
+    /// `over_quota` (a 200), instead of refusing the whole batch with 507
+    /// `quota_exceeded`. Off for older clients, which read a 200 as all
+    /// stored. Older servers ignore it and refuse the whole batch.
+    #[serde(default)]
+    pub per_item: bool,
 }
 
 /// Body of `POST /api/v1/records/known`: keyed entry ids, at most

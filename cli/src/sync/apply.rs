@@ -25,10 +25,23 @@
 //!   when anything else grew it meanwhile, so push never takes a line that
 //!   eVi wrote during a pull as pushed.
 //!
-//! What it cannot promise: eVi does not lock its files, so a write that
-//! begins in the microseconds between the check and the append still lands
-//! after pull's line. The `fstat` notices it, the session is re-read, and any
-//! entry that did not read back under its id is appended again with ids.
+//! - **Only into a quiet file**: the last check is made on the very handle
+//!   the append writes through (opened `O_APPEND`), right before the one
+//!   `write`: same inode and size as decided on, a newline as its last
+//!   byte, and no write to it for [`QUIET`] (its mtime). A file eVi keeps
+//!   writing is never quiet: its entries go on waiting in `sync/pending/`
+//!   and are applied by a later sync once it is.
+//!
+//! What it cannot promise, and why what remains loses nothing: eVi does
+//! not lock its files, so a write eVi begins in the microseconds between
+//! that last check and pull's `write` (after a quiet spell of [`QUIET`])
+//! still lands before pull's line. `O_APPEND` makes each of the two writes
+//! land whole at the end of the file, never inside the other, so no byte of
+//! either is lost or overwritten. The `fstat` after the write notices the
+//! extra bytes and whether pull's line starts where it was checked to (right
+//! after a newline): if not, the session is re-read, and an entry that does
+//! not read back under its id is appended again, with ids, at a clean end;
+//! the line eVi was writing keeps all its bytes, in order, around pull's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -56,6 +69,23 @@ pub const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
 /// Rounds of "decide, find the session changed, read it again" before the
 /// rest of a batch waits for the next sync.
 const ATTEMPTS: usize = 8;
+
+/// How long a file must have gone unwritten before pull appends to it. eVi
+/// writes a line in bursts microseconds to milliseconds apart; a file that
+/// took no write for this long is between turns, so the chance that eVi
+/// begins a line in the few microseconds of pull's check-then-write is
+/// that window over eVi's pause, not over its write rate. Short enough that
+/// a pull beside an idle session waits at most this once.
+pub const QUIET: Duration = Duration::from_millis(50);
+
+/// What one [`SessionAppender::append`] did.
+enum Outcome {
+    Written(Box<Appended>),
+    /// The file is no longer as decided on: decide again.
+    Changed,
+    /// Written to less than [`QUIET`] ago: try again once it is quiet.
+    Busy(Duration),
+}
 
 /// One append to one file.
 #[derive(Debug)]
@@ -305,9 +335,21 @@ impl SessionAppender {
                     clean = false;
                     break;
                 }
-                batch.verbatim += p.verbatim;
-                batch.branched += p.ids.len() as u64 - p.verbatim;
-                batch.appended.push(self.append(day, p)?);
+                let (verbatim, branched) = (p.verbatim, p.ids.len() as u64 - p.verbatim);
+                match self.append(day, p)? {
+                    Outcome::Written(a) => batch.appended.push(*a),
+                    Outcome::Changed => {
+                        clean = false;
+                        break;
+                    }
+                    Outcome::Busy(wait) => {
+                        std::thread::sleep(wait);
+                        clean = false;
+                        break;
+                    }
+                }
+                batch.verbatim += verbatim;
+                batch.branched += branched;
                 if self.stale {
                     clean = false;
                     break;
@@ -383,9 +425,10 @@ impl SessionAppender {
         Ok((day, bytes, verbatim))
     }
 
-    /// Writes one file's planned bytes in one `write`, then checks that the
-    /// file grew by exactly those bytes.
-    fn append(&mut self, day: Day, p: Planned) -> io::Result<Appended> {
+    /// Writes one file's planned bytes in one `write`, if the file is still
+    /// as decided on and quiet (checked on the handle written through), then
+    /// checks that the file grew by exactly those bytes.
+    fn append(&mut self, day: Day, p: Planned) -> io::Result<Outcome> {
         let path = self.path(day);
         let dir = path.parent().expect("day folder").to_owned();
         let info = self.files.get(&day).cloned().unwrap_or_default();
@@ -394,7 +437,9 @@ impl SessionAppender {
             crate::fsutil::create_dir_all_durable(&dir)?;
             self.new_files_in.insert(dir);
         }
+        // Readable too: the last checks and the one after read through it.
         let mut f = OpenOptions::new()
+            .read(true)
             .create(true)
             .append(true)
             .mode(0o600)
@@ -404,6 +449,24 @@ impl SessionAppender {
             None => None,
         };
         let old = before_disk.map_or(0, |d| d.size);
+        // The last look before the write, through the handle itself: a
+        // rename or replace of the path since cannot fool it.
+        let now = f.metadata()?;
+        let as_decided = now.len() == old && before_disk.is_none_or(|d| now.ino() == d.ino);
+        if !as_decided || (old > 0 && !last_byte_is_newline(&f, old)?) {
+            self.stale = true;
+            return Ok(Outcome::Changed);
+        }
+        if old > 0 {
+            let age = now
+                .modified()
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok())
+                .unwrap_or_default();
+            if age < QUIET {
+                return Ok(Outcome::Busy(QUIET - age));
+            }
+        }
         if let Err(e) = crate::fsutil::append_all_or_none(&mut f, old, &p.bytes) {
             // A file this append made and then took back leaves no trace.
             if before_disk.is_none() && f.metadata().is_ok_and(|m| m.len() == 0) {
@@ -413,6 +476,12 @@ impl SessionAppender {
         }
         let m = f.metadata()?;
         let exact = m.len() == old + p.bytes.len() as u64;
+        // Not exact: eVi wrote too. Harmless when pull's line begins where
+        // it was checked (at `old`, right after a newline) and eVi's bytes
+        // came after it; if eVi's came first, pull's line is glued to them.
+        // Either way the session is read again below (`stale`), and an
+        // entry that does not read back under its id is written again.
+        let glued = !exact && !landed_at(&f, old, &p.bytes)?;
         self.written.push(f);
         let info = self.files.get_mut(&day).expect("planned file");
         info.disk = Some(Disk::of(&m));
@@ -427,16 +496,16 @@ impl SessionAppender {
             chain_before: info.chain_before.clone(),
             chain_after: info.chain_after.clone(),
         });
-        if !exact {
+        if !exact || glued {
             // Someone else wrote too: what the file holds now is unknown.
             self.stale = true;
         }
-        Ok(Appended {
+        Ok(Outcome::Written(Box::new(Appended {
             day,
             before,
             after,
             ids: p.ids,
-        })
+        })))
     }
 
     /// Recomputes each file's chain ends from its predecessor. Only the last
@@ -495,6 +564,23 @@ fn stat(path: &std::path::Path) -> io::Result<Option<Disk>> {
     match std::fs::metadata(path) {
         Ok(m) => Ok(Some(Disk::of(&m))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the byte of `f` at `size - 1` is a newline (`size` > 0).
+fn last_byte_is_newline(f: &File, size: u64) -> io::Result<bool> {
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, size - 1)?;
+    Ok(b[0] == b'\n')
+}
+
+/// Whether `bytes` are in `f` at `at`.
+fn landed_at(f: &File, at: u64, bytes: &[u8]) -> io::Result<bool> {
+    let mut got = vec![0u8; bytes.len()];
+    match f.read_exact_at(&mut got, at) {
+        Ok(()) => Ok(got == bytes),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
         Err(e) => Err(e),
     }
 }

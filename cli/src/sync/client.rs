@@ -593,13 +593,16 @@ impl Client {
     }
 
     /// Stores a batch, in the wire form it was cut for (framed when the
-    /// server takes it, from its capabilities, else JSON).
+    /// server takes it, from its capabilities, else JSON). Asks the server
+    /// to store what fits the quota and name the rest (`over_quota`); an
+    /// older server ignores that and refuses the whole batch with 507.
     pub fn push(&self, batch: OutBatch) -> Result<PushResponse, ClientError> {
+        const PATH: &str = "/records?per_item=true";
         let body = match batch.into_framed() {
             Ok(body) => body,
-            Err(segments) => return self.post("/records", &records::json_batch(segments)),
+            Err(segments) => return self.post(PATH, &records::json_batch(segments)),
         };
-        let url = self.url("/records");
+        let url = self.url(PATH);
         // Each retry sends the same bytes without a copy.
         let body = bytes::Bytes::from(body);
         self.call(

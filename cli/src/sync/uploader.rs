@@ -83,16 +83,24 @@ pub(super) struct Uploader {
     /// The batch being cut.
     batch: OutBatch,
     bytes: u64,
-    marks: Vec<Mark>,
+    /// States, each with who it is for (see [`Meta::label`]).
+    marks: Vec<(String, Mark)>,
+    /// Who each segment of the batch being cut is for, and how many entries
+    /// it holds, in batch order (the server names refused segments by index).
+    segments: Vec<(String, u64)>,
     /// Number the next batch gets; the one whose states are recorded next.
     next_batch: u64,
     next_record: u64,
-    /// States of batches cut and not yet recorded.
-    pending_marks: BTreeMap<u64, Vec<Mark>>,
+    /// States of batches cut and not yet recorded, and their segments.
+    pending_marks: BTreeMap<u64, Vec<(String, Mark)>>,
+    pending_segments: BTreeMap<u64, Vec<(String, u64)>>,
     acked: BTreeMap<u64, (Result<PushResponse, ClientError>, u64)>,
     /// Sessions one of whose segments could not be made: nothing more of
     /// theirs is recorded as sent in this push.
     failed: BTreeSet<String>,
+    /// Sessions (or the journal) the server's quota refused a segment of:
+    /// none of their states is recorded from then on.
+    over_quota: BTreeSet<String>,
     /// Who has segments in the batch being cut, and in each batch cut and
     /// not yet recorded.
     labels: BTreeSet<String>,
@@ -153,11 +161,14 @@ impl Uploader {
             batch: OutBatch::new(framed, batch_room(max_bytes)),
             bytes: 0,
             marks: Vec::new(),
+            segments: Vec::new(),
             next_batch: 0,
             next_record: 0,
             pending_marks: BTreeMap::new(),
+            pending_segments: BTreeMap::new(),
             acked: BTreeMap::new(),
             failed: BTreeSet::new(),
+            over_quota: BTreeSet::new(),
             labels: BTreeSet::new(),
             labels_in_flight: BTreeMap::new(),
             counted: BTreeSet::new(),
@@ -296,6 +307,7 @@ impl Uploader {
             }
             self.bytes += size;
             self.batch.add(seg);
+            self.segments.push((meta.label.clone(), meta.entries));
             self.labels.insert(meta.label.clone());
             self.keep_marks(&meta.label, meta.marks);
         }
@@ -304,7 +316,8 @@ impl Uploader {
 
     fn keep_marks(&mut self, label: &str, marks: Vec<Mark>) {
         if !self.failed.contains(label) {
-            self.marks.extend(marks);
+            self.marks
+                .extend(marks.into_iter().map(|m| (label.to_owned(), m)));
         }
     }
 
@@ -335,6 +348,8 @@ impl Uploader {
         self.labels_in_flight.insert(no, labels);
         self.pending_marks
             .insert(no, std::mem::take(&mut self.marks));
+        self.pending_segments
+            .insert(no, std::mem::take(&mut self.segments));
         let bytes = std::mem::take(&mut self.bytes);
         let fresh = OutBatch::new(self.framed, batch_room(self.max_bytes));
         let body = std::mem::replace(&mut self.batch, fresh);
@@ -343,6 +358,7 @@ impl Uploader {
                 stored: 0,
                 dropped: 0,
                 newest_seq: 0,
+                over_quota: Vec::new(),
             };
             self.acked.insert(no, (Ok(nothing), 0));
             return self.record_acked(ctx, report);
@@ -389,11 +405,33 @@ impl Uploader {
                 changed = true;
             }
             report.bytes_sent += bytes;
-            for m in self
+            let segments = self
+                .pending_segments
+                .remove(&self.next_record)
+                .unwrap_or_default();
+            // Refused for the quota: not sent, so none of that session's
+            // states in this batch or a later one is recorded (the next
+            // push reads it again), and it is named; the rest went up.
+            for &i in &resp.over_quota {
+                if let Some((label, entries)) = segments.get(i as usize) {
+                    report.entries = report.entries.saturating_sub(*entries);
+                    self.over_quota.insert(label.clone());
+                    self.fail(
+                        report,
+                        &label.clone(),
+                        "the account's storage quota on the server has no room for it                          (the rest was pushed); free room or raise the quota"
+                            .into(),
+                    );
+                }
+            }
+            for (label, m) in self
                 .pending_marks
                 .remove(&self.next_record)
                 .unwrap_or_default()
             {
+                if self.over_quota.contains(&label) {
+                    continue;
+                }
                 changed = true;
                 match m {
                     Mark::File(rel, fs) => {

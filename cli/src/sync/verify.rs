@@ -20,8 +20,13 @@
 //!   verified record. Every entry of a verified record this device should
 //!   hold (its own, and other devices' up to the pull cursor) must be here,
 //!   as must every line of another device's journal up to the cursor and
-//!   the blob it names. Records of other devices after the cursor are
-//!   counted as not pulled yet, which is no problem.
+//!   the blob it names. Title lines (`transcript::title`) are entries like
+//!   any other here: pushed, pulled and checked by id.
+//! - What is merely not synced yet is [`Pending`], never a [`Problem`]:
+//!   entries and journal lines here past what push has taken (the push
+//!   state's offset of their file), and other devices' records after the
+//!   cursor. A plain `evi sync push` or `pull` moves them; an entry push
+//!   has taken that the server lacks is a problem.
 //! - A server out of reach ends the check with an error, never with a
 //!   report of what it could not read.
 //!
@@ -47,7 +52,7 @@ use super::journal::{blob_of, journal_lines_missing, journal_name};
 use super::pending::PendingStore;
 use super::progress::Progress;
 use super::pull::{PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull};
-use super::push::{PushOptions, PushReport, push_with};
+use super::push::{PushOptions, PushReport, push_with, rel_name};
 use crate::transcript::lines::walk_file;
 use crate::transcript::{Catalog, SessionTree};
 
@@ -66,10 +71,45 @@ pub struct VerifyReport {
     pub journal_lines: u64,
     /// Other devices' records after the pull cursor.
     pub not_pulled: u64,
+    /// Entries and journal lines here not pushed yet.
+    pub not_pushed: u64,
+    /// What is not synced yet, by session: no problem, a push or pull away.
+    pub pending: Vec<Pending>,
     pub seconds: f64,
     /// Record and blob bytes checked per second, in MB (10^6 bytes).
     pub mb_per_s: f64,
     pub problems: Vec<Problem>,
+}
+
+/// Something not synced yet, as `evi sync verify` prints it (one line each).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Pending {
+    /// Entries here that push has not taken yet.
+    NotPushed { session: String, entries: u64 },
+    /// Lines of this device's checkpoint journal push has not taken yet.
+    JournalNotPushed { lines: u64 },
+    /// Records of other devices after the pull cursor.
+    NotPulled { records: u64 },
+}
+
+impl std::fmt::Display for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotPushed { session, entries } => write!(
+                f,
+                "session {session}: {entries} entries here not pushed yet (`evi sync push` sends them)"
+            ),
+            Self::JournalNotPushed { lines } => write!(
+                f,
+                "checkpoint journal: {lines} lines here not pushed yet (`evi sync push` sends them)"
+            ),
+            Self::NotPulled { records } => write!(
+                f,
+                "{records} records of other devices not pulled yet (`evi sync pull` applies them)"
+            ),
+        }
+    }
 }
 
 /// One thing wrong, as `evi sync verify` prints it (one line each).
@@ -149,12 +189,13 @@ impl Problem {
 
 /// What this device holds, keyed as the server stores it.
 struct Local {
-    /// Each session's entries in the transcripts.
-    sessions: Vec<(String, Vec<KeyedId>)>,
+    /// Each session's entries (title lines too) in the transcripts, each
+    /// with whether push has taken it.
+    sessions: Vec<(String, Vec<(KeyedId, bool)>)>,
     /// Those and the entries waiting in `sync/pending/`.
     here: HashSet<KeyedId>,
-    /// This device's journal lines.
-    journal: Vec<KeyedId>,
+    /// This device's journal lines, each with whether push has taken it.
+    journal: Vec<(KeyedId, bool)>,
 }
 
 fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
@@ -165,12 +206,23 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
     for (session, files) in catalog.sessions {
         let tree = SessionTree::load(session.clone(), files)
             .ctx(|| format!("cannot read session {session}"))?;
-        let ids: Vec<KeyedId> = tree
+        // Push takes a file's lines up to its state's offset (pull's
+        // appends included: it records them there).
+        let taken = |at: &crate::transcript::lines::LineAt| {
+            let day = tree.files[at.file].day;
+            ctx.state
+                .files
+                .get(&rel_name(day, &session))
+                .is_some_and(|f| at.offset < f.offset)
+        };
+        let ids: Vec<(KeyedId, bool)> = tree
             .entries
             .iter()
-            .map(|e| ctx.keys.entry_key(&session, &e.id))
+            .map(|e| (e.id.as_str(), &e.at))
+            .chain(tree.titles.iter().map(|t| (t.id.as_str(), &t.at)))
+            .map(|(id, at)| (ctx.keys.entry_key(&session, id), taken(at)))
             .collect();
-        here.extend(ids.iter().cloned());
+        here.extend(ids.iter().map(|(id, _)| id.clone()));
         sessions.push((session.to_string(), ids));
     }
     let pending = PendingStore::load(ctx.paths.dir.join("pending"))
@@ -181,8 +233,9 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
     let path = ctx.home.checkpoints_dir().join("journal.jsonl");
     let name = journal_name(&ctx.account);
     let mut journal = Vec::new();
-    match walk_file(&path, 0, |_, raw| {
-        journal.push(ctx.keys.journal_line_key(&name, raw));
+    let journal_taken = ctx.state.journal.file.offset;
+    match walk_file(&path, 0, |at, raw| {
+        journal.push((ctx.keys.journal_line_key(&name, raw), at < journal_taken));
         ControlFlow::Continue(())
     }) {
         Ok(_) => {}
@@ -321,24 +374,55 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
         }
     }
     let lacks = |id: &KeyedId| !on_server.contains(id) && !claimed.contains(id);
+    // (lacked and taken by push, lacked and not taken yet)
+    let count = |ids: &mut dyn Iterator<Item = &(KeyedId, bool)>| {
+        ids.filter(|(id, _)| lacks(id))
+            .fold((0u64, 0u64), |(lost, new), (_, taken)| {
+                if *taken {
+                    (lost + 1, new)
+                } else {
+                    (lost, new + 1)
+                }
+            })
+    };
     for (session, ids) in &local.sessions {
-        let entries = ids.iter().filter(|id| lacks(id)).count() as u64;
-        if entries > 0 {
+        let (lost, new) = count(&mut ids.iter());
+        if lost > 0 {
             report.problems.push(Problem::NotOnServer {
                 session: session.clone(),
-                entries,
+                entries: lost,
+            });
+        }
+        if new > 0 {
+            report.not_pushed += new;
+            report.pending.push(Pending::NotPushed {
+                session: session.clone(),
+                entries: new,
             });
         }
     }
-    let lines = local
-        .journal
-        .iter()
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .filter(|id| lacks(id))
-        .count() as u64;
-    if lines > 0 {
-        report.problems.push(Problem::JournalNotOnServer { lines });
+    let mut seen = HashSet::new();
+    let (lost, new) = count(
+        &mut local
+            .journal
+            .iter()
+            .filter(|(id, _)| seen.insert(id.clone())),
+    );
+    if lost > 0 {
+        report
+            .problems
+            .push(Problem::JournalNotOnServer { lines: lost });
+    }
+    if new > 0 {
+        report.not_pushed += new;
+        report
+            .pending
+            .push(Pending::JournalNotPushed { lines: new });
+    }
+    if report.not_pulled > 0 {
+        report.pending.push(Pending::NotPulled {
+            records: report.not_pulled,
+        });
     }
     report.problems.extend(
         not_here
@@ -394,6 +478,11 @@ pub fn repair(
             | Problem::BlobNotOnServer { .. } => {}
         }
     }
+    // Not a problem, but what the repair's check after would show again.
+    send |= found
+        .pending
+        .iter()
+        .any(|p| !matches!(p, Pending::NotPulled { .. }));
     let mut done = Repaired::default();
     if send || !opts.recheck_sessions.is_empty() || opts.recheck_journal {
         done.pushed = Some(push_with(ctx, progress, &opts)?);

@@ -5,7 +5,8 @@
 //! writes its bodies with [`BodyStore::put_batch`], which returns only once
 //! they are durable, and only then commits the rows that point at them. So a
 //! row never points at a missing body; a crash between the two steps leaves
-//! an orphan (bodies no row references), which [`sweep_orphans`] removes.
+//! an orphan (bodies no row references), which [`sweep_orphans`] removes
+//! once it is older than any push could still be committing.
 //!
 //! The default is [`packs::PackDir`], one pack file per push under the data
 //! folder; an object-storage backend (S3) is one more implementation.
@@ -41,6 +42,13 @@ impl PackName {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// When the pack was named (the ULID's time), as the server's clock
+    /// read it then; the same on every backend, whatever its file times.
+    pub fn created(&self) -> Option<std::time::SystemTime> {
+        let ms = ulid::Ulid::from_string(&self.0).ok()?.timestamp_ms();
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
     }
 }
 
@@ -123,24 +131,56 @@ pub trait BodyStore: Send + Sync + 'static {
     async fn remove_pack(&self, user: UserId, pack: &PackName) -> Result<(), BodyError>;
 }
 
-/// Removes every pack that no record references (`referenced`, read from
-/// the metadata store after the packs were listed); returns how many went.
+/// How old an unreferenced pack must be before the sweep removes it.
 ///
-/// Safe only while no push is in flight: a push's pack is unreferenced
-/// between its durable write and its commit. The server runs this at start,
-/// before it listens; with several replicas on one store it would need a
-/// grace period by pack age (ULIDs carry their creation time).
+/// A push writes its pack, then commits the rows that point at it; between
+/// the two the pack is unreferenced but not an orphan. That window is one
+/// request: bounded by the body timeout (seconds between bytes), the batch
+/// limit and a SQLite commit, which in practice is seconds, and under a
+/// stalled disk or a slow client at most minutes. An hour is far past any
+/// push still able to commit, while an orphan (a push that crashed) costs
+/// only its bytes until a later start removes it. Kept even with the data
+/// folder lock ([`crate::datalock`]): the lock covers one host, and a
+/// shared backend (object storage behind several replicas) has no lock.
+pub const ORPHAN_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// What [`sweep_orphans`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Orphans removed.
+    pub removed: usize,
+    /// Unreferenced packs younger than [`ORPHAN_MIN_AGE`], left alone.
+    pub young: usize,
+}
+
+/// Removes every pack that no record references (`referenced`, read from
+/// the metadata store after the packs were listed) and that is older than
+/// [`ORPHAN_MIN_AGE`] at `now`.
+///
+/// A pack's age is read from its name (a ULID made when it was written),
+/// so the rule is the same on every backend. A pack whose time is in the
+/// future (the clock went back) counts as young: kept.
 pub async fn sweep_orphans(
     store: &dyn BodyStore,
     packs: Vec<(UserId, PackName)>,
     referenced: &HashSet<(UserId, PackName)>,
-) -> Result<usize, BodyError> {
-    let mut removed = 0;
+    now: std::time::SystemTime,
+) -> Result<Swept, BodyError> {
+    let mut swept = Swept::default();
     for (user, pack) in packs {
-        if !referenced.contains(&(user, pack.clone())) {
+        if referenced.contains(&(user, pack.clone())) {
+            continue;
+        }
+        let old = pack
+            .created()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age >= ORPHAN_MIN_AGE);
+        if old {
             store.remove_pack(user, &pack).await?;
-            removed += 1;
+            swept.removed += 1;
+        } else {
+            swept.young += 1;
         }
     }
-    Ok(removed)
+    Ok(swept)
 }

@@ -10,8 +10,10 @@ use axum::Json;
 use axum::extract::{FromRequest as _, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
+use evi_shared::KeyedId;
 use evi_shared::api::{
-    EntryIds, ErrorBody, KnownEntries, PullQuery, PullResponse, PushRequest, PushResponse, Record,
+    EntryIds, ErrorBody, KnownEntries, PullQuery, PullResponse, PushQuery, PushRequest,
+    PushResponse, Record,
 };
 use evi_shared::frames::{self, PageEnd};
 use evi_shared::limits::{KIND_MAX_LEN, MAX_ENTRY_IDS_PER_SEGMENT, MAX_NAMES_PER_CALL};
@@ -90,12 +92,15 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
         content((PushRequest = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
     responses((status = 200, body = PushResponse), (status = 400, body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
-        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota) or `storage_full` (the server's disk); nothing was stored"), (status = 401, body = ErrorBody)))]
+        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota, without `per_item`; with it, what does not fit is named in `over_quota` instead) or `storage_full` (the server's disk); nothing was stored"), (status = 401, body = ErrorBody)),
+    params(PushQuery))]
 pub async fn push(
     State(state): State<AppState>,
     auth: Authed,
+    query: Result<Query<PushQuery>, axum::extract::rejection::QueryRejection>,
     req: Request,
 ) -> ApiResult<Json<PushResponse>> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let segments = match framed::push_wire(req.headers())? {
         PushWire::Json => {
             let ApiJson(req) = ApiJson::<PushRequest>::from_request(req, &state).await?;
@@ -114,7 +119,25 @@ pub async fn push(
     for s in &segments {
         check_segment(s)?;
     }
-    let out = store_segments(&state, &auth, segments).await?;
+    let (segments, mut over_quota) = if query.per_item {
+        fit_quota(&state, auth.user_id, segments).await?
+    } else {
+        ((0..).zip(segments).collect(), Vec::new())
+    };
+    let (index, segments): (Vec<u32>, Vec<Incoming>) = segments.into_iter().unzip();
+    let mut out = store_segments(&state, &auth, segments, query.per_item).await?;
+    // Refused at the commit (another push took the room meanwhile): named
+    // by their index in the request, like those refused before.
+    over_quota.extend(out.over_quota.iter().map(|&i| index[i as usize]));
+    over_quota.sort_unstable();
+    out.over_quota = over_quota;
+    if !out.over_quota.is_empty() {
+        tracing::info!(
+            refused = out.over_quota.len(),
+            stored = out.stored,
+            "push over the account's quota: stored what fits, refused the rest"
+        );
+    }
     if out.stored > 0 {
         state.waiters.committed(auth.user_id, out.newest_seq);
     }
@@ -124,7 +147,55 @@ pub async fn push(
         stored: out.stored,
         dropped: out.dropped,
         newest_seq: out.newest_seq,
+        over_quota: out.over_quota,
     }))
+}
+
+/// With a quota: the segments that fit, with their index in the batch, and
+/// the indexes of those that do not (and of every later segment of their
+/// streams), decided before any body is written so that a refused body
+/// never takes room on disk. A segment whose entries are all known costs
+/// nothing (the commit drops it). The commit checks again: what another
+/// push took meanwhile is refused there.
+async fn fit_quota(
+    state: &AppState,
+    user: crate::store::UserId,
+    segments: Vec<Incoming>,
+) -> Result<(Vec<(u32, Incoming)>, Vec<u32>), StoreError> {
+    let indexed: Vec<(u32, Incoming)> = (0..).zip(segments).collect();
+    let Some(quota) = state.config.quota_bytes else {
+        return Ok((indexed, Vec::new()));
+    };
+    let ids: Vec<KeyedId> = indexed
+        .iter()
+        .flat_map(|(_, s)| s.entry_ids.iter().cloned())
+        .collect();
+    let known: std::collections::HashSet<KeyedId> = state
+        .store
+        .known_entries(user, ids)
+        .await?
+        .into_iter()
+        .collect();
+    let mut used = state.store.usage(user).await?.bytes_used;
+    let mut refused_streams = std::collections::HashSet::new();
+    let (mut kept, mut refused) = (Vec::new(), Vec::new());
+    for (i, s) in indexed {
+        if refused_streams.contains(&s.stream) {
+            refused.push(i);
+            continue;
+        }
+        if !s.entry_ids.iter().all(|id| known.contains(id)) {
+            let cost = crate::store::record_cost(s.body.len() as u64, s.entry_ids.len());
+            if used.saturating_add(cost) > quota {
+                refused_streams.insert(s.stream.clone());
+                refused.push(i);
+                continue;
+            }
+            used += cost;
+        }
+        kept.push((i, s));
+    }
+    Ok((kept, refused))
 }
 
 /// Bodies first (one durable pack), then the rows in one transaction. A
@@ -134,6 +205,7 @@ async fn store_segments(
     state: &AppState,
     auth: &Authed,
     segments: Vec<Incoming>,
+    per_item: bool,
 ) -> Result<PushOutcome, StoreError> {
     let user = auth.user_id;
     let refs = state
@@ -165,7 +237,7 @@ async fn store_segments(
         .collect();
     let result = state
         .store
-        .push(user, records, state.config.quota_bytes)
+        .push(user, records, state.config.quota_bytes, per_item)
         .await;
     if let Some(pack) = pack
         && !matches!(result, Ok(PushOutcome { stored: 1.., .. }))

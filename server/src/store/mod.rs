@@ -123,11 +123,14 @@ pub struct NewRecord {
     pub body: BodyRef,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushOutcome {
     pub stored: u64,
     pub dropped: u64,
     pub newest_seq: u64,
+    /// With `per_item`: indexes of the records the quota refused (see
+    /// `PushResponse::over_quota`).
+    pub over_quota: Vec<u32>,
 }
 
 /// Where a stored record's body is.
@@ -255,13 +258,17 @@ pub trait Store: Send + Sync + 'static {
     /// Sets the value if unset; `KeyCheckMismatch` if a different one is set.
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()>;
     /// Stores the segments whose entry ids are not all known, in one
-    /// transaction; `QuotaExceeded` stores nothing. The quota counts
-    /// [`record_cost`] of each stored record.
+    /// transaction. The quota counts [`record_cost`] of each stored record:
+    /// past it, without `per_item`, `QuotaExceeded` stores nothing; with
+    /// `per_item`, a record that does not fit is refused (named in
+    /// `over_quota`) with every later record of its stream, and the rest is
+    /// stored.
     async fn push(
         &self,
         user: UserId,
         records: Vec<NewRecord>,
         quota: Option<u64>,
+        per_item: bool,
     ) -> StoreResult<PushOutcome>;
     /// Records with seq > `after` (of `stream` only, when given: read
     /// through an index on (user, stream, seq), so one session costs its

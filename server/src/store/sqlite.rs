@@ -499,6 +499,7 @@ impl Store for SqliteStore {
         user: UserId,
         records: Vec<NewRecord>,
         quota: Option<u64>,
+        per_item: bool,
     ) -> StoreResult<PushOutcome> {
         self.write(move |c| {
             let now = chrono::Utc::now().timestamp();
@@ -509,6 +510,8 @@ impl Store for SqliteStore {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
             let (mut stored, mut dropped, mut new_entries, mut added) = (0u64, 0u64, 0i64, 0i64);
+            let mut over_quota = Vec::new();
+            let mut refused_streams = std::collections::HashSet::new();
             {
                 let mut known = tx
                     .prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
@@ -520,7 +523,11 @@ impl Store for SqliteStore {
                 let mut ins_entry = tx.prepare_cached(
                     "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
                 )?;
-                for r in &records {
+                for (i, r) in records.iter().enumerate() {
+                    if refused_streams.contains(r.stream.as_str()) {
+                        over_quota.push(i as u32);
+                        continue;
+                    }
                     let keys: Vec<Vec<u8>> = r.entry_ids.iter().map(entry_key).collect();
                     let mut all_known = true;
                     for k in &keys {
@@ -531,6 +538,12 @@ impl Store for SqliteStore {
                     }
                     if all_known {
                         dropped += 1;
+                        continue;
+                    }
+                    let cost = record_cost(r.body.len, r.entry_ids.len()) as i64;
+                    if per_item && quota.is_some_and(|q| (used + added + cost) as u64 > q) {
+                        over_quota.push(i as u32);
+                        refused_streams.insert(r.stream.as_str());
                         continue;
                     }
                     seq += 1;
@@ -550,7 +563,7 @@ impl Store for SqliteStore {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;
                     }
                     stored += 1;
-                    added += record_cost(r.body.len, r.entry_ids.len()) as i64;
+                    added += cost;
                 }
             }
             if let Some(q) = quota
@@ -572,6 +585,7 @@ impl Store for SqliteStore {
                 stored,
                 dropped,
                 newest_seq: seq as u64,
+                over_quota,
             })
         })
         .await

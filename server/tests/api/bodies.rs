@@ -59,7 +59,9 @@ async fn a_crash_between_the_pack_and_the_commit_leaves_an_orphan_that_is_swept(
         "and no row committed"
     );
 
-    // Restarted without the fault: the orphan is gone, nothing points at it.
+    // Restarted without the fault once the orphan is older than the
+    // sweep's minimum age: it is gone, nothing points at it.
+    backdate(&orphans[0]);
     srv.restart_env(&[]);
     assert!(
         srv.packs().is_empty(),
@@ -95,7 +97,7 @@ async fn a_crash_between_the_pack_and_the_commit_leaves_an_orphan_that_is_swept(
 }
 
 #[tokio::test]
-async fn packs_no_row_references_are_swept_at_start_and_used_ones_kept() {
+async fn old_orphan_packs_are_swept_at_start_young_ones_and_used_ones_kept() {
     let mut srv = TestServer::start(&[]);
     let a = srv.register("sweep").await;
     a.push_frames(&[seg(1, 1, 100), seg(1, 2, 100)]).await;
@@ -104,19 +106,36 @@ async fn packs_no_row_references_are_swept_at_start_and_used_ones_kept() {
     let kept = srv.packs();
     assert_eq!(kept.len(), 2);
     let user_dir = kept[0].parent().unwrap().to_owned();
-    // What a crashed push leaves: a pack, durable, named like any other.
-    let orphan = user_dir.join(ulid::Ulid::new().to_string());
+    // What a crashed push leaves: a pack, durable, named like any other,
+    // written longer ago than any push could still be committing.
+    let hour_and_a_bit = evi_server::bodies::ORPHAN_MIN_AGE + std::time::Duration::from_secs(60);
+    let old = ulid::Ulid::from_datetime(std::time::SystemTime::now() - hour_and_a_bit);
+    let orphan = user_dir.join(old.to_string());
     std::fs::write(&orphan, vec![7u8; 4096]).unwrap();
+    // And what a push still on its way to its commit holds: a pack written
+    // a moment ago (another server on the folder, or a replica on a shared
+    // backend, may commit its rows any time now).
+    let young = user_dir.join(ulid::Ulid::new().to_string());
+    std::fs::write(&young, vec![8u8; 4096]).unwrap();
     // A file that is not a pack is not the sweep's to judge.
     let stray = user_dir.join("README");
     std::fs::write(&stray, "not a pack").unwrap();
 
     srv.kill9_and_restart();
-    assert!(!orphan.exists(), "orphan pack kept");
+    assert!(!orphan.exists(), "old orphan pack kept");
+    assert!(
+        young.exists(),
+        "a pack younger than the minimum age was swept"
+    );
     assert!(stray.exists());
     for p in &kept {
         assert!(p.exists(), "used pack {} removed", p.display());
     }
+    assert!(
+        srv.log().contains("kept unreferenced body packs younger"),
+        "{}",
+        srv.log()
+    );
     let a = srv.rebase(&a);
     let (all, _) = a.pull_all_frames().await;
     let entries: Vec<_> = all.iter().map(|(h, _)| h.entry_ids[0].clone()).collect();
@@ -129,6 +148,14 @@ async fn packs_no_row_references_are_swept_at_start_and_used_ones_kept() {
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&kept[0]).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "pack mode {mode:o}");
+}
+
+/// Renames a pack to a name (ULID) two hours older, as if it had lain
+/// there since.
+fn backdate(pack: &Path) {
+    let id = ulid::Ulid::from_string(pack.file_name().unwrap().to_str().unwrap()).unwrap();
+    let old = ulid::Ulid::from_parts(id.timestamp_ms() - 2 * 60 * 60 * 1000, id.random());
+    std::fs::rename(pack, pack.with_file_name(old.to_string())).unwrap();
 }
 
 const TOKEN: &str = "evi_0000000000000000000000000000000000000000000000000000000000000001";

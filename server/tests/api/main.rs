@@ -7,6 +7,7 @@ mod bodies;
 mod common;
 mod crash;
 mod crosssite;
+mod data_folder;
 mod framed;
 mod hardening;
 mod hygiene;

@@ -121,3 +121,57 @@ async fn a_json_page_counts_what_it_sends_against_the_page_limit() {
     }
     assert_eq!(seen, 28);
 }
+
+/// Issue 20, defect 4: with `per_item`, a batch in which one stream does
+/// not fit the quota stores every other segment and names the refused ones
+/// (that stream's later segments too, so its records keep their order);
+/// without it, an older client's batch is refused whole as before.
+#[tokio::test]
+async fn per_item_push_stores_what_fits_and_names_what_the_quota_refuses() {
+    use crate::common::segment;
+    let srv = TestServer::start(&["--quota-bytes", "20000"]);
+    let a = srv.register("items").await;
+    // Stream 2's first segment is too large; its second would fit alone.
+    let batch = json!({"segments": [
+        segment(1, 1, 1_000),
+        segment(2, 2, 30_000),
+        segment(3, 3, 1_000),
+        segment(2, 4, 100),
+    ]});
+    let (st, v) = a.post("/api/v1/records", batch.clone()).await;
+    assert_eq!(st, StatusCode::INSUFFICIENT_STORAGE, "{v}");
+    assert_eq!(v["code"], "quota_exceeded");
+    let (_, status) = a.get("/api/v1/status").await;
+    assert_eq!(
+        status["records"], 0,
+        "a batch without per_item is refused whole"
+    );
+
+    let (st, v) = a.post("/api/v1/records?per_item=true", batch.clone()).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["stored"].as_u64(), v["dropped"].as_u64()),
+        (Some(2), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["over_quota"], json!([1, 3]), "{v}");
+    let (all, _) = a.pull_all(None).await;
+    let streams: Vec<&str> = all.iter().map(|r| r["stream"].as_str().unwrap()).collect();
+    assert_eq!(streams, [kid(1, 1), kid(1, 3)]);
+    // Sent again: what is stored is known (dropped), the rest refused again.
+    let (st, v) = a.post("/api/v1/records?per_item=true", batch).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["stored"].as_u64(), v["dropped"].as_u64()),
+        (Some(0), Some(2)),
+        "{v}"
+    );
+    assert_eq!(v["over_quota"], json!([1, 3]), "{v}");
+    // No body of a refused segment was kept on disk.
+    let on_disk: u64 = srv
+        .packs()
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(on_disk, 2_000, "packs hold only the stored bodies");
+}

@@ -5,6 +5,7 @@ mod common;
 mod convergence;
 mod deploy;
 mod device_names;
+mod drift;
 mod first_hour_account;
 mod first_hour_network;
 mod first_hour_rows;

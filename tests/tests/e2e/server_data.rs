@@ -163,3 +163,23 @@ pub fn repeating_rows(rows: &[Row]) -> (Vec<i64>, Vec<i64>) {
     }
     (all_known, mixed)
 }
+
+/// Renames every pack no row points at to a pack name (a ULID) two hours
+/// older, as if it had lain there since: the start-up sweep removes only
+/// orphans older than the server's `ORPHAN_MIN_AGE`. Call only while no
+/// push is in flight (an unreferenced pack of a running push is not an
+/// orphan). Returns the new names.
+pub fn backdate_orphans(data: &Path) -> BTreeSet<(i64, String)> {
+    let two_hours_ms = 2 * 60 * 60 * 1000;
+    let mut out = BTreeSet::new();
+    for (user, pack) in orphans(data) {
+        let Ok(id) = ulid::Ulid::from_string(&pack) else {
+            continue;
+        };
+        let old = ulid::Ulid::from_parts(id.timestamp_ms() - two_hours_ms, id.random());
+        let name = old.to_string();
+        std::fs::rename(pack_path(data, user, &pack), pack_path(data, user, &name)).unwrap();
+        out.insert((user, name));
+    }
+    out
+}
