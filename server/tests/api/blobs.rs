@@ -131,7 +131,8 @@ async fn traversal_and_malformed_names_are_400_and_create_nothing() {
         assert_eq!(st, StatusCode::BAD_REQUEST);
     }
     // Nothing was written: the test root holds only the log and the data
-    // folder, which holds only the database and an empty blobs folder.
+    // folder, which holds only the database, the server's lock file and an
+    // empty blobs folder.
     let mut top: Vec<_> = std::fs::read_dir(srv.root.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -140,7 +141,10 @@ async fn traversal_and_malformed_names_are_400_and_create_nothing() {
     assert_eq!(top, ["data", "server.log"]);
     for f in files_under(&srv.data()) {
         let n = f.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(n.starts_with("evi-server.sqlite3"), "unexpected file {f:?}");
+        assert!(
+            n.starts_with("evi-server.sqlite3") || n == "evi-server.lock",
+            "unexpected file {f:?}"
+        );
     }
     assert!(!srv.root.path().parent().unwrap().join("evil").exists());
 }
