@@ -1,0 +1,89 @@
+//! Running a query: hits ranked by relevance (FTS5's bm25), then recency.
+
+use rusqlite::params;
+
+use super::query::Query;
+use super::{IndexError, SearchIndex};
+
+/// Which entries a search may return.
+#[derive(Debug, Clone, Default)]
+pub struct Filter<'a> {
+    /// Only entries of this role (`user`, `assistant`, `tool`, …).
+    pub role: Option<&'a str>,
+    /// Only entries in day files on or after this day (`YYYY-MM-DD`).
+    pub since_day: Option<&'a str>,
+    pub limit: usize,
+}
+
+/// One matching entry and where its line is.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub session: String,
+    pub entry: String,
+    pub role: String,
+    /// Epoch milliseconds of the line's `ts`.
+    pub ts: Option<i64>,
+    pub day: String,
+    /// The file, under `transcripts/`.
+    pub path: String,
+    pub offset: u64,
+    pub len: u64,
+    /// Relevance, higher is better (bm25, negated).
+    pub score: f64,
+}
+
+impl SearchIndex {
+    pub fn find(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, bm25(fts)
+                 FROM fts
+                 JOIN entries e ON e.id = fts.rowid
+                 JOIN sessions s ON s.id = e.session
+                 JOIN files f ON f.id = e.file
+                 WHERE fts MATCH ?1
+                   AND (?2 IS NULL OR e.role = ?2)
+                   AND (?3 IS NULL OR f.day >= ?3)
+                 ORDER BY bm25(fts), e.ts DESC
+                 LIMIT ?4",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map(
+                params![
+                    query.to_match(),
+                    filter.role,
+                    filter.since_day,
+                    filter.limit as i64
+                ],
+                |r| {
+                    Ok(Hit {
+                        session: r.get(0)?,
+                        entry: r.get(1)?,
+                        role: r.get(2)?,
+                        ts: r.get(3)?,
+                        day: r.get(4)?,
+                        path: r.get(5)?,
+                        offset: r.get::<_, i64>(6)? as u64,
+                        len: r.get::<_, i64>(7)? as u64,
+                        score: -r.get::<_, f64>(8)?,
+                    })
+                },
+            )
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql(e))
+    }
+}
+
+impl SearchIndex {
+    /// The raw line of a hit (without `\n`), read from its transcript.
+    pub fn line_of(&self, hit: &Hit) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(self.transcripts.join(&hit.path))?;
+        f.seek(SeekFrom::Start(hit.offset))?;
+        let mut out = vec![0; hit.len as usize];
+        f.read_exact(&mut out)?;
+        Ok(out)
+    }
+}
