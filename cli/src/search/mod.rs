@@ -110,13 +110,15 @@ impl SearchIndex {
         }
     }
 
-    /// Opens the index only if it exists (after a push or pull: building
-    /// it from scratch is for a search to do).
+    /// Opens the index only if it exists and is sound (after a push or
+    /// pull: building it from scratch is for a search to do, so a damaged
+    /// file is an error here, not a rebuild).
     pub fn open_existing(home: &EviHome, wait: Duration) -> Result<Option<Self>, IndexError> {
-        if !index_path(home).exists() || rebuild_marker(home).exists() {
+        let path = index_path(home);
+        if !path.exists() || rebuild_marker(home).exists() {
             return Ok(None);
         }
-        Self::open(home, wait).map(Some)
+        Self::open_at(&path, home, wait).map(Some)
     }
 
     fn open_at(path: &Path, home: &EviHome, wait: Duration) -> Result<Self, IndexError> {

@@ -6,7 +6,9 @@
 //! - `files`: one row per transcript file read, by its path under
 //!   `transcripts/`: its inode, `size` (the offset just past the last
 //!   complete line read) and `seen` (the file's length then, a pending tail
-//!   included), so an unchanged file costs one stat.
+//!   included), so an unchanged file costs one stat; and `tail`, the last
+//!   bytes before `size`, checked before reading on from `size`: a file
+//!   replaced by a longer one that got the same inode is read again whole.
 //! - `entries`: one row per entry (its rowid is the FTS row), with where its
 //!   line is; `(session, entry)` is unique, the first line of an id kept, as
 //!   the session tree keeps it.
@@ -30,7 +32,8 @@ CREATE TABLE files(
     day TEXT NOT NULL,
     ino INTEGER NOT NULL,
     size INTEGER NOT NULL,
-    seen INTEGER NOT NULL
+    seen INTEGER NOT NULL,
+    tail BLOB NOT NULL DEFAULT x''
 );
 CREATE INDEX files_session ON files(session);
 CREATE TABLE entries(

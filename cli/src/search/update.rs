@@ -43,13 +43,28 @@ pub struct Updated {
 /// update amortises.
 const OPTIMIZE_AFTER: usize = 20_000;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct FileRow {
     id: i64,
     session: i64,
     ino: u64,
     size: u64,
     seen: u64,
+    tail: Vec<u8>,
+}
+
+/// Bytes before a file's indexed end that must still be there to read on.
+const TAIL: u64 = 32;
+
+/// The last [`TAIL`] bytes before `end`.
+fn tail_of(path: &std::path::Path, end: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let start = end.saturating_sub(TAIL);
+    let mut f = fs::File::open(path)?;
+    f.seek(SeekFrom::Start(start))?;
+    let mut out = vec![0; (end - start) as usize];
+    f.read_exact(&mut out)?;
+    Ok(out)
 }
 
 impl SearchIndex {
@@ -101,7 +116,7 @@ fn load_sessions(tx: &Transaction<'_>) -> rusqlite::Result<HashMap<String, (i64,
 }
 
 fn load_files(tx: &Transaction<'_>) -> rusqlite::Result<HashMap<String, FileRow>> {
-    let mut st = tx.prepare("SELECT id, path, session, ino, size, seen FROM files")?;
+    let mut st = tx.prepare("SELECT id, path, session, ino, size, seen, tail FROM files")?;
     let rows = st.query_map([], |r| {
         Ok((
             r.get::<_, String>(1)?,
@@ -111,6 +126,7 @@ fn load_files(tx: &Transaction<'_>) -> rusqlite::Result<HashMap<String, FileRow>
                 ino: r.get::<_, i64>(3)? as u64,
                 size: r.get::<_, i64>(4)? as u64,
                 seen: r.get::<_, i64>(5)? as u64,
+                tail: r.get(6)?,
             },
         ))
     })?;
@@ -177,7 +193,7 @@ impl SessionUpdate<'_, '_> {
             }
         }
         let rels: Vec<String> = sfiles.iter().map(rel).collect();
-        let rows: Vec<Option<FileRow>> = rels.iter().map(|r| self.files.get(r).copied()).collect();
+        let rows: Vec<Option<&FileRow>> = rels.iter().map(|r| self.files.get(r)).collect();
         let Some(first) = (0..sfiles.len())
             .find(|&j| rows[j].is_none_or(|r| r.seen != stats[j].1 || r.ino != stats[j].0))
         else {
@@ -191,7 +207,10 @@ impl SessionUpdate<'_, '_> {
                 .iter()
                 .zip(&stats)
                 .any(|(r, &(ino, len))| r.is_some_and(|r| r.ino != ino || len < r.size))
-            || rows[first + 1..].iter().any(Option::is_some);
+            || rows[first + 1..].iter().any(Option::is_some)
+            || rows[first].is_some_and(|r| {
+                tail_of(&sfiles[first].path, r.size).ok().as_ref() != Some(&r.tail)
+            });
         let from = (!whole && known.is_some()).then_some(first);
         self.read(name, sfiles, &rels, &stats, known, from)
     }
@@ -225,7 +244,7 @@ impl SessionUpdate<'_, '_> {
             }
         };
         for j in from.unwrap_or(0)..sfiles.len() {
-            let row = from.and_then(|_| self.files.get(&rels[j]).copied());
+            let row = from.and_then(|_| self.files.get(&rels[j]));
             let file_id = match row {
                 Some(r) => r.id,
                 None => {
@@ -239,9 +258,20 @@ impl SessionUpdate<'_, '_> {
             };
             let start = row.map_or(0, |r| r.size);
             let end = self.read_file(&sfiles[j], start, sid, file_id, &mut chain)?;
+            let tail = tail_of(&sfiles[j].path, end).map_err(|source| IndexError::Io {
+                what: "cannot read",
+                path: sfiles[j].path.clone(),
+                source,
+            })?;
             tx.execute(
-                "UPDATE files SET ino = ?2, size = ?3, seen = ?4 WHERE id = ?1",
-                params![file_id, stats[j].0 as i64, end as i64, stats[j].1 as i64],
+                "UPDATE files SET ino = ?2, size = ?3, seen = ?4, tail = ?5 WHERE id = ?1",
+                params![
+                    file_id,
+                    stats[j].0 as i64,
+                    end as i64,
+                    stats[j].1 as i64,
+                    tail
+                ],
             )
             .map_err(|e| self.sql(e))?;
             self.up.files_read += 1;
