@@ -210,12 +210,12 @@ fn an_appended_line_is_found_by_the_next_search_with_the_right_id() {
     let ids = shown_ids(&dev, "S1");
     assert_eq!(found(&search(&dev, &["pangolin"]))[0].1, ids[2]);
     assert_eq!(found(&search(&dev, &["ocelot"]))[0].1, ids[3]);
-    // A file replaced (not appended to) is read again: the old line goes.
-    std::fs::remove_file(dev.home().join("transcripts/2026-06-09/S1.jsonl")).unwrap();
+    // A file rewritten in place (same inode, longer: no append) is read
+    // again whole: the old line goes.
     dev.write(
         "2026-06-09",
         "S1",
-        &lines(&[r#"{"role":"user","content":"a wombat instead"}"#]),
+        &lines(&[r#"{"role":"user","content":"a wombat instead, a longer line"}"#]),
     );
     assert_eq!(found(&search(&dev, &["ocelot"])), vec![]);
     assert_eq!(
