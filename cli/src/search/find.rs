@@ -1,6 +1,6 @@
 //! Running a query: hits ranked by relevance (FTS5's bm25), then recency.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::query::Query;
 use super::{IndexError, SearchIndex};
@@ -32,35 +32,78 @@ pub struct Hit {
     pub score: f64,
 }
 
+/// At most this many matches, the newest indexed, are ranked: ranking
+/// every match of a word found in 100,000 lines took 130 ms at the p50
+/// (bench/RESULTS.md, "## search"), well past a search's 50 ms. Past that
+/// many, relevance among the newest matches is what a person wants anyway.
+const RANKED: i64 = 10_000;
+
+/// Rows ranked beyond the limit, so that hits tied on relevance at the
+/// limit can still be ordered by time.
+const TIE_ROOM: i64 = 20;
+
 impl SearchIndex {
     pub fn find(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
-        let mut st = self
+        // Unfiltered, rank in the FTS table alone and join only the top
+        // rows: the join per match is most of the cost of a common word
+        // (100,000 matching lines). Filtered, the join must come first.
+        let sql = if filter.role.is_none() && filter.since_day.is_none() {
+            "WITH top AS (
+                 SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1 AND rowid >= ?6
+                 ORDER BY score LIMIT ?4 + ?5
+             )
+             SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score
+             FROM top
+             JOIN entries e ON e.id = top.rowid
+             JOIN sessions s ON s.id = e.session
+             JOIN files f ON f.id = e.file
+             WHERE ?2 IS NULL AND ?3 IS NULL
+             ORDER BY top.score, e.ts DESC
+             LIMIT ?4"
+        } else {
+            "SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, bm25(fts)
+             FROM fts
+             JOIN entries e ON e.id = fts.rowid
+             JOIN sessions s ON s.id = e.session
+             JOIN files f ON f.id = e.file
+             WHERE fts MATCH ?1 AND fts.rowid >= ?6
+               AND (?2 IS NULL OR e.role = ?2)
+               AND (?3 IS NULL OR f.day >= ?3)
+             ORDER BY bm25(fts), e.ts DESC
+             LIMIT ?4"
+        };
+        let cutoff: i64 = self
             .conn
             .prepare_cached(
-                "SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, bm25(fts)
-                 FROM fts
-                 JOIN entries e ON e.id = fts.rowid
-                 JOIN sessions s ON s.id = e.session
-                 JOIN files f ON f.id = e.file
-                 WHERE fts MATCH ?1
-                   AND (?2 IS NULL OR e.role = ?2)
-                   AND (?3 IS NULL OR f.day >= ?3)
-                 ORDER BY bm25(fts), e.ts DESC
-                 LIMIT ?4",
+                "SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
             )
-            .map_err(|e| self.sql(e))?;
+            .and_then(|mut st| {
+                st.query_row(params![query.to_match(), RANKED - 1], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(|e| self.sql(e))?
+            .unwrap_or(0);
+        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
         let rows = st
             .query_map(
                 params![
                     query.to_match(),
                     filter.role,
                     filter.since_day,
-                    filter.limit as i64
+                    filter.limit as i64,
+                    TIE_ROOM,
+                    cutoff
                 ],
                 |r| {
                     Ok(Hit {
                         session: r.get(0)?,
-                        entry: r.get(1)?,
+                        entry: super::update::read_id(r.get_ref(1)?).map_err(|e| {
+                            rusqlite::Error::FromSqlConversionFailure(
+                                1,
+                                r.get_ref_unwrap(1).data_type(),
+                                Box::new(e),
+                            )
+                        })?,
                         role: r.get(2)?,
                         ts: r.get(3)?,
                         day: r.get(4)?,

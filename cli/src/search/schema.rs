@@ -10,8 +10,10 @@
 //!   bytes before `size`, checked before reading on from `size`: a file
 //!   replaced by a longer one that got the same inode is read again whole.
 //! - `entries`: one row per entry (its rowid is the FTS row), with where its
-//!   line is; `(session, entry)` is unique, the first line of an id kept, as
-//!   the session tree keeps it.
+//!   line is; an id appears once per session, the first line of an id kept,
+//!   as the session tree keeps it. To keep the index small (a third of it
+//!   was ids), a derived id is stored as its 16 bytes, and duplicates are
+//!   found through `key`, 8 bytes of the id's SHA-256, then the id itself.
 //! - `fts`: contentless FTS5 over the text of each entry.
 
 use super::{IndexError, SearchIndex, sql_error};
@@ -39,14 +41,15 @@ CREATE INDEX files_session ON files(session);
 CREATE TABLE entries(
     id INTEGER PRIMARY KEY,
     session INTEGER NOT NULL,
-    entry TEXT NOT NULL,
+    key INTEGER NOT NULL,
+    entry ANY NOT NULL,
     role TEXT NOT NULL,
     ts INTEGER,
     file INTEGER NOT NULL,
     offset INTEGER NOT NULL,
-    len INTEGER NOT NULL,
-    UNIQUE(session, entry)
+    len INTEGER NOT NULL
 );
+CREATE INDEX entries_key ON entries(session, key);
 CREATE VIRTUAL TABLE fts USING fts5(body, content='', contentless_delete=1);
 ";
 

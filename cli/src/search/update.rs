@@ -53,6 +53,37 @@ struct FileRow {
     tail: Vec<u8>,
 }
 
+/// The lookup key of an entry id: 8 bytes of its SHA-256.
+fn entry_key(id: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(id.as_bytes());
+    i64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
+/// An entry id as stored: a derived id (32 lower-case hex digits) as its
+/// 16 bytes, any other id as text.
+pub(crate) fn stored_id(id: &str) -> rusqlite::types::Value {
+    use rusqlite::types::Value;
+    let derived = id.len() == crate::transcript::entry_id::DERIVED_ID_LEN
+        && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match derived.then(|| hex::decode(id).ok()).flatten() {
+        Some(bytes) => Value::Blob(bytes),
+        None => Value::Text(id.to_owned()),
+    }
+}
+
+/// An entry id as [`stored_id`] stored it.
+pub(crate) fn read_id(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<String> {
+    use rusqlite::types::{FromSqlError, ValueRef};
+    match v {
+        ValueRef::Blob(b) => Ok(hex::encode(b)),
+        ValueRef::Text(t) => {
+            String::from_utf8(t.to_vec()).map_err(|e| FromSqlError::Other(e.into()))
+        }
+        _ => Err(FromSqlError::InvalidType),
+    }
+}
+
 /// Bytes before a file's indexed end that must still be there to read on.
 const TAIL: u64 = 32;
 
@@ -295,10 +326,13 @@ impl SessionUpdate<'_, '_> {
         chain: &mut IdChain,
     ) -> Result<u64, IndexError> {
         let tx = self.tx;
+        let mut seen = tx
+            .prepare_cached("SELECT 1 FROM entries WHERE session = ?1 AND key = ?2 AND entry = ?3")
+            .map_err(|e| self.sql(e))?;
         let mut entry = tx
             .prepare_cached(
-                "INSERT OR IGNORE INTO entries(session, entry, role, ts, file, offset, len)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO entries(session, key, entry, role, ts, file, offset, len)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .map_err(|e| self.sql(e))?;
         let mut fts = tx
@@ -312,17 +346,20 @@ impl SessionUpdate<'_, '_> {
             if head.title {
                 return ControlFlow::Continue(());
             }
+            let (key, stored) = (entry_key(&placed.id), stored_id(&placed.id));
             let row = params![
                 sid,
-                placed.id,
+                key,
+                stored,
                 role_name(head.role),
                 head.ts,
                 file_id,
                 offset as i64,
                 raw.len() as i64
             ];
-            let done = entry.execute(row).and_then(|n| {
-                if n == 1 {
+            let done = seen.exists(params![sid, key, stored]).and_then(|dup| {
+                if !dup {
+                    entry.execute(row)?;
                     added += 1;
                     fts.execute(params![tx.last_insert_rowid(), body(raw)])?;
                 }
