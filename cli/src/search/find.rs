@@ -1,6 +1,6 @@
 //! Running a query: hits ranked by relevance (FTS5's bm25), then recency.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 use super::query::Query;
 use super::{IndexError, SearchIndex};
@@ -32,7 +32,8 @@ pub struct Hit {
     pub score: f64,
 }
 
-/// At most this many matches, the newest indexed, are ranked: ranking
+/// Without a filter, at most this many matches, the newest indexed, are
+/// ranked: ranking
 /// every match of a word found in 100,000 lines took 130 ms at the p50
 /// (bench/RESULTS.md, "## search"), well past a search's 50 ms. Past that
 /// many, relevance among the newest matches is what a person wants anyway.
@@ -44,13 +45,16 @@ const TIE_ROOM: i64 = 20;
 
 impl SearchIndex {
     pub fn find(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
-        // Unfiltered, rank in the FTS table alone and join only the top
-        // rows: the join per match is most of the cost of a common word
-        // (100,000 matching lines). Filtered, the join must come first.
+        // Unfiltered, rank the newest matches in the FTS table alone, in one
+        // pass, and join only the top rows. Filtered, every match is joined
+        // and ranked: a cap before the filter could leave nothing of a role
+        // that is rare among the matches.
         let sql = if filter.role.is_none() && filter.since_day.is_none() {
-            "WITH top AS (
-                 SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1 AND rowid >= ?6
-                 ORDER BY score LIMIT ?4 + ?5
+            "WITH recent AS (
+                 SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1
+                 ORDER BY rowid DESC LIMIT ?5
+             ), top AS (
+                 SELECT rowid, score FROM recent ORDER BY score LIMIT ?4 + ?6
              )
              SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score
              FROM top
@@ -66,23 +70,13 @@ impl SearchIndex {
              JOIN entries e ON e.id = fts.rowid
              JOIN sessions s ON s.id = e.session
              JOIN files f ON f.id = e.file
-             WHERE fts MATCH ?1 AND fts.rowid >= ?6
+             WHERE fts MATCH ?1
                AND (?2 IS NULL OR e.role = ?2)
                AND (?3 IS NULL OR f.day >= ?3)
+               AND ?5 + ?6 > 0
              ORDER BY bm25(fts), e.ts DESC
              LIMIT ?4"
         };
-        let cutoff: i64 = self
-            .conn
-            .prepare_cached(
-                "SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![query.to_match(), RANKED - 1], |r| r.get(0))
-                    .optional()
-            })
-            .map_err(|e| self.sql(e))?
-            .unwrap_or(0);
         let mut st = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
         let rows = st
             .query_map(
@@ -91,8 +85,8 @@ impl SearchIndex {
                     filter.role,
                     filter.since_day,
                     filter.limit as i64,
-                    TIE_ROOM,
-                    cutoff
+                    RANKED,
+                    TIE_ROOM
                 ],
                 |r| {
                     Ok(Hit {

@@ -355,3 +355,18 @@ fn hostile_queries_search_literally_or_exit_with_a_usage_error() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("no word"), "{}", run.stderr);
 }
+
+#[test]
+fn a_filter_finds_a_role_that_is_rare_among_many_matches() {
+    // Unfiltered, only the newest 10,000 matches are ranked; a filter must
+    // still see every match, or the one old user line would be lost.
+    let dev = Device::new();
+    let mut bytes = lines(&[r#"{"role":"user","content":"the needle, said once"}"#]);
+    for n in 0..10_050 {
+        bytes.extend(format!("{{\"role\":\"tool\",\"content\":\"needle {n}\"}}\n").into_bytes());
+    }
+    dev.write(DAY, "S1", &bytes);
+    let users = found(&search(&dev, &["needle", "--role", "user"]));
+    assert_eq!(users.len(), 1, "{users:?}");
+    assert_eq!(found(&search(&dev, &["needle"])).len(), 20);
+}
