@@ -16,6 +16,7 @@ pub mod home;
 pub mod malloc;
 pub mod message;
 pub mod resume;
+pub mod search;
 pub mod sync;
 pub mod title_command;
 pub mod transcript;

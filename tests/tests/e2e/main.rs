@@ -17,6 +17,7 @@ mod one_session;
 mod rewind;
 mod rewind_sync;
 mod schemathesis;
+mod search;
 mod server_data;
 mod server_rollback;
 mod sessions;

@@ -6,6 +6,7 @@ mod handoff;
 mod list;
 mod open;
 mod resume;
+mod search;
 mod show;
 mod title;
 
@@ -23,6 +24,7 @@ pub use handoff::{HandoffArgs, require_sync};
 pub use list::ListArgs;
 pub use open::OpenArgs;
 pub use resume::{ContinueArgs, ResumeArgs};
+pub use search::SearchArgs;
 pub use show::ShowArgs;
 pub use title::TitleArgs;
 
@@ -30,8 +32,10 @@ pub use title::TitleArgs;
 pub enum SessionsCommand {
     /// List sessions, newest first.
     List(ListArgs),
-    /// Show a session's active branch.
+    /// Show a session's active branch (or the branch through an entry).
     Show(ShowArgs),
+    /// Search every session's text: words and "quoted phrases".
+    Search(SearchArgs),
     /// Export a session as Markdown, HTML or JSON.
     Export(ExportArgs),
     /// Copy a session's path root→entry into a new session.
@@ -52,6 +56,7 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
     match cmd {
         SessionsCommand::List(a) => list::cmd_sessions_list(ctx, a),
         SessionsCommand::Show(a) => show::cmd_sessions_show(ctx, a),
+        SessionsCommand::Search(a) => search::cmd_sessions_search(ctx, a),
         SessionsCommand::Export(a) => export::cmd_sessions_export(ctx, a),
         SessionsCommand::Fork(a) => fork::cmd_sessions_fork(ctx, a),
         SessionsCommand::Handoff(a) => handoff::cmd_sessions_handoff(ctx, a),

@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::{Ctx, fmt_minute, fmt_second, load_tree, resolve, scan};
-use crate::command_error::{CommandResult, user_error};
+use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::{finish, stdout};
 use crate::message::{Message, one_line};
 use crate::transcript::SessionTree;
@@ -21,9 +21,9 @@ pub struct ShowArgs {
     /// the branch through `--through`, with every fork's choices.
     #[arg(long)]
     pub json: bool,
-    /// With --json: show the branch through this entry (id or prefix), to
-    /// its newest leaf.
-    #[arg(long, requires = "json", value_name = "ENTRY")]
+    /// Show the branch through this entry (id or prefix, as `evi sessions
+    /// search` prints it), to its newest leaf; the entry is marked.
+    #[arg(long, value_name = "ENTRY")]
     pub through: Option<String>,
 }
 
@@ -35,7 +35,14 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
         return show_json(ctx, &args);
     }
     let tree = load_tree(ctx, &args.id)?;
-    let active = tree.active_branch();
+    let through = match args.through.as_deref() {
+        Some(p) => Some(through_entry(&tree, p)?),
+        None => None,
+    };
+    let active = match through {
+        Some(i) => tree.path_to(tree.newest_leaf_under()[i]),
+        None => tree.active_branch(),
+    };
     let others = tree.other_branches(&active);
     let mut out = stdout();
     let span = match (
@@ -61,7 +68,7 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
         let raw = fetch.fetch(tree.entries[i].at)?;
         let msg = Message::from_line(&raw);
         writeln!(out)?;
-        write_message(&mut out, &tree, n + 1, i, &msg)?;
+        write_message(&mut out, &tree, n + 1, i, &msg, through == Some(i))?;
     }
     if tree.pending_bytes > 0 {
         writeln!(
@@ -113,6 +120,17 @@ fn show_json(ctx: &Ctx, args: &ShowArgs) -> CommandResult {
     finish(out)
 }
 
+/// The entry `--through` names, as an error people can act on.
+fn through_entry(tree: &SessionTree, prefix: &str) -> Result<usize, CommandError> {
+    tree.find_entry(prefix).map_err(|found| {
+        let msg = match found.len() {
+            0 => format!("session {} has no entry `{prefix}`", tree.id),
+            n => format!("`{prefix}` matches {n} entries of session {}", tree.id),
+        };
+        user_error(msg).hinted("`evi sessions show ID --json` lists every entry id")
+    })
+}
+
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
@@ -123,6 +141,7 @@ fn write_message(
     n: usize,
     i: usize,
     msg: &Message,
+    marked: bool,
 ) -> std::io::Result<()> {
     let e = &tree.entries[i];
     let when = e.ts.map(fmt_second).unwrap_or_default();
@@ -144,7 +163,12 @@ fn write_message(
         Some(t) if msg.role == "tool" => format!("tool {t}"),
         _ => msg.role.clone(),
     };
-    writeln!(out, "#{n} {who}  {when}")?;
+    let mark = if marked {
+        format!("  ◀ {}", short(&e.id))
+    } else {
+        String::new()
+    };
+    writeln!(out, "#{n} {who}  {when}{mark}")?;
     if msg.role == "tool" {
         let lines: Vec<&str> = msg.text.lines().collect();
         for l in lines.iter().take(TOOL_LINES) {

@@ -64,6 +64,8 @@ pub(super) fn print_json(value: &impl Serialize) -> CommandResult {
 pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
     let mut sync = open(ctx)?;
     let r = push(&mut sync, progress(args.json).as_ref()).map_err(|e| sync_error_in(ctx, e))?;
+    drop(sync);
+    refresh_search(ctx);
     if args.json {
         print_json(&r)?;
     } else {
@@ -98,6 +100,8 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     let opts = PullOptions { all: args.all };
     let r =
         pull(&mut sync, progress(args.json).as_ref(), opts).map_err(|e| sync_error_in(ctx, e))?;
+    drop(sync);
+    refresh_search(ctx);
     if args.json {
         return print_json(&r);
     }
@@ -114,12 +118,28 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     Ok(())
 }
 
+/// Brings the search index up to date with what a push or pull saw, if
+/// there is one (a search builds it). Never fails the command: the sync
+/// lock is already released, and a failure is a warning (`crate::search`).
+fn refresh_search(ctx: &Ctx) {
+    if !crate::search::index_path(&ctx.home).exists() {
+        return;
+    }
+    let Ok(catalog) = crate::transcript::Catalog::scan(&ctx.home.transcripts_dir()) else {
+        return;
+    };
+    if let Some(w) = crate::search::refresh_after_sync(&ctx.home, &catalog) {
+        crate::commands::warn(&w);
+    }
+}
+
 /// `evi sync pull --session ID`.
 fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
     let wanted = one_session::wanted(&crate::commands::sessions::scan(ctx)?, id)?;
     let mut sync = open(ctx)?;
     let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
     drop(sync);
+    refresh_search(ctx);
     if let Some(back) = &r.server_went_back {
         eprintln!("warning: {back}");
     }

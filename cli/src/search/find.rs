@@ -1,0 +1,126 @@
+//! Running a query: hits ranked by relevance (FTS5's bm25), then recency.
+
+use rusqlite::params;
+
+use super::query::Query;
+use super::{IndexError, SearchIndex};
+
+/// Which entries a search may return.
+#[derive(Debug, Clone, Default)]
+pub struct Filter<'a> {
+    /// Only entries of this role (`user`, `assistant`, `tool`, …).
+    pub role: Option<&'a str>,
+    /// Only entries in day files on or after this day (`YYYY-MM-DD`).
+    pub since_day: Option<&'a str>,
+    pub limit: usize,
+}
+
+/// One matching entry and where its line is.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub session: String,
+    pub entry: String,
+    pub role: String,
+    /// Epoch milliseconds of the line's `ts`.
+    pub ts: Option<i64>,
+    pub day: String,
+    /// The file, under `transcripts/`.
+    pub path: String,
+    pub offset: u64,
+    pub len: u64,
+    /// Relevance, higher is better (bm25, negated).
+    pub score: f64,
+}
+
+/// Without a filter, at most this many matches, the newest indexed, are
+/// ranked: ranking
+/// every match of a word found in 100,000 lines took 130 ms at the p50
+/// (bench/RESULTS.md, "## search"), well past a search's 50 ms. Past that
+/// many, relevance among the newest matches is what a person wants anyway.
+const RANKED: i64 = 10_000;
+
+/// Rows ranked beyond the limit, so that hits tied on relevance at the
+/// limit can still be ordered by time.
+const TIE_ROOM: i64 = 20;
+
+impl SearchIndex {
+    pub fn find(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
+        // Unfiltered, rank the newest matches in the FTS table alone, in one
+        // pass, and join only the top rows. Filtered, every match is joined
+        // and ranked: a cap before the filter could leave nothing of a role
+        // that is rare among the matches.
+        let sql = if filter.role.is_none() && filter.since_day.is_none() {
+            "WITH recent AS (
+                 SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1
+                 ORDER BY rowid DESC LIMIT ?5
+             ), top AS (
+                 SELECT rowid, score FROM recent ORDER BY score LIMIT ?4 + ?6
+             )
+             SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score
+             FROM top
+             JOIN entries e ON e.id = top.rowid
+             JOIN sessions s ON s.id = e.session
+             JOIN files f ON f.id = e.file
+             WHERE ?2 IS NULL AND ?3 IS NULL
+             ORDER BY top.score, e.ts DESC
+             LIMIT ?4"
+        } else {
+            "SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, bm25(fts)
+             FROM fts
+             JOIN entries e ON e.id = fts.rowid
+             JOIN sessions s ON s.id = e.session
+             JOIN files f ON f.id = e.file
+             WHERE fts MATCH ?1
+               AND (?2 IS NULL OR e.role = ?2)
+               AND (?3 IS NULL OR f.day >= ?3)
+               AND ?5 + ?6 > 0
+             ORDER BY bm25(fts), e.ts DESC
+             LIMIT ?4"
+        };
+        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map(
+                params![
+                    query.to_match(),
+                    filter.role,
+                    filter.since_day,
+                    filter.limit as i64,
+                    RANKED,
+                    TIE_ROOM
+                ],
+                |r| {
+                    Ok(Hit {
+                        session: r.get(0)?,
+                        entry: super::update::read_id(r.get_ref(1)?).map_err(|e| {
+                            rusqlite::Error::FromSqlConversionFailure(
+                                1,
+                                r.get_ref_unwrap(1).data_type(),
+                                Box::new(e),
+                            )
+                        })?,
+                        role: r.get(2)?,
+                        ts: r.get(3)?,
+                        day: r.get(4)?,
+                        path: r.get(5)?,
+                        offset: r.get::<_, i64>(6)? as u64,
+                        len: r.get::<_, i64>(7)? as u64,
+                        score: -r.get::<_, f64>(8)?,
+                    })
+                },
+            )
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql(e))
+    }
+}
+
+impl SearchIndex {
+    /// The raw line of a hit (without `\n`), read from its transcript.
+    pub fn line_of(&self, hit: &Hit) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(self.transcripts.join(&hit.path))?;
+        f.seek(SeekFrom::Start(hit.offset))?;
+        let mut out = vec![0; hit.len as usize];
+        f.read_exact(&mut out)?;
+        Ok(out)
+    }
+}
