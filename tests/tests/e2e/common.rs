@@ -75,6 +75,17 @@ pub fn tool_present(name: &str, arg: &str, install: &str) -> bool {
     false
 }
 
+/// `cp -a FROM TO`: a server's data folder as a backup would hold it.
+pub fn copy_dir(from: &Path, to: &Path) {
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "cp -a {} {}", from.display(), to.display());
+}
+
 /// Path of a workspace binary (`evi`, `evi-server`).
 pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)

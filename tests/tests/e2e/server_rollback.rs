@@ -3,22 +3,9 @@
 //! `evi sync pull --all` then `evi sync push` put back what it lost
 //! (SECURITY.md, "Roll-back"; `cli/src/sync/high_water.rs`).
 
-use std::path::Path;
-use std::process::Command;
-
-use crate::common::{Device, TestServer, assert_converged, today};
+use crate::common::{Device, TestServer, assert_converged, copy_dir, today};
 
 const WENT_BACK: &str = "warning: the server's history went backwards";
-
-fn copy_dir(from: &Path, to: &Path) {
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(ok.success(), "cp -a {} {}", from.display(), to.display());
-}
 
 fn line(text: &str) -> String {
     format!("{{\"role\":\"user\",\"content\":\"{text}\"}}\n")

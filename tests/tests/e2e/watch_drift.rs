@@ -6,24 +6,12 @@
 //! a server that comes back (10). The waits are for a state to be reached;
 //! the one speed asserted (defect 10) is a bound far above what it takes.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{Device, TestServer, held, today, two_devices};
+use crate::common::{Device, TestServer, copy_dir, held, today, two_devices};
 use crate::watch::{converged, line, until, watch_with};
 
 const WENT_BACK: &str = "the server's history went backwards";
-
-fn copy_dir(from: &Path, to: &Path) {
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(ok.success(), "cp -a {} {}", from.display(), to.display());
-}
 
 /// A copy of the server's data folder, taken with the server stopped (as
 /// an operator backs it up).
