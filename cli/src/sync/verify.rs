@@ -38,7 +38,7 @@
 //! A record or blob the server holds damaged cannot be replaced that way
 //! (the server keeps the first copy of an id), so it stays a problem.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -116,8 +116,14 @@ impl std::fmt::Display for Pending {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
-    /// A record that does not open: damaged, forged, swapped or replayed.
-    BadRecord { seq: u64, error: String },
+    /// A record that does not open: damaged, forged, swapped or replayed;
+    /// `session` when its stream is a session here.
+    BadRecord {
+        seq: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
+        error: String,
+    },
     /// What the server gives for a blob is not that blob.
     BadBlob { sha256: String, error: String },
     /// A blob a verified record names is not on the server; `here` when
@@ -138,7 +144,16 @@ pub enum Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::BadRecord { seq, error } => write!(f, "record {seq} does not verify: {error}"),
+            Self::BadRecord {
+                seq,
+                session: Some(s),
+                error,
+            } => write!(f, "session {s}: record {seq} does not verify: {error}"),
+            Self::BadRecord {
+                seq,
+                session: None,
+                error,
+            } => write!(f, "record {seq} does not verify: {error}"),
             Self::BadBlob { sha256, error } => write!(f, "blob {sha256} does not verify: {error}"),
             Self::BlobNotOnServer { sha256, here } => {
                 write!(
@@ -261,6 +276,10 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
     report.journal_lines = local.journal.len() as u64;
     let own_journal = journal_name(&ctx.account);
     let cursor = ctx.state.cursor;
+    // Streams of the sessions here, to name a record that does not open.
+    let streams: HashMap<KeyedId, &str> = (local.sessions.iter())
+        .filter_map(|(s, _)| Some((ctx.keys.session_key(&s.parse().ok()?), s.as_str())))
+        .collect();
     let mut on_server: HashSet<KeyedId> = HashSet::new();
     // Ids of records that do not verify: those records are the problem
     // named, not their entries once more.
@@ -292,6 +311,7 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                         };
                         report.problems.push(Problem::BadRecord {
                             seq: r.head.seq,
+                            session: streams.get(&r.head.stream).map(|s| s.to_string()),
                             error,
                         });
                         continue;
