@@ -35,8 +35,13 @@
 //! concerned again and sends only the entries the server says it lacks
 //! (no entry is stored twice), pull goes through every record again and
 //! applies what is not here (`pull --all`: the cursor never moves back).
-//! A record or blob the server holds damaged cannot be replaced that way
-//! (the server keeps the first copy of an id), so it stays a problem.
+//! A record the server holds damaged is healed from a device that has its
+//! session: [`repair`] tells the server which seqs are damaged (their
+//! entries then count as lacking there) and pushes the session again, so
+//! its entries go up in a new record; the server drops the damaged row once
+//! that record holds all of them, and devices that refused it get the new
+//! one with their next pull. A damaged blob, or a damaged record of a
+//! session not here, stays a problem.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -195,7 +200,9 @@ impl Problem {
     /// Whether [`repair`] can mend it.
     pub fn repairable(&self) -> bool {
         match self {
-            Self::BadRecord { .. } | Self::BadBlob { .. } => false,
+            // Sent again from here when its session is here.
+            Self::BadRecord { session, .. } => session.is_some(),
+            Self::BadBlob { .. } => false,
             Self::BlobNotOnServer { here, .. } => *here,
             _ => true,
         }
@@ -476,8 +483,17 @@ pub fn repair(
 ) -> Result<Repaired, SyncError> {
     let mut opts = PushOptions::default();
     let (mut send, mut fetch) = (false, false);
+    let mut damaged = Vec::new();
     for p in &found.problems {
         match p {
+            Problem::BadRecord {
+                seq,
+                session: Some(session),
+                ..
+            } => {
+                damaged.push(*seq);
+                opts.recheck_sessions.extend(session.parse().ok());
+            }
             Problem::NotOnServer { session, .. } => {
                 opts.recheck_sessions.extend(session.parse().ok());
             }
@@ -493,7 +509,7 @@ pub fn repair(
                 fetch = true;
             }
             Problem::NotHere { .. } | Problem::JournalNotHere { .. } => fetch = true,
-            Problem::BadRecord { .. }
+            Problem::BadRecord { session: None, .. }
             | Problem::BadBlob { .. }
             | Problem::BlobNotOnServer { .. } => {}
         }
@@ -503,6 +519,17 @@ pub fn repair(
         .pending
         .iter()
         .any(|p| !matches!(p, Pending::NotPulled { .. }));
+    if !damaged.is_empty() {
+        if !ctx.client.capabilities()?.damage_reports {
+            return Err(SyncError::Io {
+                context: "cannot send damaged records again".into(),
+                source: std::io::Error::other(
+                    "this server cannot take reports of damaged records (upgrade evi-server)",
+                ),
+            });
+        }
+        ctx.client.mark_damaged(&damaged)?;
+    }
     let mut done = Repaired::default();
     if send || !opts.recheck_sessions.is_empty() || opts.recheck_journal {
         done.pushed = Some(push_with(ctx, progress, &opts)?);
