@@ -262,26 +262,36 @@ fn damage_body(server: &TestServer, seq: u64) {
 /// damaged one (session and seq), so does `verify`, and every later pull
 /// asks for it again; once a device that has the session runs `verify
 /// --repair`, the next pull brings it and both devices verify clean.
-#[test]
-fn drift_damaged_record_is_skipped_and_healed() {
-    const S: &str = "01JDRIFTGOOD00000000000000";
-    const T: &str = "01JDRIFTDAMAGED00000000000";
-    let (server, a, b) = two_devices();
-    a.write(DAY, S, lines(S, 0..2).as_bytes());
-    a.write(DAY, T, lines(T, 0..2).as_bytes());
+const GOOD: &str = "01JDRIFTGOOD00000000000000";
+const DAMAGED: &str = "01JDRIFTDAMAGED00000000000";
+
+/// `a` pushes GOOD and DAMAGED, DAMAGED in two records, and the second's
+/// body is damaged on the server's disk: its seq.
+fn push_and_damage(server: &TestServer, a: &Device) -> u64 {
+    a.write(DAY, GOOD, lines(GOOD, 0..2).as_bytes());
+    a.write(DAY, DAMAGED, lines(DAMAGED, 0..2).as_bytes());
     a.sync_ok(&["push"]);
     a.append(
-        &format!("transcripts/{DAY}/{T}.jsonl"),
-        lines(T, 2..4).as_bytes(),
+        &format!("transcripts/{DAY}/{DAMAGED}.jsonl"),
+        lines(DAMAGED, 2..4).as_bytes(),
     );
     a.sync_ok(&["push"]);
-    let stream = a.keys().session_key(&T.parse().unwrap());
+    let stream = a.keys().session_key(&DAMAGED.parse().unwrap());
     let damaged = (server.records(&a.token()).iter())
         .filter(|r| r["stream"] == stream.as_str())
         .filter_map(|r| r["seq"].as_u64())
         .max()
         .unwrap();
-    damage_body(&server, damaged);
+    damage_body(server, damaged);
+    damaged
+}
+
+#[test]
+fn drift_damaged_record_is_skipped_and_healed() {
+    const S: &str = GOOD;
+    const T: &str = DAMAGED;
+    let (server, a, b) = two_devices();
+    let damaged = push_and_damage(&server, &a);
     let named = format!("session {T}, record {damaged}");
 
     for round in ["first", "second"] {
@@ -320,4 +330,41 @@ fn drift_damaged_record_is_skipped_and_healed() {
         let (code, v, _) = verify(dev);
         assert_eq!((code, &v["problems"]), (0, &json!([])), "{what}: {v}");
     }
+}
+
+/// Defect 3 in `evi sync watch`: the watcher says which record is damaged,
+/// applies the rest, goes on running, and brings the record once a device
+/// that has it ran `verify --repair`, saying that all verify now.
+#[test]
+fn drift_watcher_reports_a_damaged_record_and_gets_it_once_healed() {
+    let (server, a, b) = two_devices();
+    let damaged = push_and_damage(&server, &a);
+    let mut w = crate::watch::watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
+    let said = |empty: bool| {
+        w.events()
+            .iter()
+            .filter(|e| e["event"] == "damaged")
+            .any(|e| e["records"].as_array().unwrap().is_empty() == empty)
+    };
+    crate::watch::until("the watcher names the damaged record", 60, || said(false));
+    let event = (w.events().into_iter())
+        .find(|e| e["event"] == "damaged")
+        .unwrap();
+    assert!(
+        event["records"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("session {DAMAGED}, record {damaged}: ")),
+        "{event}"
+    );
+    crate::watch::until("the rest applied", 60, || {
+        held(&b, GOOD).len() == 2 && held(&b, DAMAGED).len() == 2
+    });
+    let run = a.sync(&["sync", "verify", "--repair"]);
+    assert_eq!(run.code, 0, "repair: {run:?}");
+    crate::watch::until("the healed record applied", 60, || {
+        held(&b, DAMAGED).len() == 4
+    });
+    crate::watch::until("the watcher says all verify", 60, || said(true));
+    assert!(w.child_running(), "{}", w.stderr());
 }
