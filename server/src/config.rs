@@ -232,6 +232,7 @@ impl Config {
             registration: self.registration,
             frames: true,
             known_entries: true,
+            damage_reports: true,
             stream_pull: true,
             max_wait_secs: self.waits.max_secs,
         }

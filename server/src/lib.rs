@@ -204,6 +204,7 @@ pub fn router(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::max(batch_limit)),
         )
         .route("/records/known", post(records::known))
+        .route("/records/damaged", post(records::damaged))
         .route("/records/wait", get(routes::wait::wait))
         .route("/blobs/missing", post(blobs::missing))
         .route("/blobs/purge", post(blobs::purge))

@@ -214,6 +214,9 @@ pub struct Capabilities {
     /// Whether `POST /records/known` exists (false from older servers).
     #[serde(default)]
     pub known_entries: bool,
+    /// Whether `POST /records/damaged` exists (false from older servers).
+    #[serde(default)]
+    pub damage_reports: bool,
     /// Whether `GET /records` takes `stream` (false from older servers,
     /// which would ignore it and answer every stream).
     #[serde(default)]
@@ -426,6 +429,26 @@ pub struct EntryIds {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct KnownEntries {
     pub known: Vec<KeyedId>,
+}
+
+/// Body of `POST /api/v1/records/damaged`: seqs of records whose body
+/// arrived whole and failed the client's checks (age, the MAC, the ids it
+/// was served under), at most [`crate::limits::MAX_NAMES_PER_CALL`]. The
+/// server cannot check that claim (it is blind), and needs not: marking a
+/// record only lets a later push carrying its entries store them again, and
+/// drops the marked row once another record holds all of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct DamagedSeqs {
+    pub seqs: Vec<u64>,
+}
+
+/// Answer to `POST /api/v1/records/damaged`: how many of the seqs name a
+/// record of this user that is now marked (already marked ones count).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct DamagedMarked {
+    pub marked: u64,
 }
 
 /// Query of `GET /api/v1/records`.

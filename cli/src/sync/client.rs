@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 
 use evi_shared::KeyedId;
 use evi_shared::api::{
-    AuthResponse, BlobNames, BlobStored, Capabilities, DevicesResponse, EntryIds, ErrorBody,
-    ErrorCode, KeyCheckRequest, KeyCheckResponse, KnownEntries, LoginRequest, MissingResponse,
-    PullResponse, PushResponse, RegisterRequest, StatusResponse, WaitResponse,
+    AuthResponse, BlobNames, BlobStored, Capabilities, DamagedMarked, DamagedSeqs, DevicesResponse,
+    EntryIds, ErrorBody, ErrorCode, KeyCheckRequest, KeyCheckResponse, KnownEntries, LoginRequest,
+    MissingResponse, PullResponse, PushResponse, RegisterRequest, StatusResponse, WaitResponse,
 };
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 use reqwest::StatusCode;
@@ -709,6 +709,20 @@ impl Client {
             known.extend(r.known);
         }
         Ok(known)
+    }
+
+    /// Tells the server the records of `seqs` are damaged (see
+    /// `POST /records/damaged`): how many it marked.
+    pub fn mark_damaged(&self, seqs: &[u64]) -> Result<u64, ClientError> {
+        let mut marked = 0;
+        for chunk in seqs.chunks(MAX_NAMES_PER_CALL) {
+            let body = DamagedSeqs {
+                seqs: chunk.to_vec(),
+            };
+            let r: DamagedMarked = self.post("/records/damaged", &body)?;
+            marked += r.marked;
+        }
+        Ok(marked)
     }
 
     pub fn missing_blobs(&self, names: Vec<KeyedId>) -> Result<Vec<KeyedId>, ClientError> {

@@ -20,6 +20,7 @@ pub mod blob;
 pub mod blob_transfer;
 pub mod client;
 pub mod context;
+pub mod damaged;
 pub mod error;
 pub mod high_water;
 pub mod id_set;

@@ -4,6 +4,11 @@
 //! [`pending`](super::pending); fetch and verify the blobs the pulled
 //! journals name; advance the cursor only once all that is durable.
 //!
+//! A record that arrives whole and fails its checks is not applied and
+//! does not stop the others: it is recorded as [`damaged`](super::damaged)
+//! in the state save that moves the cursor past it, fetched again by every
+//! later pull, and named in the report until it opens.
+//!
 //! [`pull_session`] does the same for one session's stream alone (resume,
 //! `pull --session`, the viewer's pull button): it never moves the global
 //! cursor, only that session's own (`session_cursors`), so the next full
@@ -15,9 +20,10 @@ use std::str::FromStr;
 use evi_shared::{KeyedId, SessionId};
 
 use super::context::SyncContext;
+use super::damaged::{self, DamagedRecord};
 use super::error::SyncError;
 use super::high_water::HighWater;
-use super::incoming::drain_pending;
+use super::incoming::{Incoming, drain_pending};
 use super::journal::{apply_journal, fetch_blobs, journal_blobs};
 use super::progress::Progress;
 use super::records::{Page, PulledRecord};
@@ -43,6 +49,9 @@ pub struct PullReport {
     pub server_went_back: Option<String>,
     /// Requests sent again after a transient failure (see `PushReport`).
     pub retries: u64,
+    /// Records refused as damaged, passed and remembered (this pull's and
+    /// earlier ones' not healed yet): the pull applied everything else.
+    pub damaged: Vec<DamagedRecord>,
 }
 
 /// How to pull.
@@ -93,13 +102,12 @@ fn pull_with(
     let status = ctx.client.status()?;
     let went_back = ctx.state.high_water.went_back(&status);
     ctx.state.high_water.observe(&status);
-    let framed = ctx.client.capabilities()?.frames;
+    let caps = ctx.client.capabilities()?;
     let all = opts.all || (mend && went_back.is_some());
     let opts = PullOptions { all };
     let first = if all { 0 } else { ctx.state.cursor };
     progress.start("pulling", status.newest_seq.saturating_sub(first));
-    let (mut report, pulled_to) =
-        pull_scope(ctx, progress, opts, framed, first, Scope::Everything)?;
+    let (mut report, pulled_to) = pull_scope(ctx, progress, opts, &caps, first, Scope::Everything)?;
     report.server_went_back = went_back.as_ref().map(ToString::to_string);
     if went_back.is_some() && all {
         // Everything the server holds now is here: its history as it now
@@ -169,7 +177,7 @@ pub fn pull_session(
         stream: ctx.keys.session_key(session),
     };
     let opts = PullOptions { all: true };
-    let (mut report, _) = pull_scope(ctx, progress, opts, caps.frames, first, scope)?;
+    let (mut report, _) = pull_scope(ctx, progress, opts, &caps, first, scope)?;
     report.server_went_back = went_back.as_ref().map(ToString::to_string);
     // The marks observed, even when no page came.
     ctx.save_state()?;
@@ -190,15 +198,37 @@ fn pull_scope(
     ctx: &mut SyncContext,
     progress: &dyn Progress,
     opts: PullOptions,
-    framed: bool,
+    caps: &evi_shared::api::Capabilities,
     first: u64,
     scope: Scope,
 ) -> Result<(PullReport, u64), SyncError> {
+    let framed = caps.frames;
     let mut report = PullReport::default();
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
+    let only = match &scope {
+        Scope::Everything => None,
+        Scope::Session { stream, .. } => Some(stream.clone()),
+    };
+    // Records refused before are asked for again first, each alone.
+    if caps.stream_pull && !ctx.state.damaged.is_empty() {
+        let again = damaged::refetch(ctx, only.as_ref(), framed)?;
+        let mut gone = Vec::new();
+        let mut records = Vec::new();
+        for (seq, r) in again {
+            match r {
+                Some(r) => records.push(r),
+                None => gone.push(seq),
+            }
+        }
+        let mut opened = open_page(ctx, &records, true);
+        apply_opened(ctx, &mut incoming, &mut report, opened.good)?;
+        opened.healed.extend(gone);
+        damaged::note(ctx, opened.damaged, &opened.healed);
+        ctx.save_state()?;
+    }
     let mut pulled_to = first;
     // The next page downloads while this one is verified and written.
     std::thread::scope(|scope_| -> Result<(), SyncError> {
@@ -225,37 +255,15 @@ fn pull_scope(
                 page.records.retain(|r| &r.head.stream == stream);
             }
             // Verify the whole page before writing anything.
-            let opened = open_page(ctx, &page.records, opts.all)?;
+            let opened = open_page(ctx, &page.records, opts.all);
             let (count, next_after, more) = (page.records.len() as u64, page.next_after, page.more);
             // The ciphertext is done with; only the plaintext is written.
             drop(page);
-            // Blobs the page's journals name are fetched and verified before
-            // anything is written: a blob that fails its hash leaves the home
-            // as it was. (A blob landing before its journal line is the safe
-            // order.)
-            let mut named = Vec::new();
-            for seg in &opened {
-                if let OpenedSegment::Journal { device, lines } = seg {
-                    named.extend(journal_blobs(ctx, device, lines)?);
-                }
-            }
-            report.blobs += fetch_blobs(ctx, &named)?;
-            for seg in opened {
-                match seg {
-                    OpenedSegment::Entries { session, entries } => {
-                        incoming.queue(session, entries);
-                    }
-                    OpenedSegment::Journal { device, lines } => {
-                        let (appended, _) = apply_journal(ctx, &device, lines)?;
-                        report.journal_lines += appended;
-                    }
-                }
-                report.records += 1;
-            }
-            incoming.apply(ctx)?;
-            incoming.sync()?;
-            // Entries that wait are safe in sync/pending/: the cursor moves
-            // past every record of the page.
+            apply_opened(ctx, &mut incoming, &mut report, opened.good)?;
+            // Entries that wait are safe in sync/pending/, damaged records
+            // in the state saved below with the cursor: it moves past every
+            // record of the page.
+            damaged::note(ctx, opened.damaged, &opened.healed);
             pulled_to = next_after;
             match &scope {
                 Scope::Everything => {
@@ -280,6 +288,11 @@ fn pull_scope(
         Ok(())
     })?;
     progress.finish();
+    damaged::name_sessions(ctx);
+    report.damaged = (ctx.state.damaged.iter())
+        .filter(|d| only.as_ref().is_none_or(|s| *s == d.stream))
+        .cloned()
+        .collect();
     let applied = &incoming.applied;
     report.entries = applied.entries;
     report.sessions = applied.sessions.len() as u64;
@@ -292,6 +305,39 @@ fn pull_scope(
         ));
     }
     Ok((report, pulled_to))
+}
+
+/// Writes verified segments: blobs their journals name first (fetched and
+/// verified before anything is written: a blob that fails its hash leaves
+/// the home as it was, and a blob landing before its journal line is the
+/// safe order), then journal lines and entries. Durable on return.
+fn apply_opened(
+    ctx: &mut SyncContext,
+    incoming: &mut Incoming,
+    report: &mut PullReport,
+    opened: Vec<OpenedSegment>,
+) -> Result<(), SyncError> {
+    let mut named = Vec::new();
+    for seg in &opened {
+        if let OpenedSegment::Journal { device, lines } = seg {
+            named.extend(journal_blobs(ctx, device, lines)?);
+        }
+    }
+    report.blobs += fetch_blobs(ctx, &named)?;
+    for seg in opened {
+        match seg {
+            OpenedSegment::Entries { session, entries } => {
+                incoming.queue(session, entries);
+            }
+            OpenedSegment::Journal { device, lines } => {
+                let (appended, _) = apply_journal(ctx, &device, lines)?;
+                report.journal_lines += appended;
+            }
+        }
+        report.records += 1;
+    }
+    incoming.apply(ctx)?;
+    incoming.sync()
 }
 
 /// Downloads pages from `after` on into `tx` until the last one (or an
@@ -341,12 +387,18 @@ pub(super) fn open_record(ctx: &SyncContext, r: &PulledRecord) -> Result<OpenedS
     .map_err(|source| SyncError::Segment { seq: h.seq, source })
 }
 
+/// A page's records opened.
+struct OpenedPage {
+    /// Those that verify, in order.
+    good: Vec<OpenedSegment>,
+    /// Seqs of those among them that were damaged before.
+    healed: Vec<u64>,
+    /// Those that do not verify.
+    damaged: Vec<DamagedRecord>,
+}
+
 /// Opens a page's records, but this device's own unless `all`, in order.
-fn open_page(
-    ctx: &SyncContext,
-    records: &[PulledRecord],
-    all: bool,
-) -> Result<Vec<OpenedSegment>, SyncError> {
+fn open_page(ctx: &SyncContext, records: &[PulledRecord], all: bool) -> OpenedPage {
     let wanted: Vec<&PulledRecord> = records
         .iter()
         .filter(|r| {
@@ -358,9 +410,24 @@ fn open_page(
                 .is_some_and(|d| ctx.account.is_own_device(d))
         })
         .collect();
-    on_all_cores(&wanted, |r| open_record(ctx, r))
-        .into_iter()
-        .collect()
+    let opened = on_all_cores(&wanted, |r| open_record(ctx, r));
+    let mut page = OpenedPage {
+        good: Vec::new(),
+        healed: Vec::new(),
+        damaged: Vec::new(),
+    };
+    for (r, seg) in wanted.into_iter().zip(opened) {
+        match seg {
+            Ok(seg) => {
+                if ctx.state.damaged.iter().any(|d| d.seq == r.head.seq) {
+                    page.healed.push(r.head.seq);
+                }
+                page.good.push(seg);
+            }
+            Err(e) => page.damaged.push(DamagedRecord::new(r, &e)),
+        }
+    }
+    page
 }
 
 /// `f` over `items`, on all cores (at most 8): each record is independent.

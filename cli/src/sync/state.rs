@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::home::EviHome;
+use crate::sync::damaged::DamagedRecord;
 use crate::sync::high_water::HighWater;
 
 /// The account this device syncs with.
@@ -125,6 +126,10 @@ pub struct SyncState {
     /// fall below them went backwards ([`HighWater`]).
     #[serde(default)]
     pub high_water: HighWater,
+    /// Records pull refused as damaged and passed, each fetched again by
+    /// every later pull until it opens ([`damaged`](crate::sync::damaged)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<DamagedRecord>,
 }
 
 /// Paths of the sync folder.

@@ -35,10 +35,15 @@
 //! concerned again and sends only the entries the server says it lacks
 //! (no entry is stored twice), pull goes through every record again and
 //! applies what is not here (`pull --all`: the cursor never moves back).
-//! A record or blob the server holds damaged cannot be replaced that way
-//! (the server keeps the first copy of an id), so it stays a problem.
+//! A record the server holds damaged is healed from a device that has its
+//! session: [`repair`] tells the server which seqs are damaged (their
+//! entries then count as lacking there) and pushes the session again, so
+//! its entries go up in a new record; the server drops the damaged row once
+//! that record holds all of them, and devices that refused it get the new
+//! one with their next pull. A damaged blob, or a damaged record of a
+//! session not here, stays a problem.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -116,8 +121,14 @@ impl std::fmt::Display for Pending {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
-    /// A record that does not open: damaged, forged, swapped or replayed.
-    BadRecord { seq: u64, error: String },
+    /// A record that does not open: damaged, forged, swapped or replayed;
+    /// `session` when its stream is a session here.
+    BadRecord {
+        seq: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
+        error: String,
+    },
     /// What the server gives for a blob is not that blob.
     BadBlob { sha256: String, error: String },
     /// A blob a verified record names is not on the server; `here` when
@@ -138,7 +149,16 @@ pub enum Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::BadRecord { seq, error } => write!(f, "record {seq} does not verify: {error}"),
+            Self::BadRecord {
+                seq,
+                session: Some(s),
+                error,
+            } => write!(f, "session {s}: record {seq} does not verify: {error}"),
+            Self::BadRecord {
+                seq,
+                session: None,
+                error,
+            } => write!(f, "record {seq} does not verify: {error}"),
             Self::BadBlob { sha256, error } => write!(f, "blob {sha256} does not verify: {error}"),
             Self::BlobNotOnServer { sha256, here } => {
                 write!(
@@ -180,7 +200,9 @@ impl Problem {
     /// Whether [`repair`] can mend it.
     pub fn repairable(&self) -> bool {
         match self {
-            Self::BadRecord { .. } | Self::BadBlob { .. } => false,
+            // Sent again from here when its session is here.
+            Self::BadRecord { session, .. } => session.is_some(),
+            Self::BadBlob { .. } => false,
             Self::BlobNotOnServer { here, .. } => *here,
             _ => true,
         }
@@ -261,6 +283,10 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
     report.journal_lines = local.journal.len() as u64;
     let own_journal = journal_name(&ctx.account);
     let cursor = ctx.state.cursor;
+    // Streams of the sessions here, to name a record that does not open.
+    let streams: HashMap<KeyedId, &str> = (local.sessions.iter())
+        .filter_map(|(s, _)| Some((ctx.keys.session_key(&s.parse().ok()?), s.as_str())))
+        .collect();
     let mut on_server: HashSet<KeyedId> = HashSet::new();
     // Ids of records that do not verify: those records are the problem
     // named, not their entries once more.
@@ -292,6 +318,7 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                         };
                         report.problems.push(Problem::BadRecord {
                             seq: r.head.seq,
+                            session: streams.get(&r.head.stream).map(|s| s.to_string()),
                             error,
                         });
                         continue;
@@ -456,8 +483,17 @@ pub fn repair(
 ) -> Result<Repaired, SyncError> {
     let mut opts = PushOptions::default();
     let (mut send, mut fetch) = (false, false);
+    let mut damaged = Vec::new();
     for p in &found.problems {
         match p {
+            Problem::BadRecord {
+                seq,
+                session: Some(session),
+                ..
+            } => {
+                damaged.push(*seq);
+                opts.recheck_sessions.extend(session.parse().ok());
+            }
             Problem::NotOnServer { session, .. } => {
                 opts.recheck_sessions.extend(session.parse().ok());
             }
@@ -473,7 +509,7 @@ pub fn repair(
                 fetch = true;
             }
             Problem::NotHere { .. } | Problem::JournalNotHere { .. } => fetch = true,
-            Problem::BadRecord { .. }
+            Problem::BadRecord { session: None, .. }
             | Problem::BadBlob { .. }
             | Problem::BlobNotOnServer { .. } => {}
         }
@@ -483,6 +519,17 @@ pub fn repair(
         .pending
         .iter()
         .any(|p| !matches!(p, Pending::NotPulled { .. }));
+    if !damaged.is_empty() {
+        if !ctx.client.capabilities()?.damage_reports {
+            return Err(SyncError::Io {
+                context: "cannot send damaged records again".into(),
+                source: std::io::Error::other(
+                    "this server cannot take reports of damaged records (upgrade evi-server)",
+                ),
+            });
+        }
+        ctx.client.mark_damaged(&damaged)?;
+    }
     let mut done = Repaired::default();
     if send || !opts.recheck_sessions.is_empty() || opts.recheck_journal {
         done.pushed = Some(push_with(ctx, progress, &opts)?);

@@ -113,7 +113,7 @@ impl Modify for LayerAnswers {
         accounts::register, accounts::login, accounts::change_password,
         accounts::get_key_check, accounts::put_key_check,
         devices::list, devices::revoke,
-        records::push, records::pull, records::known, wait::wait,
+        records::push, records::pull, records::known, records::damaged, wait::wait,
         blobs::missing, blobs::put, blobs::get, blobs::purge,
     ),
     components(schemas(evi_shared::api::ErrorCode)),

@@ -12,8 +12,8 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
 use evi_shared::KeyedId;
 use evi_shared::api::{
-    EntryIds, ErrorBody, KnownEntries, PullQuery, PullResponse, PushQuery, PushRequest,
-    PushResponse, Record,
+    DamagedMarked, DamagedSeqs, EntryIds, ErrorBody, KnownEntries, PullQuery, PullResponse,
+    PushQuery, PushRequest, PushResponse, Record,
 };
 use evi_shared::frames::{self, PageEnd};
 use evi_shared::limits::{KIND_MAX_LEN, MAX_ENTRY_IDS_PER_SEGMENT, MAX_NAMES_PER_CALL};
@@ -381,6 +381,28 @@ pub async fn pull(
     resp.headers_mut()
         .insert(header::VARY, HeaderValue::from_static("accept"));
     Ok(resp)
+}
+
+/// Marks records a device found damaged (see [`DamagedSeqs`]): their
+/// entries count as lacking from now on, so a device that has them sends
+/// them again (`evi sync verify --repair`), and the marked row goes once a
+/// later record holds them all.
+#[utoipa::path(post, path = "/api/v1/records/damaged", tag = "records", security(("bearer" = [])),
+    request_body = DamagedSeqs,
+    responses((status = 200, body = DamagedMarked), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn damaged(
+    State(state): State<AppState>,
+    auth: Authed,
+    ApiJson(req): ApiJson<DamagedSeqs>,
+) -> ApiResult<Json<DamagedMarked>> {
+    if req.seqs.len() > MAX_NAMES_PER_CALL {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_NAMES_PER_CALL} seqs per call"
+        )));
+    }
+    let marked = state.store.mark_damaged(auth.user_id, req.seqs).await?;
+    Ok(Json(DamagedMarked { marked }))
 }
 
 /// Which of the asked entry ids this user's records already hold. A client

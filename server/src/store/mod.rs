@@ -292,6 +292,11 @@ pub trait Store: Send + Sync + 'static {
     /// How many records with seq > `after` `device` did not push (those
     /// stored without a device count): what its pull would apply.
     async fn pending_for_device(&self, user: UserId, device: &str, after: u64) -> StoreResult<u64>;
+    /// Marks the records of `seqs` (of this user) damaged: their entries no
+    /// longer count as held, and [`Self::push`] drops a marked row once the
+    /// records it stores hold all of its entries. How many seqs name a
+    /// record.
+    async fn mark_damaged(&self, user: UserId, seqs: Vec<u64>) -> StoreResult<u64>;
     /// The subset of `ids` some record of this user holds, in the given order.
     async fn known_entries(&self, user: UserId, ids: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     /// The subset of `names` this user has no blob for, in the given order.

@@ -43,6 +43,9 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0006_records_by_stream.sql"
     )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0007_damaged_records.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -115,6 +118,48 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// Deletes the rows marked damaged whose every entry another record holds
+/// now (they were sent again): their record count and bytes, to take off.
+/// Their bodies stay in their packs until the start-up sweep finds the
+/// packs unreferenced.
+fn drop_superseded(tx: &rusqlite::Transaction<'_>, user: UserId) -> StoreResult<(i64, i64)> {
+    let marked: Vec<(i64, String, Option<Vec<u8>>, i64)> = tx
+        .prepare_cached(
+            "SELECT r.seq, r.entry_ids, r.entry_id_bytes, COALESCE(r.body_len, length(r.ciphertext))
+             FROM damaged_records d JOIN records r ON r.user_id = d.user_id AND r.seq = d.seq
+             WHERE d.user_id = ?1",
+        )?
+        .query_map([user], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut held =
+        tx.prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
+    let (mut gone, mut freed) = (0i64, 0i64);
+    for (seq, text, bytes, len) in marked {
+        let ids = split_ids(bytes, &text)?;
+        let mut all = true;
+        for id in &ids {
+            if !held.exists(params![user, entry_key(id)])? {
+                all = false;
+                break;
+            }
+        }
+        if !all {
+            continue;
+        }
+        tx.execute(
+            "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
+            params![user, seq],
+        )?;
+        tx.execute(
+            "DELETE FROM damaged_records WHERE user_id = ?1 AND seq = ?2",
+            params![user, seq],
+        )?;
+        gone += 1;
+        freed += record_cost(len as u64, ids.len()) as i64;
+    }
+    Ok((gone, freed))
 }
 
 fn entry_key(id: &KeyedId) -> Vec<u8> {
@@ -574,10 +619,11 @@ impl Store for SqliteStore {
                 return Err(StoreError::QuotaExceeded);
             }
             if stored > 0 {
+                let (gone, freed) = drop_superseded(&tx, user)?;
                 tx.execute(
                     "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
                      entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
-                    params![seq, stored as i64, new_entries, added, user],
+                    params![seq, stored as i64 - gone, new_entries, added - freed, user],
                 )?;
                 tx.commit()?;
             }
@@ -695,6 +741,43 @@ impl Store for SqliteStore {
                 |r| r.get(0),
             )?;
             Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn mark_damaged(&self, user: UserId, seqs: Vec<u64>) -> StoreResult<u64> {
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut marked = 0u64;
+            let mut unheld = 0i64;
+            for seq in seqs {
+                let Ok(seq) = i64::try_from(seq) else {
+                    continue;
+                };
+                let exists = tx.query_row(
+                    "SELECT 1 FROM records WHERE user_id = ?1 AND seq = ?2",
+                    params![user, seq],
+                    |_| Ok(()),
+                );
+                if exists.optional()?.is_none() {
+                    continue;
+                }
+                tx.execute(
+                    "INSERT OR IGNORE INTO damaged_records (user_id, seq) VALUES (?1, ?2)",
+                    params![user, seq],
+                )?;
+                unheld += tx.execute(
+                    "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
+                    params![user, seq],
+                )? as i64;
+                marked += 1;
+            }
+            tx.execute(
+                "UPDATE users SET entry_count = entry_count - ?1 WHERE id = ?2",
+                params![unheld, user],
+            )?;
+            tx.commit()?;
+            Ok(marked)
         })
         .await
     }

@@ -313,3 +313,57 @@ async fn known_answers_which_entry_ids_this_user_holds() {
         .await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
 }
+
+/// Issue 20, defect 3: a record reported damaged no longer holds its
+/// entries, so a push carrying them again is stored (not dropped as a
+/// duplicate), and the marked row goes once that record holds them all;
+/// the usage counts follow. Another user cannot mark this user's records.
+#[tokio::test]
+async fn damaged_record_is_replaced_by_a_push_of_its_entries() {
+    let srv = TestServer::start(&[]);
+    let a = srv.register("damaged").await;
+    let b = srv.register("stranger").await;
+    let mut seg = segment(1, 0, 40);
+    seg["entry_ids"] = json!([kid(2, 0), kid(2, 1)]);
+    a.push(vec![seg.clone(), segment(1, 5, 30)]).await;
+    let ids = json!({ "entry_ids": [kid(2, 0), kid(2, 1)] });
+    // Sent again unmarked: a duplicate, dropped.
+    assert_eq!(a.push(vec![seg.clone()]).await["stored"], 0);
+
+    let (st, v) = b
+        .post("/api/v1/records/damaged", json!({"seqs": [1]}))
+        .await;
+    assert_eq!((st, &v), (StatusCode::OK, &json!({"marked": 0})));
+    let (_, v) = a.post("/api/v1/records/known", ids.clone()).await;
+    assert_eq!(v["known"].as_array().unwrap().len(), 2, "{v}");
+
+    let (st, v) = a
+        .post("/api/v1/records/damaged", json!({"seqs": [1, 77]}))
+        .await;
+    assert_eq!((st, &v), (StatusCode::OK, &json!({"marked": 1})));
+    let (_, v) = a.post("/api/v1/records/known", ids).await;
+    assert_eq!(v, json!({"known": []}), "its entries count as lacking");
+    assert_eq!(a.push(vec![seg]).await["stored"], 1, "sent again: stored");
+    let (records, _) = a.pull_all(None).await;
+    let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        vec![2, 3],
+        "the damaged row went, its replacement came"
+    );
+    let (_, v) = a.get("/api/v1/status").await;
+    assert_eq!(
+        (&v["records"], &v["entries"], &v["bytes_used"]),
+        (
+            &json!(2),
+            &json!(3),
+            &json!(record_cost(30, 1) + record_cost(40, 2))
+        ),
+        "{v}"
+    );
+    let (st, _) = srv
+        .anon()
+        .post("/api/v1/records/damaged", json!({"seqs": [2]}))
+        .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+}

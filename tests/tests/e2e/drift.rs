@@ -241,3 +241,130 @@ fn drift_pull_never_glues_into_a_writer_that_never_pauses() {
         assert!(held_b.contains(&h), "pulled entry missing on b: {h:?}");
     }
 }
+
+/// Flips one bit in the middle of record `seq`'s body, in its pack file on
+/// the server's disk, as a failing disk would.
+fn damage_body(server: &TestServer, seq: u64) {
+    let data = server.data.path();
+    let row = crate::server_data::rows(data)
+        .into_iter()
+        .find(|r| r.seq as u64 == seq)
+        .expect("the record's row");
+    let (pack, offset, len) = row.body.expect("a body in a pack");
+    let path = data.join("bodies").join(row.user.to_string()).join(pack);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(offset + len / 2) as usize] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+}
+
+/// Defect 3: one damaged body on the server's disk costs a new device
+/// that record only: it gets every other record, the pull fails naming the
+/// damaged one (session and seq), so does `verify`, and every later pull
+/// asks for it again; once a device that has the session runs `verify
+/// --repair`, the next pull brings it and both devices verify clean.
+const GOOD: &str = "01JDRIFTGOOD00000000000000";
+const DAMAGED: &str = "01JDRIFTDAMAGED00000000000";
+
+/// `a` pushes GOOD and DAMAGED, DAMAGED in two records, and the second's
+/// body is damaged on the server's disk: its seq.
+fn push_and_damage(server: &TestServer, a: &Device) -> u64 {
+    a.write(DAY, GOOD, lines(GOOD, 0..2).as_bytes());
+    a.write(DAY, DAMAGED, lines(DAMAGED, 0..2).as_bytes());
+    a.sync_ok(&["push"]);
+    a.append(
+        &format!("transcripts/{DAY}/{DAMAGED}.jsonl"),
+        lines(DAMAGED, 2..4).as_bytes(),
+    );
+    a.sync_ok(&["push"]);
+    let stream = a.keys().session_key(&DAMAGED.parse().unwrap());
+    let damaged = (server.records(&a.token()).iter())
+        .filter(|r| r["stream"] == stream.as_str())
+        .filter_map(|r| r["seq"].as_u64())
+        .max()
+        .unwrap();
+    damage_body(server, damaged);
+    damaged
+}
+
+#[test]
+fn drift_damaged_record_is_skipped_and_healed() {
+    const S: &str = GOOD;
+    const T: &str = DAMAGED;
+    let (server, a, b) = two_devices();
+    let damaged = push_and_damage(&server, &a);
+    let named = format!("session {T}, record {damaged}");
+
+    for round in ["first", "second"] {
+        let run = b.sync(&["sync", "pull"]);
+        assert_eq!(run.code, 1, "{round} pull: {run:?}");
+        assert!(run.stderr.contains(&named), "{round} pull: {}", run.stderr);
+        assert!(
+            run.stderr.contains("evi sync verify --repair"),
+            "{round} pull says what to do: {}",
+            run.stderr
+        );
+        assert_eq!(held_set(&b, S), held_set(&a, S), "{round}: S whole");
+        assert_eq!(held(&b, T).len(), 2, "{round}: T up to the damage");
+        assert!(b.state()["cursor"].as_u64().unwrap() >= damaged, "{round}");
+    }
+    let status = b.sync_ok(&["status"]);
+    assert!(status.contains(&format!("damaged:   {named}")), "{status}");
+    let (code, v, plain) = verify(&b);
+    assert_eq!(code, 1, "{v}");
+    let bad = (v["problems"].as_array().unwrap().iter())
+        .find(|p| p["kind"] == "bad_record")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!((&bad["seq"], &bad["session"]), (&json!(damaged), &json!(T)));
+    assert!(
+        plain.contains(&format!("session {T}: record {damaged} does not verify")),
+        "{plain}"
+    );
+
+    let run = a.sync(&["sync", "verify", "--repair"]);
+    assert_eq!(run.code, 0, "repair: {run:?}");
+    let run = b.sync(&["sync", "pull"]);
+    assert_eq!(run.code, 0, "pull after the repair: {run:?}");
+    assert_eq!(held_set(&b, T), held_set(&a, T), "T whole after the repair");
+    assert_eq!(b.state().get("damaged"), None, "{}", b.state());
+    for (what, dev) in [("a", &a), ("b", &b)] {
+        let (code, v, _) = verify(dev);
+        assert_eq!((code, &v["problems"]), (0, &json!([])), "{what}: {v}");
+    }
+}
+
+/// Defect 3 in `evi sync watch`: the watcher says which record is damaged,
+/// applies the rest, goes on running, and brings the record once a device
+/// that has it ran `verify --repair`, saying that all verify now.
+#[test]
+fn drift_watcher_reports_a_damaged_record_and_gets_it_once_healed() {
+    let (server, a, b) = two_devices();
+    let damaged = push_and_damage(&server, &a);
+    let mut w = crate::watch::watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
+    let said = |empty: bool| {
+        w.events()
+            .iter()
+            .filter(|e| e["event"] == "damaged")
+            .any(|e| e["records"].as_array().unwrap().is_empty() == empty)
+    };
+    crate::watch::until("the watcher names the damaged record", 60, || said(false));
+    let event = (w.events().into_iter())
+        .find(|e| e["event"] == "damaged")
+        .unwrap();
+    assert!(
+        event["records"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("session {DAMAGED}, record {damaged}: ")),
+        "{event}"
+    );
+    crate::watch::until("the rest applied", 60, || {
+        held(&b, GOOD).len() == 2 && held(&b, DAMAGED).len() == 2
+    });
+    let run = a.sync(&["sync", "verify", "--repair"]);
+    assert_eq!(run.code, 0, "repair: {run:?}");
+    crate::watch::until("the healed record applied", 60, || {
+        held(&b, DAMAGED).len() == 4
+    });
+    crate::watch::until("the watcher says all verify", 60, || said(true));
+    assert!(w.child_running(), "{}", w.stderr());
+}

@@ -1,6 +1,10 @@
 //! A server that lies: every way it could alter what `evi sync pull`
-//! receives is refused with an error naming the problem, and nothing is
-//! written (transcripts and checkpoints byte-identical, cursor unmoved).
+//! receives is refused with an error naming the problem. A record that
+//! does not verify is never applied, not even in part: pull writes nothing
+//! of it, applies every other record, remembers it as damaged and fetches
+//! it again until it verifies (issue 20, defect 3). A blob that does not
+//! match its name refuses the whole page: nothing is written (transcripts
+//! and checkpoints byte-identical, cursor unmoved).
 
 use std::io::{Read, Write};
 
@@ -23,6 +27,7 @@ fn line(content: &str) -> String {
 /// proxy, has pulled a first batch, and a second batch waits on the server.
 struct Scene {
     _server: TestServer,
+    pusher: Device,
     proxy: Proxy,
     victim: Device,
     identity: Identity,
@@ -70,6 +75,7 @@ impl Scene {
         assert_eq!(cursor, 2);
         Scene {
             _server: server,
+            pusher,
             proxy,
             victim,
             identity,
@@ -83,6 +89,49 @@ impl Scene {
     fn stream(&self, session: &str) -> String {
         let s: SessionId = session.parse().unwrap();
         self.keys.session_key(&s).as_str().to_owned()
+    }
+
+    /// `evi sync pull` fails naming the problem and the records refused;
+    /// it writes nothing of `sessions` (those the tampered records hold),
+    /// all the rest, and moves its cursor on; with the proxy honest again,
+    /// the next pull fetches the refused records again and brings them.
+    fn assert_records_refused(&self, expect: &str, sessions: &[&str]) {
+        let run = self.victim.sync(&["sync", "pull"]);
+        assert_eq!(
+            run.code, 1,
+            "pull should fail: {} {}",
+            run.stdout, run.stderr
+        );
+        assert!(
+            run.stderr.contains(expect) && run.stderr.contains("damaged: "),
+            "error should say {expect:?} and name the record: {}",
+            run.stderr
+        );
+        let now = self.victim.tree("transcripts");
+        let whole = self.pusher.tree("transcripts");
+        let paths: std::collections::BTreeSet<&String> =
+            whole.keys().chain(self.before.0.keys()).collect();
+        for path in paths {
+            let tampered = sessions
+                .iter()
+                .any(|s| path.ends_with(&format!("/{s}.jsonl")));
+            let want = if tampered { &self.before.0 } else { &whole };
+            assert_eq!(
+                now.get(path),
+                want.get(path),
+                "{path} (tampered: {tampered})"
+            );
+        }
+        let state = self.victim.state();
+        assert!(state["cursor"].as_u64().unwrap() > self.cursor, "{state}");
+        assert!(
+            !state["damaged"].as_array().is_none_or(Vec::is_empty),
+            "{state}"
+        );
+        self.proxy.clear();
+        self.victim.sync_ok(&["pull"]);
+        assert!(self.victim.tree("transcripts") == whole, "all there now");
+        assert_eq!(self.victim.state().get("damaged"), None);
     }
 
     /// `evi sync pull` fails naming the problem and writes nothing; with
@@ -180,7 +229,7 @@ fn flipped_bit_is_refused() {
         ct[at] ^= 0x10;
         r["ciphertext"] = json!(B64.encode(ct));
     });
-    s.assert_refused("does not decrypt with this identity");
+    s.assert_records_refused("does not decrypt with this identity", &["S3"]);
 }
 
 #[test]
@@ -192,7 +241,7 @@ fn segment_under_another_stream_is_refused() {
         find(page, &s3)["stream"] = json!(s1);
         find(page, "swap")["stream"] = json!(s3);
     });
-    s.assert_refused("served under stream id");
+    s.assert_records_refused("served under stream id", &["S1", "S3"]);
 }
 
 #[test]
@@ -206,7 +255,7 @@ fn replayed_segment_is_refused() {
         assert_ne!(r["entry_ids"], old["entry_ids"]);
         r["ciphertext"] = old["ciphertext"].clone();
     });
-    s.assert_refused("the server swapped or replayed it");
+    s.assert_records_refused("the server swapped or replayed it", &["S1"]);
 }
 
 #[test]
@@ -240,7 +289,7 @@ fn segment_without_the_mac_key_is_refused() {
     s.proxy.on_records(move |page| {
         find(page, &s3)["ciphertext"] = json!(forged);
     });
-    s.assert_refused("segment MAC does not verify");
+    s.assert_records_refused("segment MAC does not verify", &["S3"]);
 }
 
 #[test]
@@ -279,7 +328,7 @@ fn inject(s: &Scene, session: &str, day: &str) {
 fn session_id_climbing_out_is_refused() {
     let s = Scene::new();
     inject(&s, "../../x", DAY);
-    s.assert_refused("bad session id");
+    s.assert_records_refused("bad session id", &[]);
     assert!(!s.victim.dir.path().join("x.jsonl").exists());
 }
 
@@ -287,5 +336,5 @@ fn session_id_climbing_out_is_refused() {
 fn impossible_day_is_refused() {
     let s = Scene::new();
     inject(&s, "S1", "2026-13-99");
-    s.assert_refused("bad day");
+    s.assert_records_refused("bad day", &[]);
 }

@@ -99,15 +99,20 @@ fn a_tampered_record_or_blob_fails_the_check_naming_it() {
         .filter(|l| l.starts_with("problem: "))
         .collect();
     assert_eq!(problems.len(), 1, "{}", run.stdout);
+    // Named by its session too: b holds that session.
     assert!(
-        problems[0].starts_with("problem: record 1 does not verify: segment does not decrypt"),
+        problems[0].starts_with("problem: session ")
+            && problems[0].contains(": record 1 does not verify: segment does not decrypt"),
         "{}",
         problems[0]
     );
+    // --repair can mend it from here: b has its session (issue 20, defect 3).
     assert!(
-        run.stderr.starts_with(
-            "error: 1 problem found\nhint: a record or blob the server holds is damaged"
-        ),
+        run.stderr
+            .starts_with("error: 1 problem found\nhint: `evi sync verify --repair`")
+            && run
+                .stderr
+                .contains("\nhint: a record or blob the server holds is damaged"),
         "{}",
         run.stderr
     );

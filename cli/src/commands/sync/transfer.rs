@@ -10,6 +10,7 @@ use crate::command_error::CommandResult;
 use crate::command_error::user_error;
 use crate::commands::sessions::fmt_minute;
 use crate::commands::{finish, stdout};
+use crate::sync::damaged::DamagedRecord;
 use crate::sync::pending::PendingStore;
 use crate::sync::progress::{Bar, Progress, Quiet};
 use crate::sync::pull::{PullOptions, pull};
@@ -103,7 +104,8 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     drop(sync);
     refresh_search(ctx);
     if args.json {
-        return print_json(&r);
+        print_json(&r)?;
+        return damaged_error(&r.damaged);
     }
     println!(
         "pulled {} entries in {} sessions, {} blobs; {} sessions diverged (both branches kept)",
@@ -115,7 +117,25 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     if let Some(back) = &r.server_went_back {
         eprintln!("warning: {back}");
     }
-    Ok(())
+    damaged_error(&r.damaged)
+}
+
+/// Fails naming each record pull refused as damaged (it applied the rest).
+fn damaged_error(damaged: &[DamagedRecord]) -> CommandResult {
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    for d in damaged {
+        eprintln!("damaged: {d}");
+    }
+    Err(user_error(format!(
+        "{} records from the server do not verify and were not applied; everything else was",
+        damaged.len()
+    ))
+    .hinted(
+        "run `evi sync verify --repair` on a device that has those sessions (or push from it); \
+         every pull here fetches them again until they verify",
+    ))
 }
 
 /// Brings the search index up to date with what a push or pull saw, if
@@ -143,11 +163,12 @@ fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
     if let Some(back) = &r.server_went_back {
         eprintln!("warning: {back}");
     }
-    if !wanted.here && r.records == 0 {
+    if !wanted.here && r.records == 0 && r.damaged.is_empty() {
         return Err(one_session::not_found(id));
     }
     if json {
-        return print_json(&r);
+        print_json(&r)?;
+        return damaged_error(&r.damaged);
     }
     println!(
         "pulled {} entries of session {}; {} diverged (both branches kept)",
@@ -158,7 +179,7 @@ fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
     if let Some(why) = &r.deferred {
         eprintln!("note: {why}; the next pull or push applies them once the line is complete");
     }
-    Ok(())
+    damaged_error(&r.damaged)
 }
 
 #[derive(Debug, Serialize)]
@@ -185,6 +206,9 @@ struct Status {
     /// Set when the server holds less than this device saw it hold before:
     /// what went back, for people.
     server_went_back: Option<String>,
+    /// Records pull refused as damaged and passed: every pull fetches them
+    /// again until they verify.
+    damaged: Vec<DamagedRecord>,
     /// The `evi sync watch` running for this home, if one runs.
     watcher: Option<crate::sync::watch::presence::WatchInfo>,
 }
@@ -290,6 +314,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         waiting,
         missing_blobs: sync.state.missing_blobs.len() as u64,
         server_went_back: went_back,
+        damaged: sync.state.damaged.clone(),
         watcher: crate::sync::watch::presence::running(&sync.paths),
     };
     if let Some(back) = &s.server_went_back {
@@ -325,6 +350,9 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         _ => {}
     }
     writeln!(out, "blobs missing: {}", s.missing_blobs)?;
+    for d in &s.damaged {
+        writeln!(out, "damaged:   {d}")?;
+    }
     match &s.watcher {
         None => writeln!(
             out,

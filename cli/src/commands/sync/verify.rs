@@ -91,8 +91,9 @@ pub fn cmd_sync_verify(ctx: &Ctx, args: VerifyArgs) -> CommandResult {
     }
     if damaged {
         err = err.hinted(
-            "a record or blob the server holds is damaged or was altered: sync cannot replace \
-             it (the server keeps the first copy of an id); what this device holds is intact",
+            "a record or blob the server holds is damaged or was altered; what this device holds \
+             is intact. `evi sync verify --repair` on a device that has the record's session \
+             sends its entries again (a damaged blob cannot be replaced that way)",
         );
     }
     if elsewhere {

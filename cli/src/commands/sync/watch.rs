@@ -126,6 +126,14 @@ fn text(e: &WatchEvent) -> String {
             "warning: {message}. This watcher did so for this device: it pulled what the server \
              holds now and pushes everything here again"
         ),
+        WatchEvent::Damaged { records } if records.is_empty() => {
+            "every damaged record verifies now and is applied".to_owned()
+        }
+        WatchEvent::Damaged { records } => format!(
+            "not applied, these records from the server do not verify: {}; the rest was. Run \
+             `evi sync verify --repair` on a device that has those sessions",
+            records.join("; ")
+        ),
         WatchEvent::WaitingForLogin { error } => format!(
             "the server refused this device's token ({error}); waiting for `evi sync login` on \
              this device, then syncing goes on by itself"

@@ -129,6 +129,11 @@ pub enum WatchEvent {
     ServerWentBack {
         message: String,
     },
+    /// Records the server sent that do not verify (said when the list
+    /// changes): not applied, fetched again by every pull; the rest went in.
+    Damaged {
+        records: Vec<String>,
+    },
     /// The server refused this device's token: waiting for `evi sync
     /// login` (said once).
     WaitingForLogin {
@@ -207,6 +212,7 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         last_failure: BTreeMap::new(),
         login: None,
         came_back: false,
+        damaged: Vec::new(),
     };
     // Catch up first: what changed while no watcher ran, both ways.
     let mut want_push = true;
@@ -392,6 +398,8 @@ struct Loop {
     login: Option<String>,
     /// The server answered a step after being away.
     came_back: bool,
+    /// The damaged records last said.
+    damaged: Vec<u64>,
 }
 
 impl Loop {
@@ -443,6 +451,12 @@ impl Loop {
                 let mended = r.server_went_back.is_some();
                 if let Some(message) = r.server_went_back.clone() {
                     self.log.log(WatchEvent::ServerWentBack { message });
+                }
+                let damaged: Vec<u64> = r.damaged.iter().map(|d| d.seq).collect();
+                if damaged != self.damaged {
+                    self.damaged = damaged;
+                    let records = r.damaged.iter().map(ToString::to_string).collect();
+                    self.log.log(WatchEvent::Damaged { records });
                 }
                 if r.records + r.entries + r.blobs > 0 {
                     self.log.log(WatchEvent::Pulled {
