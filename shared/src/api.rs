@@ -440,6 +440,8 @@ pub struct KnownEntries {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct DamagedSeqs {
+    /// Seqs of this user's records, each at most 2^63 - 1.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<u64>, maximum = 9223372036854775807_u64))]
     pub seqs: Vec<u64>,
 }
 

@@ -401,6 +401,14 @@ pub async fn damaged(
             "at most {MAX_NAMES_PER_CALL} seqs per call"
         )));
     }
+    // Seqs are SQLite integers: a larger one names no record, and would
+    // wrap in the query.
+    if let Some(seq) = req.seqs.iter().find(|&&s| s > i64::MAX as u64) {
+        return Err(ApiError::bad_request(format!(
+            "seq {seq} names no record: a seq is at most {}",
+            i64::MAX
+        )));
+    }
     let marked = state.store.mark_damaged(auth.user_id, req.seqs).await?;
     Ok(Json(DamagedMarked { marked }))
 }

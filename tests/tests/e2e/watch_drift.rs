@@ -232,15 +232,26 @@ fn watcher_whose_token_is_revoked_waits_for_a_login_and_syncs_on() {
     std::thread::sleep(Duration::from_secs(3));
     assert!(w.child_running(), "the watcher exited: {}", w.stderr());
     assert_eq!(w.count("waiting_for_login"), 1, "{:?}", w.events());
-    // `evi sync status` says what to do (it needs no token for that).
-    let st = b.sync(&["sync", "status"]);
-    assert!(
-        st.stdout.contains("refuses this device's token since")
-            && st.stdout.contains("run `evi sync login`"),
-        "{}{}",
-        st.stdout,
-        st.stderr
-    );
+    // `evi sync status` says what to do (it needs no token for that). The
+    // watcher's record of it may land just after its event line.
+    let says = |out: &str| {
+        out.contains("refuses this device's token since") && out.contains("run `evi sync login`")
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = b.sync(&["sync", "status"]);
+        if says(&st.stdout) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{}{}\nevents: {:?}",
+            st.stdout,
+            st.stderr,
+            w.events()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     b.sync_ok(&[
         "login", "--server", &srv.url, "--user", "pat", "--device", "desktop",

@@ -28,8 +28,9 @@ pub struct Health {
     away: Mutex<Option<Instant>>,
     /// Signalled when the server answers again.
     answered: Condvar,
-    /// The token the server refused, while the token file still holds it.
-    refused: Mutex<Option<String>>,
+    /// The token the server refused, while the token file still holds it,
+    /// and when.
+    refused: Mutex<Option<(String, Instant)>>,
     log: Arc<dyn WatchLog>,
     presence: Mutex<Presence>,
     token_path: PathBuf,
@@ -98,8 +99,8 @@ impl Health {
             return false;
         }
         let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
-        if refused.as_deref() != Some(used) {
-            *refused = Some(used.to_owned());
+        if refused.as_ref().map(|(t, _)| t.as_str()) != Some(used) {
+            *refused = Some((used.to_owned(), Instant::now()));
             self.log.log(WatchEvent::WaitingForLogin {
                 error: error.to_owned(),
             });
@@ -108,10 +109,14 @@ impl Health {
         true
     }
 
-    /// Notes that the server took the token; said if it had refused one.
-    pub fn accepted(&self) {
+    /// Notes that the server took the token in a request sent at `sent`;
+    /// said if it had refused one before that. A request sent before the
+    /// refusal (the loop's step under way while the other thread heard the
+    /// 401) proves nothing about the token now, and is not taken as a login.
+    pub fn accepted(&self, sent: Instant) {
         let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
-        if refused.take().is_some() {
+        if refused.as_ref().is_some_and(|(_, at)| sent > *at) {
+            *refused = None;
             self.log.log(WatchEvent::LoggedIn);
             self.record(|i| i.waiting_for_login_since = None);
         }

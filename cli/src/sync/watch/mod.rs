@@ -502,6 +502,7 @@ impl Loop {
         // Read before the context reads it: if the server refuses it, this
         // is the token it refused (a login meanwhile writes a newer one).
         let used = self.health.token();
+        let sent = Instant::now();
         let result = SyncContext::open(&self.home).and_then(|mut ctx| {
             ctx.client = ctx.client.without_retries();
             f(&mut ctx)
@@ -513,7 +514,7 @@ impl Loop {
                 self.last_failure.remove(what);
                 if answered(&v) {
                     self.backoff.reset();
-                    self.health.accepted();
+                    self.health.accepted(sent);
                     if self.health.ok() {
                         self.came_back = true;
                     }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Signal;
 use super::health::Health;
@@ -78,6 +78,7 @@ impl Remote {
         let mut quick = true;
         loop {
             let after = self.cursor.load(Ordering::Relaxed);
+            let sent = Instant::now();
             let answer = if quick || self.max_wait_secs == 0 {
                 self.client.status_after(after).map(|s| {
                     let pending = s.pending_for_device.unwrap_or(0);
@@ -98,7 +99,7 @@ impl Remote {
                 Ok(pending) => {
                     quick = false;
                     self.backoff.reset();
-                    self.health.accepted();
+                    self.health.accepted(sent);
                     let back = self.health.ok();
                     if !self.tell(back, pending > 0) {
                         return;
