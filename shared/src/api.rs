@@ -442,7 +442,32 @@ pub struct KnownEntries {
 pub struct DamagedSeqs {
     /// Seqs of this user's records, each at most 2^63 - 1.
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<u64>, maximum = 9223372036854775807_u64))]
+    #[serde(deserialize_with = "whole_numbers")]
     pub seqs: Vec<u64>,
+}
+
+/// Non-negative integers as JSON Schema counts them: `883.0` is the
+/// integer 883 there (and in JavaScript clients), so it is taken as one; a
+/// fraction, a negative number or one past 2^64 is refused.
+fn whole_numbers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    use serde::de::Error as _;
+    let numbers = Vec::<serde_json::Number>::deserialize(d)?;
+    numbers
+        .iter()
+        .map(|n| {
+            n.as_u64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| {
+                            f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(f)
+                        })
+                        .map(|f| f as u64)
+                })
+                .ok_or_else(|| {
+                    D::Error::custom(format!("{n} is not a seq (a whole number, at least 0)"))
+                })
+        })
+        .collect()
 }
 
 /// Answer to `POST /api/v1/records/damaged`: how many of the seqs name a
@@ -611,6 +636,23 @@ pub struct PurgeResponse {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn damaged_seqs_take_whole_numbers_in_any_json_form() {
+        let ok: super::DamagedSeqs = serde_json::from_str(r#"{"seqs":[883, 7709.0, 0]}"#).unwrap();
+        assert_eq!(ok.seqs, [883, 7709, 0]);
+        for bad in [
+            r#"{"seqs":[1.5]}"#,
+            r#"{"seqs":[-1]}"#,
+            r#"{"seqs":["1"]}"#,
+            r#"{"seqs":[1e30]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<super::DamagedSeqs>(bad).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
