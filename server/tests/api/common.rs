@@ -180,6 +180,14 @@ fn spawn(root: &Path, args: &[String], envs: &[(String, String)]) -> (Child, Str
         .stderr(log)
         .spawn()
         .unwrap();
+    let addr = listening_on(&mut child);
+    (child, addr)
+}
+
+/// The address a server just started with `--listen 127.0.0.1:0` prints
+/// first on stdout; the rest of its stdout is read away, so it never
+/// blocks on a full pipe.
+pub fn listening_on(child: &mut Child) -> String {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -192,7 +200,7 @@ fn spawn(root: &Path, args: &[String], envs: &[(String, String)]) -> (Child, Str
         let mut sink = Vec::new();
         let _ = out.read_to_end(&mut sink);
     });
-    (child, addr)
+    addr
 }
 
 impl Drop for TestServer {

@@ -9,7 +9,6 @@
 //! settings the fixes add are passed as `EVI_SERVER_*` variables, which an
 //! older build ignores, so the same run shows how the older build fares.
 
-use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -57,19 +56,7 @@ impl Target {
             .stdout(Stdio::piped())
             .stderr(log);
         let mut child = cmd.spawn().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = out.read_to_end(&mut sink);
-        });
+        let addr = crate::common::listening_on(&mut child).parse().unwrap();
         Self { child, addr, root }
     }
 
@@ -433,27 +420,24 @@ async fn metric(addr: &str, name: &str) -> f64 {
 /// Registers `user` (first device) and logs a second device in: their tokens
 /// and the second device's id.
 async fn two_devices(http: &reqwest::Client, base: &str, user: &str) -> (String, String, String) {
-    let body = json!({"user": user, "password": crate::common::PASSWORD, "device": "one"});
-    let v: serde_json::Value = http
-        .post(format!("{base}/api/v1/register"))
-        .json(&body)
-        .send()
-        .await
+    let account = |call: &'static str, device: &'static str| async move {
+        let body = json!({"user": user, "password": crate::common::PASSWORD, "device": device});
+        let v: serde_json::Value = http
+            .post(format!("{base}/api/v1/{call}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v
+    };
+    let first = account("register", "one").await["token"]
+        .as_str()
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let first = v["token"].as_str().unwrap().to_owned();
-    let body = json!({"user": user, "password": crate::common::PASSWORD, "device": "two"});
-    let v: serde_json::Value = http
-        .post(format!("{base}/api/v1/login"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .to_owned();
+    let v = account("login", "two").await;
     (
         first,
         v["token"].as_str().unwrap().to_owned(),
