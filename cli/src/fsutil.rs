@@ -16,12 +16,19 @@ const TEMP_PREFIX: &str = ".evi-tmp-";
 
 /// A temp file beside `dest` (its folder created if missing), mode 0600.
 pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
+    temp_beside_as(dest, TEMP_PREFIX)
+}
+
+/// A temp file beside `dest` whose name begins with `prefix`. A writer that
+/// does not hold the lock under which a folder's [`TEMP_PREFIX`] temps are
+/// swept (the watcher's status file in `sync/`, beside pushes and pulls)
+/// names its temps apart, or a sweep takes one between its write and its
+/// rename, and sweeps its own under its own lock.
+pub fn temp_beside_as(dest: &Path, prefix: &str) -> io::Result<NamedTempFile> {
     let dir = folder_of(dest);
     fs::create_dir_all(dir)?;
     // tempfile creates files with mode 0600 on Unix.
-    tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
+    tempfile::Builder::new().prefix(prefix).tempfile_in(dir)
 }
 
 /// Removes the temp files of [`temp_beside`] directly in `dir` (none if it
@@ -31,6 +38,13 @@ pub fn temp_beside(dest: &Path) -> io::Result<NamedTempFile> {
 /// call it for such a folder, with that lock held, or it may take a file
 /// another process is still writing.
 pub fn remove_stale_temps(dir: &Path) -> io::Result<usize> {
+    remove_temps_named(dir, TEMP_PREFIX)
+}
+
+/// Removes the files directly in `dir` whose names begin with `prefix`
+/// (the temps of [`temp_beside_as`]), under the same rule as
+/// [`remove_stale_temps`]: only with the lock all their writers hold.
+pub fn remove_temps_named(dir: &Path, prefix: &str) -> io::Result<usize> {
     let entries = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
@@ -42,7 +56,7 @@ pub fn remove_stale_temps(dir: &Path) -> io::Result<usize> {
         let ours = e
             .file_name()
             .to_str()
-            .is_some_and(|n| n.starts_with(TEMP_PREFIX));
+            .is_some_and(|n| n.starts_with(prefix));
         if ours && e.file_type()?.is_file() {
             match fs::remove_file(e.path()) {
                 Ok(()) => removed += 1,
@@ -78,7 +92,12 @@ pub fn persist_replace(tmp: NamedTempFile, dest: &Path) -> io::Result<()> {
 
 /// Atomically replaces `path` (or creates it) with `bytes`.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = temp_beside(path)?;
+    replace_file_as(path, bytes, TEMP_PREFIX)
+}
+
+/// [`replace_file`] through a temp named as [`temp_beside_as`] says.
+pub fn replace_file_as(path: &Path, bytes: &[u8], prefix: &str) -> io::Result<()> {
+    let mut tmp = temp_beside_as(path, prefix)?;
     tmp.write_all(bytes)?;
     persist_replace(tmp, path)
 }
@@ -249,8 +268,16 @@ mod tests {
         fs::write(dir.path().join("state.json"), b"{}").unwrap();
         fs::write(dir.path().join(".evi-tmp"), b"not one of ours").unwrap();
         fs::create_dir(dir.path().join(".evi-tmp-folder")).unwrap();
+        // A writer outside the sweeping lock names its temps apart: a sweep
+        // leaves them to it.
+        let apart = temp_beside_as(&dir.path().join("watch.json"), ".evi-watch-tmp-").unwrap();
         assert_eq!(remove_stale_temps(dir.path()).unwrap(), 1);
         assert!(!left.exists());
+        assert!(
+            apart.path().exists(),
+            "the sweep took another writer's temp"
+        );
+        drop(apart);
         let mut names: Vec<String> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -51,6 +51,13 @@ pub enum PresenceError {
     Io { path: String, source: io::Error },
 }
 
+/// How the watcher's temps for `watch.json` begin: apart from the temps a
+/// push or pull sweeps from `sync/` under the sync lock, which the watcher
+/// does not hold while it writes this file (a sweep once took one between
+/// its write and its rename, and status lost that the watcher waits for a
+/// login). The watcher sweeps these itself, under the watch lock.
+const TEMP_PREFIX: &str = ".evi-watch-tmp-";
+
 fn lock_path(paths: &SyncPaths) -> PathBuf {
     paths.dir.join("watch.lock")
 }
@@ -85,6 +92,8 @@ impl Presence {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
         }
+        // Left by a watcher killed mid-write: only a watcher writes these.
+        let _ = crate::fsutil::remove_temps_named(&paths.dir, TEMP_PREFIX);
         let me = Self {
             _lock: file,
             info_path: info_path(paths),
@@ -101,7 +110,7 @@ impl Presence {
     /// Writes `info` (best effort for callers: status only reads it).
     pub fn save(&self) -> io::Result<()> {
         let bytes = serde_json::to_vec(&self.info).map_err(io::Error::other)?;
-        crate::fsutil::replace_file(&self.info_path, &bytes)
+        crate::fsutil::replace_file_as(&self.info_path, &bytes, TEMP_PREFIX)
     }
 }
 
