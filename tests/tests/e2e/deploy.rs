@@ -75,24 +75,103 @@ fn the_unit_runs_what_the_readme_installs() {
     );
 }
 
-/// `caddy validate` accepts the Caddyfile as shipped.
+/// `caddy validate` accepts both Caddyfiles as shipped: the one in front of
+/// a single server, and the scale-out one in front of two replicas (its
+/// site name comes from `EVI_PUBLIC_HOST`, as compose passes it).
 #[test]
-fn the_caddyfile_validates() {
+fn the_caddyfiles_validate() {
     if !tool_present("caddy", "version", "apt-get install caddy") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new("caddy")
-        .args(["validate", "--adapter", "caddyfile", "--config"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/Caddyfile"))
-        // Caddy keeps state under these; none of it in the user's home.
-        .env("XDG_DATA_HOME", dir.path())
-        .env("XDG_CONFIG_HOME", dir.path())
+    for file in ["Caddyfile", "scale/Caddyfile"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("caddy")
+            .args(["validate", "--adapter", "caddyfile", "--config"])
+            .arg(deploy_path(file))
+            // Caddy keeps state under these; none of it in the user's home.
+            .env("XDG_DATA_HOME", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path())
+            .env("EVI_PUBLIC_HOST", "sync.example.com")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "caddy validate {file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn deploy_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(name)
+}
+
+/// A checker of `.ci/deploy-requirements.txt`, from the virtualenv
+/// `EVI_DEPLOY_CHECKERS` names (`.ci/run` makes it); `None`, said, outside
+/// CI when it is not there.
+fn checker(name: &str) -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("EVI_DEPLOY_CHECKERS").map(std::path::PathBuf::from);
+    let path = venv.map(|v| v.join("bin").join(name));
+    match path {
+        Some(p) if p.is_file() => Some(p),
+        _ => {
+            let why = format!(
+                "{name} not found: EVI_DEPLOY_CHECKERS must name the virtualenv \
+                 .ci/run makes from .ci/deploy-requirements.txt"
+            );
+            assert!(std::env::var_os("CI").is_none(), "{why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+/// Both compose files are valid under the Compose Specification's own
+/// schema (which check-jsonschema carries): `docker compose config` needs
+/// the compose plugin, which no registry here has.
+#[test]
+fn the_compose_files_follow_the_compose_specification() {
+    let Some(check) = checker("check-jsonschema") else {
+        return;
+    };
+    let out = Command::new(check)
+        .args(["--builtin-schema", "vendor.compose-spec"])
+        .arg(deploy_path("compose.yaml"))
+        .arg(deploy_path("scale/compose.yaml"))
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "caddy validate: {}",
+        "check-jsonschema: {}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The Kubernetes example is valid under Kubernetes' own schemas, strictly
+/// (a misspelt field is an error, not ignored as `kubectl apply` would).
+#[test]
+fn the_kubernetes_example_validates() {
+    let Some(check) = checker("kubernetes-validate") else {
+        return;
+    };
+    let out = Command::new(check)
+        .arg("--strict")
+        .arg(deploy_path("k8s/evi-server.yaml"))
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "kubernetes-validate: {said}");
+    for kind in ["deployment", "service", "secret", "poddisruptionbudget"] {
+        assert!(
+            said.contains(&format!("passed for resource {kind}/evi-server")),
+            "{kind} not checked: {said}"
+        );
+    }
 }
