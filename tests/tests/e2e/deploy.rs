@@ -175,3 +175,56 @@ fn the_kubernetes_example_validates() {
         );
     }
 }
+
+/// `docker-compose config` (Debian's, which needs no daemon) resolves the
+/// scale-out file with its two secrets given, and refuses it, naming the
+/// secret, without them: no deployment starts on an empty password.
+#[test]
+fn the_scale_out_compose_file_resolves_only_with_its_secrets() {
+    if !tool_present(
+        "docker-compose",
+        "version",
+        "apt-get install docker-compose",
+    ) {
+        return;
+    }
+    let config = |env: &[(&str, &str)]| {
+        let mut c = Command::new("docker-compose");
+        c.arg("-f")
+            .arg(deploy_path("scale/compose.yaml"))
+            .arg("config")
+            .env_remove("EVI_PG_PASSWORD")
+            .env_remove("EVI_S3_SECRET");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = config(&[
+        ("EVI_PG_PASSWORD", "pg-canary"),
+        ("EVI_S3_SECRET", "s3-canary"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "docker-compose config: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "EVI_SERVER_DATABASE: postgres://evi:pg-canary@postgres:5432/evi",
+        "AWS_SECRET_ACCESS_KEY: s3-canary",
+        "evi-1:",
+        "evi-2:",
+        "condition: service_healthy",
+        "condition: service_completed_successfully",
+    ] {
+        assert!(text.contains(want), "{want} not in: {text}");
+    }
+    let out = config(&[("EVI_S3_SECRET", "s3-canary")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set EVI_PG_PASSWORD"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
