@@ -10,6 +10,7 @@ pub mod config;
 pub mod deeplink;
 pub mod desktop;
 pub mod fsutil;
+pub mod git;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod home;
