@@ -63,7 +63,6 @@ impl Git {
             .arg("--literal-pathspecs")
             .args(args)
             .current_dir(&self.dir)
-            .env("GIT_TERMINAL_PROMPT", "0")
             .env("LC_ALL", "C");
         for (k, v) in &self.env {
             c.env(k, v);
