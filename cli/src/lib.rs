@@ -10,9 +10,9 @@ pub mod config;
 pub mod deeplink;
 pub mod desktop;
 pub mod fsutil;
-pub mod git;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod git;
 pub mod home;
 pub mod malloc;
 pub mod message;

@@ -129,7 +129,11 @@ fn commit_here(
     }
     let mut candidates: Vec<String> = Vec::new();
     if let Some(b) = &state.branch {
-        candidates.extend(obs.remotes.iter().map(|r| format!("refs/remotes/{}/{b}", r.name)));
+        candidates.extend(
+            obs.remotes
+                .iter()
+                .map(|r| format!("refs/remotes/{}/{b}", r.name)),
+        );
         candidates.push(format!("refs/heads/{b}"));
     }
     candidates.push("HEAD".into());
@@ -191,7 +195,11 @@ fn place(
         None => {
             w.run(&["switch", "-q", "-c", b, base])?;
             let upstream = w
-                .text(&["for-each-ref", "--format=%(refname:short)", &format!("refs/remotes/*/{b}")])
+                .text(&[
+                    "for-each-ref",
+                    "--format=%(refname:short)",
+                    &format!("refs/remotes/*/{b}"),
+                ])
                 .unwrap_or_default();
             if let Some(u) = upstream.lines().next().filter(|u| !u.is_empty()) {
                 let _ = w.run(&["branch", "-q", "--set-upstream-to", u, b]);
@@ -208,7 +216,10 @@ fn place(
         Some(tip) if w.ok(&["merge-base", "--is-ancestor", &tip, base]) => {
             w.run(&["switch", "-q", b])?;
             w.run(&["merge", "-q", "--ff-only", base])?;
-            return Ok(format!("branch {b} at {at} (fast-forwarded from {})", short(&tip)));
+            return Ok(format!(
+                "branch {b} at {at} (fast-forwarded from {})",
+                short(&tip)
+            ));
         }
         Some(tip) => format!("your {b} (at {}) has diverged from it", short(&tip)),
     };
@@ -270,9 +281,10 @@ fn apply(w: &Git, carried: &Carried, short_id: &str, out: &mut Brought) -> Resul
         out.unapplied.clear();
     }
     if trouble {
-        let dir = PathBuf::from(w.text(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?)
-            .join("evi-handoff")
-            .join(short_id);
+        let dir =
+            PathBuf::from(w.text(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?)
+                .join("evi-handoff")
+                .join(short_id);
         let io = |source| GitError::Io {
             context: format!("cannot keep the patches in {}", dir.display()),
             source,

@@ -127,10 +127,26 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
         )?;
     }
     parts.push(part("unstaged", &mut |f, b| {
-        gi.run_into(&args(&["diff"]), f, b, "unstaged changes and untracked files")
+        gi.run_into(
+            &args(&["diff"]),
+            f,
+            b,
+            "unstaged changes and untracked files",
+        )
     })?);
 
-    let mut shas = preimages(&g.run(&["diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames", "HEAD"])?, true);
+    let mut shas = preimages(
+        &g.run(&[
+            "diff",
+            "--cached",
+            "--raw",
+            "-z",
+            "--no-abbrev",
+            "--no-renames",
+            "HEAD",
+        ])?,
+        true,
+    );
     shas.extend(preimages(
         &gi.run(&["diff", "--raw", "-z", "--no-abbrev", "--no-renames"])?,
         false,
@@ -140,13 +156,17 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
     let present = present_blobs(&g, &shas)?;
     if !present.is_empty() {
         parts.push(part("objects", &mut |f, b| {
-            let pack = g.run_with(&["pack-objects", "--stdout", "-q"], present.join("\n").as_bytes())?;
+            let pack = g.run_with(
+                &["pack-objects", "--stdout", "-q"],
+                present.join("\n").as_bytes(),
+            )?;
             if pack.len() as u64 > b {
                 return Err(GitError::TooLarge {
                     what: "changed files".into(),
                 });
             }
-            f.write_all(&pack).map_err(io_err("cannot write a temp file"))?;
+            f.write_all(&pack)
+                .map_err(io_err("cannot write a temp file"))?;
             Ok(pack.len() as u64)
         })?);
     }
@@ -185,7 +205,8 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
     let mut put = |bytes: &[u8], out: &mut NamedTempFile| -> Result<(), GitError> {
         hasher.update(bytes);
         size += bytes.len() as u64;
-        out.write_all(bytes).map_err(io_err("cannot write a temp file"))
+        out.write_all(bytes)
+            .map_err(io_err("cannot write a temp file"))
     };
     put(MAGIC, &mut out)?;
     for (name, path, n) in &parts {
@@ -193,7 +214,9 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
         let mut r = BufReader::new(File::open(path).map_err(io_err("cannot read a temp file"))?);
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let k = r.read(&mut buf).map_err(io_err("cannot read a temp file"))?;
+            let k = r
+                .read(&mut buf)
+                .map_err(io_err("cannot read a temp file"))?;
             if k == 0 {
                 break;
             }
@@ -206,7 +229,9 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
             what: "changes".into(),
         });
     }
-    out.as_file().sync_all().map_err(io_err("cannot write a temp file"))?;
+    out.as_file()
+        .sync_all()
+        .map_err(io_err("cannot write a temp file"))?;
     Ok(Some(Built {
         file: out,
         sha256: hex::encode(hasher.finalize()),
@@ -276,7 +301,8 @@ impl Carried {
                 .iter()
                 .position(|&b| b == b'\n')
                 .ok_or_else(|| bad("a section has no header"))?;
-            let header = std::str::from_utf8(&rest[..nl]).map_err(|_| bad("a header is not text"))?;
+            let header =
+                std::str::from_utf8(&rest[..nl]).map_err(|_| bad("a header is not text"))?;
             let (name, len) = header
                 .split_once(' ')
                 .ok_or_else(|| bad("a header has no length"))?;
@@ -316,7 +342,10 @@ mod tests {
         let mut cut = MAGIC.to_vec();
         cut.extend(b"staged 9\nabc\n");
         assert!(matches!(Carried::parse(&cut), Err(GitError::BadCarry(_))));
-        assert!(matches!(Carried::parse(b"PK\x03\x04"), Err(GitError::BadCarry(_))));
+        assert!(matches!(
+            Carried::parse(b"PK\x03\x04"),
+            Err(GitError::BadCarry(_))
+        ));
     }
 
     #[test]

@@ -60,6 +60,18 @@ pub struct GitState {
     pub blob: Option<CarriedBlob>,
 }
 
+/// The newest git state of a session as readers show it (`sessions list
+/// --json`, the web viewer's session heading).
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordedTree {
+    /// When the handoff recorded it (RFC 3339).
+    pub ts: Option<String>,
+    /// In words, as the handoff printed it.
+    pub summary: String,
+    #[serde(flatten)]
+    pub state: GitState,
+}
+
 /// The short form of a commit id people read.
 pub fn short(commit: &str) -> &str {
     &commit[..commit.len().min(7)]
@@ -83,7 +95,10 @@ impl GitState {
         } else {
             "NOT on any remote"
         };
-        format!("{at}, {pushed}; {}", changes(self.files_changed, self.untracked))
+        format!(
+            "{at}, {pushed}; {}",
+            changes(self.files_changed, self.untracked)
+        )
     }
 }
 

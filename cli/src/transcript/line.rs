@@ -115,7 +115,10 @@ pub fn parse_head(raw: &[u8]) -> LineHead {
         _ if wrapped => Role::Invalid,
         _ => Role::Other,
     };
-    let kind = head.kind.and_then(as_string).filter(|_| role == Role::System);
+    let kind = head
+        .kind
+        .and_then(as_string)
+        .filter(|_| role == Role::System);
     let title = kind.as_deref() == Some(super::title::TITLE_TYPE);
     let git_state = kind.as_deref() == Some(super::git_state::GIT_STATE_TYPE);
     LineHead {

@@ -55,14 +55,26 @@ fn setup(remote_name: &str) -> Setup {
     let origin = dir.path().join(remote_name);
     git(
         dir.path(),
-        &["init", "-q", "--bare", "-b", "main", origin.to_str().unwrap()],
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            origin.to_str().unwrap(),
+        ],
     );
     let laptop = dir.path().join("laptop");
     let desktop = dir.path().join("desktop");
     let seed = dir.path().join("seed");
     git(
         dir.path(),
-        &["clone", "-q", origin.to_str().unwrap(), seed.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            seed.to_str().unwrap(),
+        ],
     );
     identity(&seed);
     write(&seed, "src/lib.rs", b"pub fn one() -> u32 {\n    1\n}\n");
@@ -121,7 +133,11 @@ fn files(root: &Path) -> BTreeMap<String, String> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let path = e.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             if rel == ".git" {
                 continue;
             }
@@ -172,13 +188,24 @@ fn edit_everything(repo: &Path) {
     write(repo, ".gitignore", b"target/\n");
     write(repo, "src/lib.rs", b"pub fn one() -> u32 {\n    2\n}\n");
     git(repo, &["add", "src/lib.rs", ".gitignore"]);
-    write(repo, "src/lib.rs", b"pub fn one() -> u32 {\n    3 // unstaged over staged\n}\n");
-    write(repo, "notes.txt", b"first line\nsecond line, edited\nthird line\n");
+    write(
+        repo,
+        "src/lib.rs",
+        b"pub fn one() -> u32 {\n    3 // unstaged over staged\n}\n",
+    );
+    write(
+        repo,
+        "notes.txt",
+        b"first line\nsecond line, edited\nthird line\n",
+    );
     write(repo, "logo.png", &crate::common::random_bytes(5000, 8));
     write(repo, "new/dir/todo.md", b"- carry the tree\n");
     write(repo, "tools/run.sh", b"#!/bin/sh\necho run\n");
-    std::fs::set_permissions(repo.join("tools/run.sh"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        repo.join("tools/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     write(repo, "blob.bin", &crate::common::random_bytes(3000, 9));
     write(repo, "target/build.log", b"ignored, stays here\n");
 }
@@ -200,8 +227,7 @@ fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() 
 
     let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let summary =
-        format!("branch fix-auth at {head}, pushed; 4 files changed, 3 untracked");
+    let summary = format!("branch fix-auth at {head}, pushed; 4 files changed, 3 untracked");
     assert!(
         run.stdout.starts_with(&format!(
             "handoff {S} (2 messages)\n  working tree: {summary}\n  1. sync this device:   evi sync push   (done)\n"
@@ -230,9 +256,17 @@ fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() 
         "{}",
         show.stderr
     );
-    assert_eq!(looks(&s.desktop), before, "without --checkout nothing moves");
+    assert_eq!(
+        looks(&s.desktop),
+        before,
+        "without --checkout nothing moves"
+    );
 
-    let run = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--checkout", "--print"]);
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains(&format!(
@@ -253,6 +287,18 @@ fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() 
     // The conversation came along too.
     let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["messages"].as_array().unwrap().len(), 2);
+
+    // The web viewer's session heading shows the recorded state.
+    let web = s.b.web("127.0.0.1:0");
+    let page: serde_json::Value = reqwest::blocking::get(format!("{}/api/sessions/{S}", web.base))
+        .unwrap()
+        .json()
+        .unwrap();
+    let g = &page["session"]["git_state"];
+    assert_eq!(g["summary"], summary.as_str());
+    assert_eq!(g["branch"], "fix-auth");
+    assert_eq!(g["untracked"], 3);
+    assert!(g["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{g}");
 }
 
 #[test]
@@ -261,7 +307,11 @@ fn committed_and_pushed_work_needs_no_blob_and_lands_on_the_branch() {
         return;
     }
     let s = setup("origin.git");
-    write(&s.laptop, "src/lib.rs", b"pub fn one() -> u32 {\n    7\n}\n");
+    write(
+        &s.laptop,
+        "src/lib.rs",
+        b"pub fn one() -> u32 {\n    7\n}\n",
+    );
     git(&s.laptop, &["commit", "-qam", "seven"]);
     git(&s.laptop, &["push", "-q", "origin", "main"]);
     let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S, "--json"]);
@@ -271,20 +321,37 @@ fn committed_and_pushed_work_needs_no_blob_and_lands_on_the_branch() {
     assert_eq!(v["git"]["head"], head.trim());
     assert_eq!(v["git"]["branch"], "main");
     assert_eq!(v["git"]["pushed"], true);
-    assert_eq!(v["git"]["blob"], serde_json::Value::Null, "nothing to carry");
+    assert_eq!(
+        v["git"]["blob"],
+        serde_json::Value::Null,
+        "nothing to carry"
+    );
     assert_eq!(v["git"]["remotes"][0]["name"], "origin");
 
     // The desktop's main is behind: it moves forward, never sideways.
-    let run = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--checkout", "--print"]);
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("(fast-forwarded from"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("(fast-forwarded from"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(looks(&s.desktop), looks(&s.laptop));
 
     // A second device diverged on main: the handoff goes on a new branch.
     let c = s.desktop.parent().unwrap().join("third");
     git(
         s.desktop.parent().unwrap(),
-        &["clone", "-q", s.origin.to_str().unwrap(), c.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            s.origin.to_str().unwrap(),
+            c.to_str().unwrap(),
+        ],
     );
     identity(&c);
     git(&c, &["reset", "-q", "--hard", "HEAD~1"]);
@@ -292,16 +359,28 @@ fn committed_and_pushed_work_needs_no_blob_and_lands_on_the_branch() {
     git(&c, &["add", "mine.txt"]);
     git(&c, &["commit", "-qm", "mine"]);
     let mine = git(&c, &["rev-parse", "HEAD"]);
-    let run = evi_in(&s.b, &c, &["sessions", "resume", S, "--checkout", "--print"]);
+    let run = evi_in(
+        &s.b,
+        &c,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains("has diverged from it: the handoff is on a new branch evi/handoff-01JGITHA"),
+        run.stderr
+            .contains("has diverged from it: the handoff is on a new branch evi/handoff-01JGITHA"),
         "{}",
         run.stderr
     );
-    assert_eq!(git(&c, &["branch", "--show-current"]).trim(), "evi/handoff-01JGITHA");
+    assert_eq!(
+        git(&c, &["branch", "--show-current"]).trim(),
+        "evi/handoff-01JGITHA"
+    );
     assert_eq!(git(&c, &["rev-parse", "HEAD"]), head);
-    assert_eq!(git(&c, &["rev-parse", "main"]), mine, "main is not rewritten");
+    assert_eq!(
+        git(&c, &["rev-parse", "main"]),
+        mine,
+        "main is not rewritten"
+    );
 }
 
 #[test]
@@ -310,9 +389,17 @@ fn an_unpushed_commit_is_warned_about_then_carried_as_a_bundle_or_pushed() {
         return;
     }
     let s = setup("origin.git");
-    write(&s.laptop, "src/lib.rs", b"pub fn one() -> u32 {\n    11\n}\n");
+    write(
+        &s.laptop,
+        "src/lib.rs",
+        b"pub fn one() -> u32 {\n    11\n}\n",
+    );
     git(&s.laptop, &["commit", "-qam", "local only"]);
-    write(&s.laptop, "notes.txt", b"first line\nuncommitted on top\nthird line\n");
+    write(
+        &s.laptop,
+        "notes.txt",
+        b"first line\nuncommitted on top\nthird line\n",
+    );
     let head = git(&s.laptop, &["rev-parse", "HEAD"]);
     let short = &head[..7];
 
@@ -327,8 +414,9 @@ fn an_unpushed_commit_is_warned_about_then_carried_as_a_bundle_or_pushed() {
         run.stderr
     );
     assert!(
-        run.stdout
-            .contains(&format!("branch main at {short}, NOT on any remote; 1 file changed")),
+        run.stdout.contains(&format!(
+            "branch main at {short}, NOT on any remote; 1 file changed"
+        )),
         "{}",
         run.stdout
     );
@@ -348,15 +436,24 @@ fn an_unpushed_commit_is_warned_about_then_carried_as_a_bundle_or_pushed() {
         head,
         "--bundle pushes nothing"
     );
-    let run = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--checkout", "--print"]);
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(looks(&s.desktop), looks(&s.laptop));
 
     // --push-branch pushes (never forced) and then the commit is fetchable.
-    let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S, "--push-branch"]);
+    let run = evi_in(
+        &s.a,
+        &s.laptop,
+        &["sessions", "handoff", S, "--push-branch"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stdout.contains(&format!("branch main at {short}, pushed; 1 file changed")),
+        run.stdout
+            .contains(&format!("branch main at {short}, pushed; 1 file changed")),
         "{}",
         run.stdout
     );
@@ -376,7 +473,11 @@ fn a_busy_checkout_is_refused_and_a_new_worktree_gets_the_state() {
     write(&s.desktop, "notes.txt", b"the desktop's own edit\n");
     write(&s.desktop, "scratch.txt", b"and an untracked file\n");
     let before = looks(&s.desktop);
-    let run = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--checkout", "--print"]);
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr.contains(&format!(
@@ -394,11 +495,19 @@ fn a_busy_checkout_is_refused_and_a_new_worktree_gets_the_state() {
     let run = evi_in(
         &s.b,
         &s.desktop,
-        &["sessions", "resume", S, "--worktree", wt.to_str().unwrap(), "--print"],
+        &[
+            "sessions",
+            "resume",
+            S,
+            "--worktree",
+            wt.to_str().unwrap(),
+            "--print",
+        ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains(&format!("brought {} to the handoff", wt.display())),
+        run.stderr
+            .contains(&format!("brought {} to the handoff", wt.display())),
         "{}",
         run.stderr
     );
@@ -421,19 +530,36 @@ fn a_conflicting_patch_leaves_marked_conflicts_and_the_checkout_untouched() {
     // The laptop commits without pushing and edits on top: the desktop
     // cannot have that commit, so the changes go onto origin/main, whose
     // second line the desktop's side changed too.
-    write(&s.laptop, "notes.txt", b"first line\nsecond line, laptop commit\nthird line\n");
+    write(
+        &s.laptop,
+        "notes.txt",
+        b"first line\nsecond line, laptop commit\nthird line\n",
+    );
     git(&s.laptop, &["commit", "-qam", "unpushed"]);
-    write(&s.laptop, "notes.txt", b"first line\nsecond line, laptop edit\nthird line\n");
+    write(
+        &s.laptop,
+        "notes.txt",
+        b"first line\nsecond line, laptop edit\nthird line\n",
+    );
     let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S]);
     assert_eq!(run.code, 0, "{}", run.stderr);
 
     let other = s.desktop.parent().unwrap().join("other");
     git(
         s.desktop.parent().unwrap(),
-        &["clone", "-q", s.origin.to_str().unwrap(), other.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            s.origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
     );
     identity(&other);
-    write(&other, "notes.txt", b"first line\nsecond line, pushed elsewhere\nthird line\n");
+    write(
+        &other,
+        "notes.txt",
+        b"first line\nsecond line, pushed elsewhere\nthird line\n",
+    );
     git(&other, &["commit", "-qam", "elsewhere"]);
     git(&other, &["push", "-q", "origin", "main"]);
 
@@ -443,7 +569,14 @@ fn a_conflicting_patch_leaves_marked_conflicts_and_the_checkout_untouched() {
     let run = evi_in(
         &s.b,
         &s.desktop,
-        &["sessions", "resume", S, "--worktree", wt.to_str().unwrap(), "--print"],
+        &[
+            "sessions",
+            "resume",
+            S,
+            "--worktree",
+            wt.to_str().unwrap(),
+            "--print",
+        ],
     );
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
@@ -452,20 +585,24 @@ fn a_conflicting_patch_leaves_marked_conflicts_and_the_checkout_untouched() {
         run.stderr
     );
     assert!(
-        run.stderr.contains("the carried changes conflict in 1 file, left marked there: notes.txt"),
+        run.stderr
+            .contains("the carried changes conflict in 1 file, left marked there: notes.txt"),
         "{}",
         run.stderr
     );
     let marked = std::fs::read_to_string(wt.join("notes.txt")).unwrap();
     assert!(
-        marked.contains("<<<<<<<") && marked.contains("second line, laptop edit")
+        marked.contains("<<<<<<<")
+            && marked.contains("second line, laptop edit")
             && marked.contains("second line, pushed elsewhere"),
         "{marked}"
     );
     assert!(git(&wt, &["status", "--porcelain"]).contains("UU notes.txt"));
     let kept = s.desktop.join(".git/evi-handoff/01JGITHA/unstaged.patch");
     assert!(
-        std::fs::read_to_string(&kept).unwrap().contains("laptop edit"),
+        std::fs::read_to_string(&kept)
+            .unwrap()
+            .contains("laptop edit"),
         "the patch is kept"
     );
     // The fetch moved origin/main only; the checkout is as it was.
@@ -486,18 +623,32 @@ fn no_git_or_no_checkout_is_said_plainly() {
     // Not in a checkout: only the conversation goes, and it says so.
     let run = evi_in(&a, s_dir.path(), &["sessions", "handoff", S]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("is not in a git checkout"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is not in a git checkout"),
+        "{}",
+        run.stderr
+    );
     assert!(!run.stdout.contains("working tree"), "{}", run.stdout);
     // A checkout named, and git not there.
     let run: Run = a
         .cmd()
         .env("PATH", s_dir.path())
-        .args(["sessions", "handoff", S, "--repo", s_dir.path().to_str().unwrap()])
+        .args([
+            "sessions",
+            "handoff",
+            S,
+            "--repo",
+            s_dir.path().to_str().unwrap(),
+        ])
         .output()
         .unwrap()
         .into();
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stderr.contains("error: cannot run `git`"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("error: cannot run `git`"),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("--no-git"), "{}", run.stderr);
 }
 
@@ -508,16 +659,28 @@ fn the_server_keeps_no_path_branch_or_content_of_the_repository() {
     }
     let s = setup("canary-remote-5521.git");
     git(&s.laptop, &["switch", "-qc", "canary-branch-7f3e"]);
-    write(&s.laptop, "canary_dir/secret_path_91.rs", b"const C: &str = \"CANARY-COMMITTED-0c4e\";\n");
+    write(
+        &s.laptop,
+        "canary_dir/secret_path_91.rs",
+        b"const C: &str = \"CANARY-COMMITTED-0c4e\";\n",
+    );
     git(&s.laptop, &["add", "."]);
     git(&s.laptop, &["commit", "-qm", "CANARY-MESSAGE-8d2a"]);
     write(&s.laptop, "notes.txt", b"CANARY-UNSTAGED-3b9f\n");
-    write(&s.laptop, "canary_untracked_77.txt", b"CANARY-UNTRACKED-6a1c\n");
+    write(
+        &s.laptop,
+        "canary_untracked_77.txt",
+        b"CANARY-UNTRACKED-6a1c\n",
+    );
     let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S, "--bundle"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("carried as a bundle"), "{}", run.stdout);
     // It went through the server: the other clone gets it all.
-    let run = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--checkout", "--print"]);
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(looks(&s.desktop), looks(&s.laptop));
 
@@ -542,7 +705,11 @@ fn the_server_keeps_no_path_branch_or_content_of_the_repository() {
             hay.push((rel, b));
         }
     }
-    assert!(hay.len() > 3, "{:?}", hay.iter().map(|h| &h.0).collect::<Vec<_>>());
+    assert!(
+        hay.len() > 3,
+        "{:?}",
+        hay.iter().map(|h| &h.0).collect::<Vec<_>>()
+    );
     let mut found = Vec::new();
     for c in canaries {
         for (place, bytes) in &hay {

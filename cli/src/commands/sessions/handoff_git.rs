@@ -105,9 +105,8 @@ pub fn record(
     let built = carry::build(&obs, want.bundle, &sync.paths.dir).map_err(git_error)?;
     let blob = match &built {
         Some(b) => {
-            upload_one(sync, &b.sha256, b.file.path()).map_err(|e| {
-                sync_error(e).hinted("the session was not handed off; try again")
-            })?;
+            upload_one(sync, &b.sha256, b.file.path())
+                .map_err(|e| sync_error(e).hinted("the session was not handed off; try again"))?;
             Some(CarriedBlob {
                 sha256: b.sha256.clone(),
                 size: b.size,
@@ -142,14 +141,21 @@ fn push_branch(obs: &git::Observed) -> Result<(), CommandError> {
         .text(&["config", &format!("branch.{b}.remote")])
         .ok()
         .filter(|r| !r.is_empty() && r != ".")
-        .or_else(|| obs.remotes.iter().find(|r| r.name == "origin").map(|r| r.name.clone()))
+        .or_else(|| {
+            obs.remotes
+                .iter()
+                .find(|r| r.name == "origin")
+                .map(|r| r.name.clone())
+        })
         .or_else(|| match obs.remotes.as_slice() {
             [one] => Some(one.name.clone()),
             _ => None,
         })
         .ok_or_else(|| {
-            user_error(format!("{b} has no upstream and there is no single remote to push it to"))
-                .hinted("`git push -u REMOTE {b}` yourself, or hand off with --bundle")
+            user_error(format!(
+                "{b} has no upstream and there is no single remote to push it to"
+            ))
+            .hinted("`git push -u REMOTE {b}` yourself, or hand off with --bundle")
         })?;
     let dest = g
         .text(&["config", &format!("branch.{b}.merge")])

@@ -46,11 +46,15 @@ pub fn show_and_bring(
                 "session {} has no working tree recorded: it was handed off without one",
                 tree.id
             ))
-            .hinted("hand it off again from the checkout (`evi sessions handoff ID --repo PATH`)"));
+            .hinted(
+                "hand it off again from the checkout (`evi sessions handoff ID --repo PATH`)",
+            ));
         }
         return Ok(None);
     };
-    let when = ts.map(|t| format!(" ({})", fmt_minute(t))).unwrap_or_default();
+    let when = ts
+        .map(|t| format!(" ({})", fmt_minute(t)))
+        .unwrap_or_default();
     eprintln!("working tree at handoff{when}: {}", state.summary());
     let dir = git::checkout_for(want.repo.as_deref())?;
     let here = describe_here(&dir);
@@ -107,7 +111,11 @@ pub fn show_and_bring(
 }
 
 fn plural_files(n: usize) -> String {
-    if n == 1 { "1 file".into() } else { format!("{n} files") }
+    if n == 1 {
+        "1 file".into()
+    } else {
+        format!("{n} files")
+    }
 }
 
 /// `branch main at 1a2b3c4; clean`, or why there is no checkout.
