@@ -66,6 +66,28 @@ pub fn bring(
     }
     let g = Git::new(&obs.top);
     let mut out = Brought::default();
+    let same_remote = state
+        .remotes
+        .iter()
+        .any(|r| obs.remotes.iter().any(|l| l.url == r.url));
+    if !same_remote && !state.remotes.is_empty() {
+        let urls = |rs: &[crate::transcript::git_state::Remote]| {
+            rs.iter()
+                .map(|r| r.url.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.notes.push(format!(
+            "this checkout's remotes ({}) are not the ones the handoff recorded ({}): \
+             is it the same repository? (--repo PATH names another checkout)",
+            if obs.remotes.is_empty() {
+                "none".into()
+            } else {
+                urls(&obs.remotes)
+            },
+            urls(&state.remotes)
+        ));
+    }
     let base = commit_here(&g, &obs, state, carried, short_id, &mut out.notes)?;
     if !carried.objects.is_empty() {
         g.run_with(&["unpack-objects", "-q"], &carried.objects)?;

@@ -354,7 +354,7 @@ mod tests {
         let b = "b".repeat(40);
         let z = "0".repeat(40);
         let raw = format!(":100644 100644 {a} {b} M\0f\0:000000 100644 {z} {b} A\0g\0");
-        assert_eq!(preimages(raw.as_bytes(), false), [a.clone()]);
+        assert_eq!(preimages(raw.as_bytes(), false), vec![a.clone()]);
         assert_eq!(preimages(raw.as_bytes(), true), [a, b.clone(), b]);
     }
 }

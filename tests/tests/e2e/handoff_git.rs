@@ -241,7 +241,7 @@ fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() 
     let show = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--print"]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(
-        show.stderr.contains(&format!("working tree at handoff (")),
+        show.stderr.contains("working tree at handoff ("),
         "{}",
         show.stderr
     );
@@ -607,6 +607,42 @@ fn a_conflicting_patch_leaves_marked_conflicts_and_the_checkout_untouched() {
     );
     // The fetch moved origin/main only; the checkout is as it was.
     assert_eq!(looks(&s.desktop), before);
+}
+
+#[test]
+fn a_working_tree_past_50_mib_is_refused_and_nothing_is_recorded() {
+    if !crate::common::tool_present("git", "--version", "apt-get install git") {
+        return;
+    }
+    let s = setup("origin.git");
+    write(&s.laptop, "small.txt", b"fits\n");
+    // Random bytes: git's binary patch cannot make them smaller.
+    write(
+        &s.laptop,
+        "dump.bin",
+        &crate::common::random_bytes(51 << 20, 3),
+    );
+    let session = crate::common::session_files(&s.a, S);
+    let before = std::fs::read(&session[0].1).unwrap();
+    let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "error: the unstaged changes and untracked files come to more than the 50 MiB \
+             a handoff carries"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--no-git"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read(&session[0].1).unwrap(),
+        before,
+        "no entry was written"
+    );
+    let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S, "--no-git"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("working tree"), "{}", run.stdout);
 }
 
 #[test]

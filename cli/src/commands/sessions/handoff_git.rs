@@ -80,6 +80,23 @@ pub fn record(
         }
         Err(e) => return Err(git_error(e)),
     };
+    let unmerged: Vec<&str> = obs
+        .changed
+        .iter()
+        .filter(|l| {
+            let xy = l.get(..2).unwrap_or_default();
+            xy.contains('U') || xy == "AA" || xy == "DD"
+        })
+        .map(|l| l.get(3..).unwrap_or_default())
+        .collect();
+    if !unmerged.is_empty() {
+        return Err(user_error(format!(
+            "{} is in the middle of a merge, with conflicts in {}",
+            obs.top.display(),
+            unmerged.join(", ")
+        ))
+        .hinted("resolve them (or abort the merge) and hand off again; --no-git hands off the conversation alone"));
+    }
     if !obs.pushed && want.push_branch {
         push_branch(&obs)?;
         obs = git::observe(&obs.top).map_err(git_error)?;
