@@ -211,6 +211,7 @@ fn edit_everything(repo: &Path) {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
@@ -302,6 +303,7 @@ fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() 
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn committed_and_pushed_work_needs_no_blob_and_lands_on_the_branch() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
@@ -384,6 +386,7 @@ fn committed_and_pushed_work_needs_no_blob_and_lands_on_the_branch() {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn an_unpushed_commit_is_warned_about_then_carried_as_a_bundle_or_pushed() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
@@ -461,6 +464,7 @@ fn an_unpushed_commit_is_warned_about_then_carried_as_a_bundle_or_pushed() {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn a_busy_checkout_is_refused_and_a_new_worktree_gets_the_state() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
@@ -522,6 +526,7 @@ fn a_busy_checkout_is_refused_and_a_new_worktree_gets_the_state() {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn a_conflicting_patch_leaves_marked_conflicts_and_the_checkout_untouched() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
@@ -610,6 +615,7 @@ fn a_conflicting_patch_leaves_marked_conflicts_and_the_checkout_untouched() {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn a_working_tree_past_50_mib_is_refused_and_nothing_is_recorded() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
@@ -646,6 +652,7 @@ fn a_working_tree_past_50_mib_is_refused_and_nothing_is_recorded() {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn no_git_or_no_checkout_is_said_plainly() {
     let s_dir = tempfile::tempdir().unwrap();
     let server = TestServer::start();
@@ -689,6 +696,7 @@ fn no_git_or_no_checkout_is_said_plainly() {
 }
 
 #[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
 fn the_server_keeps_no_path_branch_or_content_of_the_repository() {
     if !crate::common::tool_present("git", "--version", "apt-get install git") {
         return;
