@@ -107,7 +107,8 @@ pub fn bring(
                 &p.to_string_lossy(),
                 &base,
             ])?;
-            p
+            // Said as the user will `cd` there, without `..` in it.
+            p.canonicalize().unwrap_or(p)
         }
     };
     let w = Git::new(&out.dir);
