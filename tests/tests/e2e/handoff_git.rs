@@ -693,6 +693,37 @@ fn no_git_or_no_checkout_is_said_plainly() {
         run.stderr
     );
     assert!(run.stderr.contains("--no-git"), "{}", run.stderr);
+    // A git older than the one this needs.
+    let old = s_dir.path().join("old-git");
+    std::fs::create_dir(&old).unwrap();
+    std::fs::write(old.join("git"), "#!/bin/sh\necho 'git version 2.20.1'\n").unwrap();
+    std::fs::set_permissions(old.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        old.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run: Run = a
+        .cmd()
+        .env("PATH", path)
+        .args([
+            "sessions",
+            "handoff",
+            S,
+            "--repo",
+            s_dir.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "error: git version 2.20.1 is too old: the working tree needs git 2.26 or later"
+        ),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
