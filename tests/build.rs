@@ -7,7 +7,8 @@
 //! - `evi_no_browser`: no `/usr/bin/chromium` or `/usr/bin/chromedriver`
 //!   (`tests/e2e/web_browser.rs`);
 //! - `evi_no_schemathesis`: `EVI_SCHEMATHESIS` does not name a file
-//!   (`tests/e2e/schemathesis.rs`).
+//!   (`tests/e2e/schemathesis.rs`);
+//! - `evi_no_git`: `git --version` does not run (`tests/e2e/handoff_git.rs`).
 //!
 //! Installing a tool changes `/usr/bin` (or the variable), which reruns
 //! this script and rebuilds the tests with the test enabled.
@@ -20,6 +21,7 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(evi_no_browser)");
     println!("cargo::rustc-check-cfg=cfg(evi_no_schemathesis)");
+    println!("cargo::rustc-check-cfg=cfg(evi_no_git)");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=CI");
     println!("cargo::rerun-if-env-changed=EVI_SCHEMATHESIS");
@@ -42,5 +44,9 @@ fn main() {
     }
     if !schemathesis.is_some_and(|p| p.is_file()) {
         println!("cargo::rustc-cfg=evi_no_schemathesis");
+    }
+    let git = std::process::Command::new("git").arg("--version").output();
+    if !git.is_ok_and(|o| o.status.success()) {
+        println!("cargo::rustc-cfg=evi_no_git");
     }
 }

@@ -12,6 +12,7 @@ pub mod desktop;
 pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod git;
 pub mod home;
 pub mod malloc;
 pub mod message;

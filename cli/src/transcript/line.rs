@@ -42,6 +42,8 @@ pub struct LineHead {
     pub wrapped: bool,
     /// The line is a session title (see [`super::title`]), not a message.
     pub title: bool,
+    /// The line records a checkout at a handoff (see [`super::git_state`]).
+    pub git_state: bool,
 }
 
 /// A field that is present (possibly `null`), as opposed to absent.
@@ -91,6 +93,7 @@ pub fn parse_head(raw: &[u8]) -> LineHead {
         fault: Some(fault),
         wrapped: false,
         title: false,
+        git_state: false,
     };
     let head: Head<'_> = match is_object(raw).then(|| serde_json::from_slice(raw)) {
         Some(Ok(h)) => h,
@@ -112,8 +115,12 @@ pub fn parse_head(raw: &[u8]) -> LineHead {
         _ if wrapped => Role::Invalid,
         _ => Role::Other,
     };
-    let title = role == Role::System
-        && head.kind.and_then(as_string).as_deref() == Some(super::title::TITLE_TYPE);
+    let kind = head
+        .kind
+        .and_then(as_string)
+        .filter(|_| role == Role::System);
+    let title = kind.as_deref() == Some(super::title::TITLE_TYPE);
+    let git_state = kind.as_deref() == Some(super::git_state::GIT_STATE_TYPE);
     LineHead {
         ids: ExplicitIds { id, parent },
         ts: head.ts.and_then(as_string).as_deref().and_then(parse_ts),
@@ -121,6 +128,7 @@ pub fn parse_head(raw: &[u8]) -> LineHead {
         fault: wrapped.then_some(LineFault::NotJson),
         wrapped,
         title,
+        git_state,
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod entry_id;
+pub mod git_state;
 pub mod line;
 pub mod lines;
 pub mod recent;

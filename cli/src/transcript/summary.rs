@@ -8,6 +8,7 @@ use chrono::TimeZone;
 use evi_shared::Day;
 use serde::Serialize;
 
+use super::git_state::RecordedTree;
 use super::line::Role;
 use super::tree::SessionTree;
 use crate::message::{Message, strip_goal};
@@ -28,6 +29,9 @@ pub struct SessionSummary {
     pub title: Option<String>,
     pub days: Vec<Day>,
     pub invalid_lines: usize,
+    /// The working tree the newest handoff recorded (absent when none did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_state: Option<RecordedTree>,
 }
 
 impl SessionSummary {
@@ -57,6 +61,11 @@ impl SessionSummary {
             title: tree.latest_title()?,
             days,
             invalid_lines: tree.entries.iter().filter(|e| e.fault.is_some()).count(),
+            git_state: tree.latest_git_state()?.map(|(ts, state)| RecordedTree {
+                ts: ts.and_then(rfc3339),
+                summary: state.summary(),
+                state,
+            }),
         })
     }
 }

@@ -115,6 +115,16 @@ pub fn text_of(raw: &[u8]) -> Option<String> {
 /// Appends a line titling `tree`'s session `title`, hung from its active
 /// leaf, to its last file; returns that file.
 pub fn append_title(tree: &SessionTree, title: &str) -> Result<PathBuf, TitleError> {
+    append_line(tree, |parent| title_line(title, parent))
+}
+
+/// Appends the line `make` builds from the active leaf's id (a line with
+/// explicit ids that readers keep out of the tree: a title, a git state),
+/// as the promises above say; returns the file.
+pub fn append_line(
+    tree: &SessionTree,
+    make: impl FnOnce(Option<&str>) -> io::Result<Vec<u8>>,
+) -> Result<PathBuf, TitleError> {
     let file = tree.files.last().expect("a session has a file");
     let path = file.path.clone();
     let io = |source| TitleError::Io {
@@ -122,7 +132,7 @@ pub fn append_title(tree: &SessionTree, title: &str) -> Result<PathBuf, TitleErr
         source,
     };
     let parent = tree.active_leaf().map(|i| tree.entries[i].id.as_str());
-    let mut line = title_line(title, parent).map_err(io)?;
+    let mut line = make(parent).map_err(io)?;
     line.push(b'\n');
     let mut f = OpenOptions::new()
         .read(true)

@@ -40,7 +40,8 @@ pub struct Branch {
     pub len: usize,
 }
 
-/// A title line of the session (see [`super::title`]).
+/// A line of the session that is not a message: a title (see
+/// [`super::title`]) or a git state (see [`super::git_state`]).
 #[derive(Debug, Clone)]
 pub struct TitleMeta {
     pub id: String,
@@ -54,9 +55,11 @@ pub struct SessionTree {
     pub id: SessionId,
     pub files: Vec<SessionFile>,
     /// In reading order, duplicates of an id dropped (first one kept).
-    /// Title lines are not entries of the tree: they are in `titles`.
+    /// Title and git state lines are not entries of the tree: they are in
+    /// `titles` and `git_states`.
     pub entries: Vec<EntryMeta>,
     pub titles: Vec<TitleMeta>,
+    pub git_states: Vec<TitleMeta>,
     /// Parent index of each entry (`None` for roots and orphans).
     parents: Vec<Option<usize>>,
     pub pending_bytes: u64,
@@ -68,6 +71,7 @@ impl SessionTree {
         let mut chain = IdChain::default();
         let mut entries = Vec::new();
         let mut titles = Vec::new();
+        let mut git_states = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let end = walk(&files, |at, raw| {
             let head = parse_head(raw);
@@ -75,6 +79,12 @@ impl SessionTree {
             let placed = chain.place(raw, head.ids);
             if head.title {
                 titles.push(TitleMeta {
+                    id: placed.id,
+                    ts: head.ts,
+                    at,
+                });
+            } else if head.git_state {
+                git_states.push(TitleMeta {
                     id: placed.id,
                     ts: head.ts,
                     at,
@@ -106,6 +116,7 @@ impl SessionTree {
             files,
             entries,
             titles,
+            git_states,
             parents,
             pending_bytes: end.pending_bytes,
         };
@@ -287,6 +298,22 @@ impl SessionTree {
         };
         let raw = self.fetcher().fetch(t.at)?;
         Ok(super::title::text_of(&raw))
+    }
+
+    /// The newest git state recorded by a handoff (by `ts`, then id), with
+    /// its time (epoch milliseconds).
+    pub fn latest_git_state(
+        &self,
+    ) -> io::Result<Option<(Option<i64>, super::git_state::GitState)>> {
+        let Some(g) = self
+            .git_states
+            .iter()
+            .max_by(|a, b| (a.ts, &a.id).cmp(&(b.ts, &b.id)))
+        else {
+            return Ok(None);
+        };
+        let raw = self.fetcher().fetch(g.at)?;
+        Ok(super::git_state::state_of(&raw).map(|s| (g.ts, s)))
     }
 
     /// A reader that fetches entry lines by position.

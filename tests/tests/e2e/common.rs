@@ -168,9 +168,12 @@ impl Device {
         std::fs::write(self.home().join("config.toml"), text).unwrap();
     }
 
-    /// `evi` with a pinned environment: this home, UTC, 100 columns.
+    /// `evi` with a pinned environment: this home, UTC, 100 columns, and
+    /// the device's folder as the current directory (not the test's, which
+    /// is a git checkout a handoff would carry).
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(bin("evi"));
+        c.current_dir(self.dir.path());
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.dir.path())

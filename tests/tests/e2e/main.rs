@@ -11,6 +11,7 @@ mod first_hour_network;
 mod first_hour_rows;
 mod first_hour_sessions;
 mod handoff;
+mod handoff_git;
 mod link;
 mod metadata_audit;
 mod one_session;

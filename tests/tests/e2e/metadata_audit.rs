@@ -88,7 +88,7 @@ fn secrets_of(dev: &Device, n: &mut Needles) {
 
 /// Every table of the server's database, row by row, each value as text and
 /// as its raw bytes (blobs also in hex, integers also as their bytes).
-fn database_dump(db: &Path) -> Vec<u8> {
+pub(crate) fn database_dump(db: &Path) -> Vec<u8> {
     use rusqlite::types::ValueRef;
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)

@@ -1,11 +1,14 @@
-//! `evi sessions handoff`: make sure a session is on the server, then print
-//! the exact steps (and URL) that reopen it on another device.
+//! `evi sessions handoff`: make sure a session is on the server, with the
+//! state of its git checkout (see `handoff_git`), then print the exact steps
+//! (and URL) that reopen it on another device.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use clap::Args;
 use serde::Serialize;
 
+use super::handoff_git::{self, Wanted};
 use super::{Ctx, resolve, scan};
 use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::sync::{open as open_sync, sync_error};
@@ -15,6 +18,7 @@ use crate::sync::progress::Quiet;
 use crate::sync::push::{push, session_pushed};
 use crate::sync::state::SyncState;
 use crate::transcript::SessionTree;
+use crate::transcript::git_state::GitState;
 use crate::transcript::recent::most_recent;
 
 #[derive(Debug, Args)]
@@ -30,6 +34,18 @@ pub struct HandoffArgs {
     /// Also draw the URL as a QR code.
     #[arg(long)]
     pub qr: bool,
+    /// The session's git checkout (default: the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// Hand off the conversation alone, not the working tree.
+    #[arg(long, conflicts_with_all = ["repo", "push_branch", "bundle"])]
+    pub no_git: bool,
+    /// Push the branch first when HEAD is on no remote (never forced).
+    #[arg(long)]
+    pub push_branch: bool,
+    /// Carry the commits no remote has as a `git bundle` in the handoff.
+    #[arg(long)]
+    pub bundle: bool,
 }
 
 /// `--json` output.
@@ -44,6 +60,9 @@ struct Handoff {
     resume_command: String,
     url: String,
     deep_link: String,
+    /// The working tree carried (absent: none was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    git: Option<GitState>,
 }
 
 /// The web UI's base URL: `[web] url` when it has a host, else the default.
@@ -98,12 +117,27 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
     let tree = SessionTree::load(id.clone(), files)?;
     let messages = tree.active_branch().len();
     let auto = ctx.config.sync.auto;
+    if args.no_push && (args.repo.is_some() || args.push_branch || args.bundle) {
+        return Err(crate::command_error::usage_error(
+            "--no-push hands off nothing of the working tree: --repo, --push-branch \
+             and --bundle need the push",
+        ));
+    }
+    let mut git = None;
     let pushed = if args.no_push {
         "skipped"
     } else {
         let mut sync = open_sync(ctx)?;
+        if !args.no_git {
+            let want = Wanted {
+                repo: args.repo.as_deref(),
+                push_branch: args.push_branch,
+                bundle: args.bundle,
+            };
+            git = handoff_git::record(&sync, &tree, &want)?;
+        }
         let files = &catalog.sessions[&id];
-        if auto && session_pushed(&sync, &id, files).map_err(sync_error)? {
+        if git.is_none() && auto && session_pushed(&sync, &id, files).map_err(sync_error)? {
             "watcher"
         } else {
             push_session_first(&mut sync, &id)?
@@ -118,6 +152,7 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         resume_command: format!("evi sessions resume {id}"),
         url: format!("{}/?session={id}", web_url(ctx)),
         deep_link: format!("evi://session/{id}"),
+        git,
     };
     let mut out = stdout();
     if args.json {
@@ -125,6 +160,9 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         writeln!(out)?;
     } else {
         writeln!(out, "handoff {} ({} messages)", h.session, h.messages)?;
+        if let Some(g) = &h.git {
+            writeln!(out, "  working tree: {}", g.summary())?;
+        }
         match pushed {
             "skipped" => writeln!(
                 out,

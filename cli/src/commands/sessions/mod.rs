@@ -3,9 +3,11 @@
 mod export;
 mod fork;
 mod handoff;
+mod handoff_git;
 mod list;
 mod open;
 mod resume;
+mod resume_git;
 mod search;
 mod show;
 mod title;

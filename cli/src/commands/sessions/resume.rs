@@ -2,6 +2,7 @@
 //! active branch and hand it to the configured agent (or print it).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use clap::Args;
 use evi_shared::SessionId;
 
 use super::handoff::sync_set_up;
+use super::resume_git::{TreeWanted, show_and_bring};
 use super::{Ctx, scan};
 use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::sync::one_session::{self, Wanted};
@@ -27,6 +29,17 @@ pub struct ResumeArgs {
     /// Print the rebuilt messages as JSON instead of starting the agent.
     #[arg(long)]
     pub print: bool,
+    /// The session's git checkout on this device (default: the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// Bring the checkout to the working tree the handoff recorded (refused
+    /// when it has changes of its own).
+    #[arg(long, conflicts_with = "worktree")]
+    pub checkout: bool,
+    /// Make a new git worktree at PATH with the recorded working tree (the
+    /// checkout stays as it is).
+    #[arg(long, value_name = "PATH")]
+    pub worktree: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -111,9 +124,14 @@ fn fetch_now(ctx: &Ctx, wanted: &Wanted) -> Result<(Catalog, PullReport), Comman
 /// is not here at all arrives in the time its own records take.
 pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     let catalog = scan(ctx)?;
+    let tree = TreeWanted {
+        repo: args.repo,
+        checkout: args.checkout,
+        worktree: args.worktree,
+    };
     if !sync_set_up(ctx) {
         let (id, _) = super::resolve(&catalog, &args.id)?;
-        return resume(ctx, &catalog, id, args.print);
+        return resume(ctx, &catalog, id, args.print, Some(&tree));
     }
     let wanted = one_session::wanted(&catalog, &args.id)?;
     if !wanted.here {
@@ -144,7 +162,7 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     if !catalog.sessions.contains_key(&wanted.id) {
         return Err(one_session::not_found(&args.id));
     }
-    resume(ctx, &catalog, wanted.id, args.print)
+    resume(ctx, &catalog, wanted.id, args.print, Some(&tree))
 }
 
 pub fn cmd_sessions_continue(ctx: &Ctx, args: ContinueArgs) -> CommandResult {
@@ -153,12 +171,24 @@ pub fn cmd_sessions_continue(ctx: &Ctx, args: ContinueArgs) -> CommandResult {
     let catalog = pulled_first(ctx, catalog, here)?;
     let id = most_recent(&catalog)?
         .ok_or_else(|| user_error("there is no session to continue in this eVi home"))?;
-    resume(ctx, &catalog, id, args.print)
+    resume(ctx, &catalog, id, args.print, None)
 }
 
-fn resume(ctx: &Ctx, catalog: &Catalog, id: SessionId, print: bool) -> CommandResult {
+/// Resumes `id`; with `git`, first shows (and brings, when asked) the
+/// working tree its last handoff recorded.
+fn resume(
+    ctx: &Ctx,
+    catalog: &Catalog,
+    id: SessionId,
+    print: bool,
+    git: Option<&TreeWanted>,
+) -> CommandResult {
     let files = catalog.sessions[&id].clone();
     let tree = SessionTree::load(id.clone(), files)?;
+    let workdir = match git {
+        Some(want) => show_and_bring(ctx, &tree, want)?,
+        None => None,
+    };
     let resumed = rebuild(&tree)?;
     let n = resumed.messages.len();
     if print {
@@ -180,7 +210,12 @@ fn resume(ctx: &Ctx, catalog: &Catalog, id: SessionId, print: bool) -> CommandRe
     let line = template
         .replace("{session}", id.as_str())
         .replace("{home}", &shell_quote(&home));
-    let status = Command::new("sh")
+    let mut agent = Command::new("sh");
+    if let Some(dir) = &workdir {
+        // The agent works where the handed-off tree now is.
+        agent.current_dir(dir);
+    }
+    let status = agent
         .arg("-c")
         .arg(&line)
         .env("EVI_HOME", &home)

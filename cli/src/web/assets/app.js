@@ -503,7 +503,10 @@
         s.branches + (s.branches === 1 ? ' branch' : ' branches'),
         s.start ? ' · ' + when(s.start) + ' → ' + when(s.end) : '',
         first.leaf !== first.active_leaf ? ' · ' : '',
-        first.leaf !== first.active_leaf ? el('a', { href: viewUrl({ session: s.id }), class: 'to-active' }, 'back to the active branch') : null));
+        first.leaf !== first.active_leaf ? el('a', { href: viewUrl({ session: s.id }), class: 'to-active' }, 'back to the active branch') : null),
+      // The working tree the newest handoff carried (`evi sessions handoff`).
+      s.git_state ? el('p', { class: 'meta git-state' },
+        'working tree at handoff' + (s.git_state.ts ? ' (' + when(s.git_state.ts) + ')' : '') + ': ' + s.git_state.summary) : null);
     const list = el('div', { class: 'messages', id: 'messages' });
     const more = el('div', { class: 'sentinel' });
     main.append(head);
