@@ -124,3 +124,47 @@ impl SearchIndex {
         Ok(out)
     }
 }
+
+/// A hit with the indexed text of its line, for its snippet (empty when
+/// the line cannot be read back: the hit still names its entry).
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub hit: Hit,
+    pub text: String,
+}
+
+impl SearchIndex {
+    /// What `evi sessions search` and the viewer's search both run: bring
+    /// the index up to date with `catalog`, find, and read each hit's line.
+    pub fn search(
+        &mut self,
+        catalog: &crate::transcript::Catalog,
+        query: &Query,
+        filter: &Filter<'_>,
+    ) -> Result<Vec<Found>, IndexError> {
+        self.update(catalog)?;
+        let hits = self.find(query, filter)?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let text = self
+                    .line_of(&hit)
+                    .map(|raw| super::text::body(&raw))
+                    .unwrap_or_default();
+                Found { hit, text }
+            })
+            .collect())
+    }
+}
+
+/// The first day (`YYYY-MM-DD`, local) of the last `days` days, today
+/// counting as one: what `--days` and the viewer's `days=` filter on.
+pub fn since_day(days: u32) -> String {
+    use chrono::{Days, Local};
+    let today = Local::now().date_naive();
+    today
+        .checked_sub_days(Days::new(u64::from(days.max(1)) - 1))
+        .unwrap_or(today)
+        .format("%Y-%m-%d")
+        .to_string()
+}

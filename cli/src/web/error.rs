@@ -15,6 +15,7 @@ pub struct ApiError {
     /// Stable, for scripts: `session_not_found`, `ambiguous_session`,
     /// `entry_not_found`, `ambiguous_entry`, `bad_request`, `bad_host`,
     /// `token_required`, `csrf`, `sync_not_set_up`, `pull_failed`,
+    /// `bad_query`, `search_busy`, `search_failed`,
     /// `not_found`, `internal`.
     pub code: &'static str,
     pub message: String,

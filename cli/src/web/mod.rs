@@ -16,6 +16,7 @@ mod assets;
 mod error;
 mod library;
 mod pull;
+mod search;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -89,6 +90,7 @@ fn router(state: AppState) -> Router {
         .route("/sessions", get(api::list))
         .route("/sessions/{id}", get(api::session))
         .route("/sessions/{id}/entries/{entry}", get(api::entry))
+        .route("/search", get(search::search))
         .route("/pull", post(api::pull))
         .fallback(|| async {
             error::ApiError::new(
