@@ -52,7 +52,7 @@ pub(super) fn scan(state: &AppState) -> Result<Catalog, ApiError> {
 
 /// The catalog, the session `prefix` names, and that session's tree index
 /// (cached by the library): what every per-session call starts from.
-fn session_index(
+pub(super) fn session_index(
     state: &AppState,
     prefix: &str,
 ) -> Result<(Catalog, SessionId, Arc<TreeIndex>), ApiError> {

@@ -592,6 +592,7 @@
         first.leaf !== first.active_leaf ? el('a', { href: viewUrl({ session: s.id }), class: 'to-active' }, 'back to the active branch') : null));
     const list = el('div', { class: 'messages', id: 'messages' });
     const more = el('div', { class: 'sentinel' });
+    head.append(rewindBox(s.id));
     main.append(head);
     if (first.roots.length) main.append(forkBox(s.id, first.roots, 'The session starts in more than one place:'));
     const earlier = el('button', { type: 'button', class: 'earlier' }, 'Show earlier messages');
@@ -730,6 +731,124 @@
     });
     box.append(ul);
     return box;
+  }
+
+  // ---- The rewind dialog ------------------------------------------------
+  // The checkpoints written while the session ran; undoing from one is
+  // `evi rewind SEQ`: every write from it on, newest first. The plan is
+  // shown first, and the confirm sends back its digest, so a journal that
+  // changed meanwhile is refused and planned anew.
+
+  function rewindBox(sessionId) {
+    const open = el('button', { type: 'button', class: 'open-rewind' }, 'Rewind files…');
+    const dialog = el('dialog', { class: 'rewind' });
+    const body = el('div', { class: 'rewind-body' });
+    const close = el('button', { type: 'button', class: 'close-rewind' }, 'Close');
+    close.addEventListener('click', () => dialog.close());
+    dialog.append(el('h2', null, 'Rewind files eVi wrote'), body, el('p', { class: 'rewind-foot' }, close));
+    open.addEventListener('click', async () => {
+      clear(body);
+      dialog.dataset.state = 'loading';
+      dialog.showModal();
+      try {
+        listCheckpoints(body, dialog, await api('/api/sessions/' + encodeURIComponent(sessionId) + '/checkpoints'));
+      } catch (err) {
+        body.append(failure(err));
+        dialog.dataset.state = 'failed';
+      }
+    });
+    return el('div', { class: 'rewind-box' }, open, dialog);
+  }
+
+  function cpText(c) {
+    return '#' + c.seq + ' · ' + when(c.ts) + ' · ' + c.op + ' ';
+  }
+
+  function listCheckpoints(body, dialog, r) {
+    body.append(el('p', { class: 'note' }, 'Checkpoints written during this session (' + when(r.span.start) + ' → ' + when(r.span.end) + '), newest first.'));
+    const plan = el('div', { class: 'plan' });
+    const ul = el('ul', { class: 'cps' });
+    for (const c of r.checkpoints) {
+      const li = el('li', { class: 'cp', data: { seq: String(c.seq) } }, cpText(c), el('code', null, c.path));
+      if (c.not_restorable) li.append(el('span', { class: 'why' }, ' (cannot be undone: ' + c.not_restorable + ')'));
+      const btn = el('button', { type: 'button', class: 'undo-from' }, 'Undo from here' + (c.undoes > 1 ? ' (' + c.undoes + ' writes)' : ''));
+      btn.addEventListener('click', async () => {
+        clear(plan);
+        dialog.dataset.state = 'planning';
+        try {
+          showPlan(plan, dialog, await api('/api/rewind/plan?seq=' + c.seq));
+        } catch (err) {
+          plan.append(failure(err));
+          dialog.dataset.state = 'failed';
+        }
+      });
+      li.append(' ', btn);
+      ul.append(li);
+    }
+    if (r.checkpoints.length) body.append(ul);
+    else body.append(el('p', { class: 'note none' }, 'eVi wrote no file on this device while this session ran.'));
+    if (r.pending_bytes > 0) body.append(el('p', { class: 'note' }, 'eVi is writing a checkpoint right now; a rewind waits until it is done.'));
+    for (const d of r.devices) {
+      const dl = el('ul', { class: 'cps device', data: { device: d.name } });
+      for (const c of d.checkpoints) dl.append(el('li', { class: 'cp', data: { seq: String(c.seq) } }, cpText(c), el('code', null, c.path)));
+      body.append(el('p', { class: 'note' }, 'On ' + d.name + ' (pulled; its paths are that device\'s, so it is listed only: `evi checkpoints restore` copies one here):'), dl);
+    }
+    body.append(plan);
+    dialog.dataset.state = 'listed';
+  }
+
+  const ACTION = {
+    restore: 'restore', delete: 'delete (eVi created it)', already_gone: 'already gone (eVi created it)',
+    restored: '✓ restored', deleted: '✓ deleted (eVi created it)', failed: '✗ cannot undo',
+  };
+
+  function steps(p) {
+    const ul = el('ul', { class: 'steps' });
+    for (const st of p.steps) {
+      ul.append(el('li', { class: 'step ' + st.action, data: { seq: String(st.seq), action: st.action } },
+        ACTION[st.action] || st.action, ' ', el('code', null, st.path),
+        st.why ? ' (' + st.why + ')' : '', el('span', { class: 'why' }, ' · #' + st.seq + ' ' + st.op)));
+    }
+    return ul;
+  }
+
+  function showPlan(box, dialog, p, note) {
+    clear(box);
+    if (note) box.append(note);
+    const n = p.steps.length;
+    box.append(el('p', { class: 'plan-head' }, 'Undoing from #' + p.seq + ' undoes ' + n + (n === 1 ? ' write' : ' writes') + ', newest first, as `evi rewind ' + p.seq + '` does:'), steps(p));
+    if (p.failed) box.append(el('p', { class: 'note' }, p.failed + ' of them cannot be undone.'));
+    const go = el('button', { type: 'button', class: 'confirm' }, 'Undo ' + p.undone + (p.undone === 1 ? ' write' : ' writes'));
+    const cancel = el('button', { type: 'button', class: 'cancel' }, 'Cancel');
+    cancel.addEventListener('click', () => {
+      clear(box);
+      dialog.dataset.state = 'listed';
+    });
+    go.addEventListener('click', async () => {
+      go.disabled = true;
+      cancel.disabled = true;
+      dialog.dataset.state = 'undoing';
+      try {
+        const done = await api('/api/rewind', {
+          method: 'POST',
+          headers: { Accept: 'application/json', 'Content-Type': 'application/json', 'X-Evi-Csrf': csrf },
+          body: JSON.stringify({ seq: p.seq, digest: p.digest }),
+        });
+        clear(box);
+        box.append(el('p', { class: 'plan-head' }, 'Undid ' + done.undone + ' of ' + done.steps.length + (done.steps.length === 1 ? ' write' : ' writes') + '; ' + done.left + ' checkpoints left in the journal.'), steps(done));
+        dialog.dataset.state = 'done';
+      } catch (err) {
+        if (err.body && err.body.code === 'plan_changed' && err.body.plan) {
+          showPlan(box, dialog, err.body.plan, failure(err));
+          dialog.dataset.state = 'replanned';
+        } else {
+          box.append(failure(err));
+          dialog.dataset.state = 'failed';
+        }
+      }
+    });
+    box.append(el('p', { class: 'plan-buttons' }, go, ' ', cancel));
+    dialog.dataset.state = 'planned';
   }
 
   function notHere(id, err) {
