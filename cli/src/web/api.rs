@@ -250,7 +250,10 @@ pub async fn session(
         let offset = match entry {
             Some(e) => {
                 // Its 1-based place on its branch.
-                let n = index.tree.path_to(index.entry(e).map_err(view_error)?).len();
+                let n = index
+                    .tree
+                    .path_to(index.entry(e).map_err(view_error)?)
+                    .len();
                 n.saturating_sub(1) / limit * limit
             }
             None => q.offset.unwrap_or(0),

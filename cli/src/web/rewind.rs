@@ -75,7 +75,8 @@ pub struct Checkpoints {
 }
 
 fn read_journal(path: &Path) -> Result<Journal, ApiError> {
-    Journal::read(path).map_err(|e| ApiError::internal(&format!("cannot read {}", path.display()), e))
+    Journal::read(path)
+        .map_err(|e| ApiError::internal(&format!("cannot read {}", path.display()), e))
 }
 
 pub async fn checkpoints(
@@ -112,7 +113,11 @@ pub async fn checkpoints(
             .rev()
             .filter(|c| within(c))
             .map(|c| {
-                let undoes = journal.checkpoints.iter().filter(|o| o.seq >= c.seq).count();
+                let undoes = journal
+                    .checkpoints
+                    .iter()
+                    .filter(|o| o.seq >= c.seq)
+                    .count();
                 row(c, Some(undoes))
             })
             .collect();

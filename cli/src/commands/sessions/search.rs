@@ -114,12 +114,12 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
     // Reading creates nothing in a home that is not there.
     if ctx.home.absent().is_none() {
         let found = with_index(&ctx.home, WAIT, |ix| ix.search(&catalog, &query, &filter))
-        .map_err(|e| {
-            user_error(e).hinted(format!(
-                "the index is a cache: removing {} makes the next search rebuild it",
-                index_path(&ctx.home).display()
-            ))
-        })?;
+            .map_err(|e| {
+                user_error(e).hinted(format!(
+                    "the index is a cache: removing {} makes the next search rebuild it",
+                    index_path(&ctx.home).display()
+                ))
+            })?;
         for f in found {
             views.push(view(&catalog, f.hit, &f.text, &query));
         }
