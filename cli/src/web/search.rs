@@ -38,7 +38,8 @@ const ROLES: [&str; 4] = ["user", "assistant", "tool", "system"];
 pub struct SearchParams {
     q: Option<String>,
     role: Option<String>,
-    days: Option<u32>,
+    /// Text, so that an empty field (the page's "Any time") means none.
+    days: Option<String>,
     limit: Option<usize>,
 }
 
@@ -84,7 +85,14 @@ pub async fn search(
         None => None,
     };
     let limit = p.limit.unwrap_or(LIMIT.0).clamp(1, LIMIT.1);
-    let since = p.days.map(since_day);
+    let days = match p.days.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+        Some(d) => Some(d.parse::<u32>().map_err(|_| {
+            ApiError::bad_request(format!("days must be a number of days, not `{d}`"))
+                .hinted("use days=7 for the last week, or leave it out for any time")
+        })?),
+        None => None,
+    };
+    let since = days.map(since_day);
     blocking(move || {
         let catalog = scan(&state)?;
         let home = state.inner.library.home();

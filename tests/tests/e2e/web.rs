@@ -768,18 +768,18 @@ fn search_finds_another_devices_branch_after_a_pull() {
 
 /// A session from 10:00:00 to 10:00:06 and a project whose files eVi wrote
 /// in that span (seqs 1-5) and once after it (seq 6, at 11:30).
-struct Rewound {
-    dev: Device,
+pub struct Rewound {
+    pub dev: Device,
 }
 
-const SPANNED: &str = "01JWEBREWOUND0000000000000";
+pub const SPANNED: &str = "01JWEBREWOUND0000000000000";
 
 impl Rewound {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Self::new_in(Device::new())
     }
 
-    fn new_in(dev: Device) -> Self {
+    pub fn new_in(dev: Device) -> Self {
         dev.write(
             "2026-06-08",
             SPANNED,
@@ -802,15 +802,15 @@ impl Rewound {
         r
     }
 
-    fn path(&self, rel: &str) -> std::path::PathBuf {
+    pub fn path(&self, rel: &str) -> std::path::PathBuf {
         self.dev.dir.path().join("proj").join(rel)
     }
 
-    fn shown(&self, rel: &str) -> String {
+    pub fn shown(&self, rel: &str) -> String {
         self.path(rel).display().to_string()
     }
 
-    fn modify(&self, seq: u32, at: &str, rel: &str, before: &str, after: &str) -> String {
+    pub fn modify(&self, seq: u32, at: &str, rel: &str, before: &str, after: &str) -> String {
         let sha = crate::common::sha256_hex(before.as_bytes());
         self.dev
             .put(&format!("checkpoints/blobs/{sha}"), before.as_bytes());
@@ -822,7 +822,7 @@ impl Rewound {
         )
     }
 
-    fn create(&self, seq: u32, at: &str, rel: &str, bytes: &str) -> String {
+    pub fn create(&self, seq: u32, at: &str, rel: &str, bytes: &str) -> String {
         std::fs::write(self.path(rel), bytes).unwrap();
         format!(
             "{{\"seq\":{seq},\"ts\":\"2026-06-08T{at}Z\",\"path\":\"{}\",\"op\":\"create\"}}\n",
@@ -832,7 +832,7 @@ impl Rewound {
 
     /// The project's files and the journal, with this device's folder
     /// written as `P`: what two devices rewound alike have alike.
-    fn state(&self) -> (crate::common::Tree, String) {
+    pub fn state(&self) -> (crate::common::Tree, String) {
         let journal =
             std::fs::read_to_string(self.dev.home().join("checkpoints/journal.jsonl")).unwrap();
         (
