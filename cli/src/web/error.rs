@@ -30,7 +30,7 @@ pub struct ApiError {
     pub pull_available: Option<bool>,
     /// For `plan_changed`: the plan made anew from the journal as it is.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan: Option<serde_json::Value>,
+    pub plan: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {

@@ -286,7 +286,8 @@ pub async fn confirm(
                 // the refusal stands on its own.
                 err.plan = rewind(&cp, target(req.seq), true, |_| {})
                     .ok()
-                    .and_then(|r| serde_json::to_value(plan_of(req.seq, &r)).ok());
+                    .and_then(|r| serde_json::to_value(plan_of(req.seq, &r)).ok())
+                    .map(Box::new);
                 Err(err)
             }
             Err(e) => Err(rewind_error(e)),
