@@ -70,6 +70,20 @@ pub struct Checkpoint {
     pub span: Range<u64>,
 }
 
+impl Checkpoint {
+    /// Why it cannot be undone or copied here, if it cannot (`blob_here`:
+    /// its blob is in this device's `blobs/`).
+    pub fn not_restorable(&self, blob_here: bool) -> Option<&'static str> {
+        match self.op {
+            Op::Skip => Some("not snapshotted"),
+            Op::Other(_) => Some("unknown op"),
+            Op::Modify if self.blob.is_none() => Some("no blob recorded"),
+            Op::Modify if !blob_here => Some("blob not on this device"),
+            Op::Modify | Op::Create => None,
+        }
+    }
+}
+
 /// A line that is not a checkpoint.
 #[derive(Debug, Clone, Serialize)]
 pub struct Unreadable {

@@ -84,6 +84,9 @@ pub struct Report {
     pub left: usize,
     /// Lines of the journal that are not checkpoints (left as they are).
     pub unreadable: Vec<Unreadable>,
+    /// The [`digest`] of the writes picked: what a plan (a dry run) shows,
+    /// and what [`rewind_planned`] checks before it undoes anything.
+    pub digest: String,
 }
 
 impl Report {
@@ -113,8 +116,38 @@ pub enum RewindError {
     NoSuchSeq { seq: u64, latest: u64 },
     #[error("{} ends in a line eVi is still writing", .0.display())]
     Pending(PathBuf),
+    #[error(
+        "the checkpoint journal changed since the plan was made (it now picks {now} writes \
+         to undo): nothing was undone"
+    )]
+    Changed { now: usize },
     #[error(transparent)]
     Trim(#[from] TrimError),
+}
+
+/// A digest of the checkpoints a rewind would undo, newest first: each
+/// one's content (a line is known by its content, not its number, which a
+/// trim changes). Equal digests mean the same writes, in the same order.
+pub fn digest(picked: &[&Checkpoint]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for c in picked {
+        let ts = c.ts.as_ref().map(|v| v.to_string()).unwrap_or_default();
+        let size = c.size.map(|n| n.to_string()).unwrap_or_default();
+        for part in [
+            &c.seq.to_string(),
+            &ts,
+            &c.path,
+            c.op.as_str(),
+            c.blob.as_deref().unwrap_or(""),
+            &size,
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        h.update([b'\n']);
+    }
+    hex::encode(h.finalize())
 }
 
 /// The checkpoints `target` names, newest first.
@@ -150,6 +183,29 @@ pub fn rewind(
     checkpoints: &Path,
     target: Target,
     dry_run: bool,
+    each: impl FnMut(&Undone),
+) -> Result<Report, RewindError> {
+    run(checkpoints, target, dry_run, None, each)
+}
+
+/// [`rewind`] of what a plan (a dry run whose [`Report::digest`] was
+/// `planned`) showed: refused with [`RewindError::Changed`], before any
+/// file is touched, if the journal now picks other writes. The check is
+/// made under the rewind lock, so nothing can change it in between.
+pub fn rewind_planned(
+    checkpoints: &Path,
+    target: Target,
+    planned: &str,
+    each: impl FnMut(&Undone),
+) -> Result<Report, RewindError> {
+    run(checkpoints, target, false, Some(planned), each)
+}
+
+fn run(
+    checkpoints: &Path,
+    target: Target,
+    dry_run: bool,
+    planned: Option<&str>,
     mut each: impl FnMut(&Undone),
 ) -> Result<Report, RewindError> {
     // A dry run takes no lock: it writes nothing, not even a swept temp.
@@ -169,12 +225,19 @@ pub fn rewind(
         source,
     })?;
     let picked = select(&journal, target)?;
+    let now = digest(&picked);
+    if let Some(planned) = planned
+        && planned != now
+    {
+        return Err(RewindError::Changed { now: picked.len() });
+    }
     if journal.pending_bytes > 0 && !dry_run {
         return Err(RewindError::Pending(path));
     }
     let blobs = checkpoints.join("blobs");
     let mut report = Report {
         unreadable: journal.unreadable.clone(),
+        digest: now,
         ..Report::default()
     };
     for c in picked {

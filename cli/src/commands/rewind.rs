@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::checkpoints::journal_of;
 use super::{Ctx, finish, stdout, warn};
-use crate::checkpoints::journal::{Checkpoint, Journal, Op, Unreadable};
+use crate::checkpoints::journal::{Journal, Unreadable};
 use crate::checkpoints::rewind::{Outcome, Report, RewindError, Target, Undone, rewind};
 use crate::command_error::{CommandError, CommandResult, user_error};
 
@@ -177,17 +177,6 @@ struct Listing<'a> {
     pending_bytes: u64,
 }
 
-/// Why a checkpoint cannot be undone or copied here, if it cannot.
-fn not_restorable(c: &Checkpoint, blob_here: bool) -> Option<&'static str> {
-    match c.op {
-        Op::Skip => Some("not snapshotted"),
-        Op::Other(_) => Some("unknown op"),
-        Op::Modify if c.blob.is_none() => Some("no blob recorded"),
-        Op::Modify if !blob_here => Some("blob not on this device"),
-        Op::Modify | Op::Create => None,
-    }
-}
-
 fn list(ctx: &Ctx, args: &RewindArgs) -> CommandResult {
     let checkpoints = ctx.home.checkpoints_dir();
     let (path, device) = journal_of(ctx, args.device.as_deref())?;
@@ -209,7 +198,7 @@ fn list(ctx: &Ctx, args: &RewindArgs) -> CommandResult {
         .take(take)
         .map(|c| {
             let blob_here = c.blob.as_ref().is_some_and(|b| blobs.join(b).is_file());
-            let why = not_restorable(c, blob_here);
+            let why = c.not_restorable(blob_here);
             Listed {
                 seq: c.seq,
                 ts: c.ts_ms.and_then(crate::transcript::summary::rfc3339),

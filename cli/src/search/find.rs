@@ -43,8 +43,56 @@ const RANKED: i64 = 10_000;
 /// limit can still be ordered by time.
 const TIE_ROOM: i64 = 20;
 
+/// Unfiltered, with a phrase: the newest matches of the phrase's words
+/// (all of them, anywhere) are ranked by bm25 of those words, and kept if
+/// they hold the phrase, checked by FTS5 on their rowid range only. Ranking
+/// the phrase itself costs FTS5 a pass over every match of it in the whole
+/// index first (bm25's IDF of a phrase): 95 ms of a 100 ms `"cargo test"`
+/// on the bench home, against 27 ms this way (bench/RESULTS.md, "## search").
+const PHRASE_SQL: &str = "WITH recent AS (
+         SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1
+         ORDER BY rowid DESC LIMIT ?5
+     ), phrase AS (
+         SELECT rowid FROM fts WHERE fts MATCH ?2
+           AND rowid >= (SELECT min(rowid) FROM recent)
+     ), top AS (
+         SELECT recent.rowid, score FROM recent JOIN phrase ON phrase.rowid = recent.rowid
+         ORDER BY score LIMIT ?4 + ?6
+     )
+     SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score
+     FROM top
+     JOIN entries e ON e.id = top.rowid
+     JOIN sessions s ON s.id = e.session
+     JOIN files f ON f.id = e.file
+     WHERE ?3 IS NULL
+     ORDER BY top.score, e.ts DESC
+     LIMIT ?4";
+
 impl SearchIndex {
     pub fn find(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
+        let unfiltered = filter.role.is_none() && filter.since_day.is_none();
+        if unfiltered && query.terms.iter().any(|t| t.tokens.len() > 1) {
+            let hits = self.run(
+                PHRASE_SQL,
+                params![
+                    query.words_match(),
+                    query.to_match(),
+                    filter.role,
+                    filter.limit as i64,
+                    RANKED,
+                    TIE_ROOM
+                ],
+            )?;
+            // Fewer than asked: the phrase may be rare among its words'
+            // newest matches; the whole search says for sure.
+            if hits.len() >= filter.limit {
+                return Ok(hits);
+            }
+        }
+        self.find_all(query, filter)
+    }
+
+    fn find_all(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
         // Unfiltered, rank the newest matches in the FTS table alone, in one
         // pass, and join only the top rows. Filtered, every match is joined
         // and ranked: a cap before the filter could leave nothing of a role
@@ -77,37 +125,41 @@ impl SearchIndex {
              ORDER BY bm25(fts), e.ts DESC
              LIMIT ?4"
         };
+        self.run(
+            sql,
+            params![
+                query.to_match(),
+                filter.role,
+                filter.since_day,
+                filter.limit as i64,
+                RANKED,
+                TIE_ROOM
+            ],
+        )
+    }
+
+    fn run(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Hit>, IndexError> {
         let mut st = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
         let rows = st
-            .query_map(
-                params![
-                    query.to_match(),
-                    filter.role,
-                    filter.since_day,
-                    filter.limit as i64,
-                    RANKED,
-                    TIE_ROOM
-                ],
-                |r| {
-                    Ok(Hit {
-                        session: r.get(0)?,
-                        entry: super::update::read_id(r.get_ref(1)?).map_err(|e| {
-                            rusqlite::Error::FromSqlConversionFailure(
-                                1,
-                                r.get_ref_unwrap(1).data_type(),
-                                Box::new(e),
-                            )
-                        })?,
-                        role: r.get(2)?,
-                        ts: r.get(3)?,
-                        day: r.get(4)?,
-                        path: r.get(5)?,
-                        offset: r.get::<_, i64>(6)? as u64,
-                        len: r.get::<_, i64>(7)? as u64,
-                        score: -r.get::<_, f64>(8)?,
-                    })
-                },
-            )
+            .query_map(params, |r| {
+                Ok(Hit {
+                    session: r.get(0)?,
+                    entry: super::update::read_id(r.get_ref(1)?).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            1,
+                            r.get_ref_unwrap(1).data_type(),
+                            Box::new(e),
+                        )
+                    })?,
+                    role: r.get(2)?,
+                    ts: r.get(3)?,
+                    day: r.get(4)?,
+                    path: r.get(5)?,
+                    offset: r.get::<_, i64>(6)? as u64,
+                    len: r.get::<_, i64>(7)? as u64,
+                    score: -r.get::<_, f64>(8)?,
+                })
+            })
             .map_err(|e| self.sql(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.sql(e))
     }
@@ -123,4 +175,48 @@ impl SearchIndex {
         f.read_exact(&mut out)?;
         Ok(out)
     }
+}
+
+/// A hit with the indexed text of its line, for its snippet (empty when
+/// the line cannot be read back: the hit still names its entry).
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub hit: Hit,
+    pub text: String,
+}
+
+impl SearchIndex {
+    /// What `evi sessions search` and the viewer's search both run: bring
+    /// the index up to date with `catalog`, find, and read each hit's line.
+    pub fn search(
+        &mut self,
+        catalog: &crate::transcript::Catalog,
+        query: &Query,
+        filter: &Filter<'_>,
+    ) -> Result<Vec<Found>, IndexError> {
+        self.update(catalog)?;
+        let hits = self.find(query, filter)?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let text = self
+                    .line_of(&hit)
+                    .map(|raw| super::text::body(&raw))
+                    .unwrap_or_default();
+                Found { hit, text }
+            })
+            .collect())
+    }
+}
+
+/// The first day (`YYYY-MM-DD`, local) of the last `days` days, today
+/// counting as one: what `--days` and the viewer's `days=` filter on.
+pub fn since_day(days: u32) -> String {
+    use chrono::{Days, Local};
+    let today = Local::now().date_naive();
+    today
+        .checked_sub_days(Days::new(u64::from(days.max(1)) - 1))
+        .unwrap_or(today)
+        .format("%Y-%m-%d")
+        .to_string()
 }

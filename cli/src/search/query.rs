@@ -91,6 +91,15 @@ impl Query {
             .join(" AND ")
     }
 
+    /// The FTS5 expression of every token on its own, in any order: what a
+    /// line must hold to hold the query (see `find`'s phrase search).
+    pub fn words_match(&self) -> String {
+        self.all_tokens()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
+
     /// Every token of every term, for marking matches in a snippet.
     pub fn all_tokens(&self) -> impl Iterator<Item = &str> {
         self.terms
@@ -131,6 +140,8 @@ mod tests {
         );
         assert_eq!(m("auth_middleware"), r#""auth middleware""#);
         assert_eq!(m("Café"), r#""café""#);
+        let q = Query::parse(r#"fix "the auth""#).unwrap();
+        assert_eq!(q.words_match(), r#""fix" AND "the" AND "auth""#);
     }
 
     #[test]

@@ -29,7 +29,7 @@ const PAGE_LIMIT: (usize, usize) = (50, 500);
 pub const TEXT_LIMIT: usize = 16 * 1024;
 
 /// Runs file work off the async workers.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -37,12 +37,12 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::internal("a request failed", e))?
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(super) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     q.map(|Query(q)| q)
         .map_err(|e| ApiError::bad_request(format!("bad query: {}", e.body_text())))
 }
 
-fn scan(state: &AppState) -> Result<Catalog, ApiError> {
+pub(super) fn scan(state: &AppState) -> Result<Catalog, ApiError> {
     state
         .inner
         .library
@@ -52,7 +52,7 @@ fn scan(state: &AppState) -> Result<Catalog, ApiError> {
 
 /// The catalog, the session `prefix` names, and that session's tree index
 /// (cached by the library): what every per-session call starts from.
-fn session_index(
+pub(super) fn session_index(
     state: &AppState,
     prefix: &str,
 ) -> Result<(Catalog, SessionId, Arc<TreeIndex>), ApiError> {
@@ -227,6 +227,10 @@ fn day_counts(catalog: &Catalog) -> Vec<DayCount> {
 pub struct PageQuery {
     /// Any entry on the wanted branch (default: the active branch).
     through: Option<String>,
+    /// Open on the page that holds this entry (of the branch through it,
+    /// unless `through` names another): where a search hit links to.
+    /// Overrides `offset`.
+    entry: Option<String>,
     offset: Option<usize>,
     limit: Option<usize>,
 }
@@ -240,11 +244,25 @@ pub async fn session(
     let q = query(q)?;
     blocking(move || {
         let (catalog, id, index) = session_index(&state, &prefix)?;
+        let limit = q.limit.unwrap_or(PAGE_LIMIT.0).clamp(1, PAGE_LIMIT.1);
+        let entry = q.entry.as_deref().filter(|e| !e.is_empty());
+        let through = q.through.as_deref().filter(|t| !t.is_empty()).or(entry);
+        let offset = match entry {
+            Some(e) => {
+                // Its 1-based place on its branch.
+                let n = index
+                    .tree
+                    .path_to(index.entry(e).map_err(view_error)?)
+                    .len();
+                n.saturating_sub(1) / limit * limit
+            }
+            None => q.offset.unwrap_or(0),
+        };
         let mut page = index
             .page(&PageRequest {
-                through: q.through.as_deref().filter(|t| !t.is_empty()),
-                offset: q.offset.unwrap_or(0),
-                limit: Some(q.limit.unwrap_or(PAGE_LIMIT.0).clamp(1, PAGE_LIMIT.1)),
+                through,
+                offset,
+                limit: Some(limit),
                 text_limit: Some(TEXT_LIMIT),
             })
             .map_err(view_error)?;

@@ -15,6 +15,8 @@ pub struct ApiError {
     /// Stable, for scripts: `session_not_found`, `ambiguous_session`,
     /// `entry_not_found`, `ambiguous_entry`, `bad_request`, `bad_host`,
     /// `token_required`, `csrf`, `sync_not_set_up`, `pull_failed`,
+    /// `bad_query`, `search_busy`, `search_failed`, `no_checkpoint`,
+    /// `rewind_busy`, `journal_pending`, `plan_changed`,
     /// `not_found`, `internal`.
     pub code: &'static str,
     pub message: String,
@@ -26,6 +28,9 @@ pub struct ApiError {
     /// For `session_not_found`: whether the page can offer to pull it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pull_available: Option<bool>,
+    /// For `plan_changed`: the plan made anew from the journal as it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {
@@ -37,6 +42,7 @@ impl ApiError {
             hint: None,
             matches: Vec::new(),
             pull_available: None,
+            plan: None,
         }
     }
 

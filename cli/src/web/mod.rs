@@ -1,8 +1,13 @@
 //! `evi web`: a local viewer of the home's sessions, in the browser.
 //!
-//! It promises to be read-only: nothing it serves writes to the home, except
-//! the pull button, which runs the same pull as `evi sync pull` (see
-//! [`pull`]); it never writes outside the eVi home. Everything a transcript
+//! It promises to be read-only but for three writes, each what a command
+//! does: the pull button runs the same pull as `evi sync pull` (see
+//! [`pull`]), inside the eVi home; a search brings the search index, a
+//! cache, up to date as `evi sessions search` does ([`search`]); and the
+//! rewind dialog undoes files eVi wrote exactly as `evi rewind SEQ` does,
+//! after showing its plan ([`rewind`]), the one write outside the home. The
+//! two that change what a user has (pull, rewind) are POSTs, which only
+//! this viewer's own page can send ([`access`]). Everything a transcript
 //! holds reaches the page as JSON data, and the page turns it into text
 //! nodes only (see `assets/app.js`), under a Content-Security-Policy that
 //! forbids inline script and any string-to-HTML sink ([`access`]).
@@ -16,6 +21,8 @@ mod assets;
 mod error;
 mod library;
 mod pull;
+mod rewind;
+mod search;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -89,6 +96,10 @@ fn router(state: AppState) -> Router {
         .route("/sessions", get(api::list))
         .route("/sessions/{id}", get(api::session))
         .route("/sessions/{id}/entries/{entry}", get(api::entry))
+        .route("/sessions/{id}/checkpoints", get(rewind::checkpoints))
+        .route("/rewind/plan", get(rewind::plan))
+        .route("/rewind", post(rewind::confirm))
+        .route("/search", get(search::search))
         .route("/pull", post(api::pull))
         .fallback(|| async {
             error::ApiError::new(

@@ -550,3 +550,470 @@ fn sessions_open_starts_the_viewer_once_and_prints_the_url() {
             .starts_with("error: `01JWEBLONG` matches 2 sessions:")
     );
 }
+
+// ---------------------------------------------------------------------------
+// Full-text search: the engine of `evi sessions search`, over HTTP.
+
+const SEARCHED: &str = "01JWEBSEARCHED000000000000";
+const S_USER: &str = r#"{"role":"user","content":"please fix the auth middleware, it drops tokens","ts":"2026-06-08T10:00:00Z"}"#;
+const S_ASSISTANT: &str = r#"{"role":"assistant","content":"The middleware reads the wrong header.","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"grep -rn bearer src\"}"}}],"ts":"2026-06-08T10:00:05Z"}"#;
+const S_TOOL: &str = r#"{"role":"tool","tool_call_id":"c1","tool_name":"bash","content":"src/auth.rs:12: let token = header(\"x-zanzibar\");","ts":"2026-06-08T10:00:06Z"}"#;
+
+fn search_api(web: &WebViewer, query: &[(&str, &str)]) -> Response {
+    Client::new()
+        .get(format!("{}/api/search", web.base))
+        .query(query)
+        .send()
+        .expect("GET /api/search")
+}
+
+/// (session, entry, role) of each hit of a search answer.
+fn hit_rows(v: &Value) -> Vec<(String, String, String)> {
+    v["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (s("session"), s("entry"), s("role"))
+        })
+        .collect()
+}
+
+#[test]
+fn search_finds_user_assistant_and_tool_lines_as_the_cli_does() {
+    let dev = Device::new();
+    dev.write(
+        "2026-06-08",
+        SEARCHED,
+        &lines(&[S_USER.into(), S_ASSISTANT.into(), S_TOOL.into()]),
+    );
+    let web = dev.web("127.0.0.1:0");
+    let ids: Vec<String> = cli_json(&dev, &["sessions", "show", SEARCHED, "--json"])["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    for (q, entry, role) in [
+        ("drops tokens", 0, "user"),
+        ("bearer", 1, "assistant"),
+        ("zanzibar", 2, "tool"),
+    ] {
+        let v = json(search_api(&web, &[("q", q)]));
+        assert_eq!(
+            hit_rows(&v),
+            [(SEARCHED.to_owned(), ids[entry].clone(), role.to_owned())],
+            "{q}"
+        );
+        let hit = &v["hits"][0];
+        assert_eq!(
+            hit["title"],
+            "please fix the auth middleware, it drops tokens"
+        );
+        assert_eq!(hit["short_id"], &SEARCHED[..8]);
+        // The same hit, snippet and all, as `evi sessions search --json`.
+        let cli = cli_json(&dev, &["sessions", "search", "--json", q]);
+        for k in ["session", "entry", "role", "ts", "day", "snippet"] {
+            assert_eq!(hit[k], cli["hits"][0][k], "{q}: {k}");
+        }
+        let marked: Vec<&str> = hit["snippet"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["match"] == true)
+            .map(|p| p["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(marked.join(" "), q, "{q}: the match is marked");
+    }
+    // Words everywhere, narrowed by role; a phrase only in order.
+    let all = json(search_api(&web, &[("q", "middleware")]));
+    assert_eq!(hit_rows(&all).len(), 2);
+    let only = json(search_api(
+        &web,
+        &[("q", "middleware"), ("role", "assistant")],
+    ));
+    assert_eq!(hit_rows(&only)[0].1, ids[1]);
+    assert_eq!(hit_rows(&only).len(), 1);
+    let none = json(search_api(&web, &[("q", "\"middleware auth\"")]));
+    assert_eq!(hit_rows(&none).len(), 0);
+    let recent = json(search_api(&web, &[("q", "middleware"), ("days", "7")]));
+    assert_eq!(hit_rows(&recent).len(), 0, "2026-06-08 is not this week");
+
+    // A hit's link opens the page that holds its entry.
+    let page = json(get(
+        &web,
+        &format!("/api/sessions/{SEARCHED}?entry={}&limit=2", ids[2]),
+    ));
+    assert_eq!(page["offset"], 2);
+    assert_eq!(page["messages"][0]["id"], ids[2].as_str());
+}
+
+#[test]
+fn hostile_searches_are_clear_json_errors_or_literal() {
+    let dev = Device::new();
+    dev.write(
+        "2026-06-08",
+        SEARCHED,
+        &lines(&[
+            S_USER.into(),
+            r#"{"role":"user","content":"near a and b, body x","ts":"2026-06-08T10:01:00Z"}"#
+                .into(),
+        ]),
+    );
+    let web = dev.web("127.0.0.1:0");
+    let long = "a ".repeat(600);
+    for (q, message) in [
+        (
+            "",
+            "the query has no word to search for (only punctuation or spaces)",
+        ),
+        (
+            "* \" ( ) ^ :",
+            "the query has no word to search for (only punctuation or spaces)",
+        ),
+        (
+            long.as_str(),
+            "the query is 1200 bytes long; at most 1000 are searched",
+        ),
+    ] {
+        let resp = search_api(&web, &[("q", q)]);
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{q:.20}");
+        let body = json(resp);
+        assert_eq!(body["code"], "bad_query");
+        assert_eq!(body["message"], message);
+        assert!(body["hint"].as_str().unwrap().contains("quoted phrases"));
+    }
+    // FTS5 syntax searches for its own words.
+    for q in [
+        "NEAR(a b)",
+        "a AND b",
+        "body:x*",
+        "\"a and b",
+        "a OR nothing",
+    ] {
+        let resp = search_api(&web, &[("q", q)]);
+        assert_eq!(resp.status(), StatusCode::OK, "{q}");
+        let hits = hit_rows(&json(resp));
+        let want = usize::from(!q.contains("nothing"));
+        assert_eq!(hits.len(), want, "{q}: {hits:?}");
+    }
+    let resp = search_api(&web, &[("q", "auth"), ("role", "admin")]);
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let body = json(resp);
+    assert_eq!(body["message"], "unknown role `admin`");
+    let resp = search_api(&web, &[("q", "auth"), ("days", "soon")]);
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(json(resp)["code"], "bad_request");
+    // Still serving.
+    assert_eq!(hit_rows(&json(search_api(&web, &[("q", "auth")]))).len(), 1);
+}
+
+#[test]
+fn search_finds_another_devices_branch_after_a_pull() {
+    let (_server, a, b) = crate::common::two_devices();
+    let day = "2026-06-08";
+    a.write(day, SEARCHED, &lines(&[S_USER.into(), S_ASSISTANT.into()]));
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let web = b.web("127.0.0.1:0");
+    // The index exists before the branch arrives.
+    assert_eq!(
+        hit_rows(&json(search_api(&web, &[("q", "header")]))).len(),
+        1
+    );
+    let laptop =
+        r#"{"role":"user","content":"written on the laptop: quokka","ts":"2026-06-08T12:00:00Z"}"#;
+    let desktop =
+        r#"{"role":"user","content":"written on the desktop","ts":"2026-06-08T11:00:00Z"}"#;
+    a.write(
+        day,
+        SEARCHED,
+        &lines(&[S_USER.into(), S_ASSISTANT.into(), laptop.into()]),
+    );
+    b.write(
+        day,
+        SEARCHED,
+        &lines(&[S_USER.into(), S_ASSISTANT.into(), desktop.into()]),
+    );
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let on_a = cli_json(&a, &["sessions", "show", SEARCHED, "--json"]);
+    let id = on_a["messages"][2]["id"].as_str().unwrap().to_owned();
+    let v = json(search_api(&web, &[("q", "quokka")]));
+    assert_eq!(
+        hit_rows(&v),
+        [(SEARCHED.to_owned(), id.clone(), "user".to_owned())],
+        "the laptop's line, under the laptop's id"
+    );
+    // Its link opens the laptop's branch on the desktop.
+    let page = json(get(&web, &format!("/api/sessions/{SEARCHED}?entry={id}")));
+    assert_eq!(page["leaf"], id.as_str());
+    let texts: Vec<&str> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts.contains(&"written on the laptop: quokka"),
+        "{texts:?}"
+    );
+    assert!(!texts.contains(&"written on the desktop"), "{texts:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The rewind dialog's API: `evi rewind SEQ`, behind the pull button's guard.
+
+/// A session from 10:00:00 to 10:00:06 and a project whose files eVi wrote
+/// in that span (seqs 1-5) and once after it (seq 6, at 11:30).
+pub struct Rewound {
+    pub dev: Device,
+}
+
+pub const SPANNED: &str = "01JWEBREWOUND0000000000000";
+
+impl Rewound {
+    pub fn new() -> Self {
+        Self::new_in(Device::new())
+    }
+
+    pub fn new_in(dev: Device) -> Self {
+        dev.write(
+            "2026-06-08",
+            SPANNED,
+            &lines(&[S_USER.into(), S_ASSISTANT.into(), S_TOOL.into()]),
+        );
+        std::fs::create_dir_all(dev.dir.path().join("proj")).unwrap();
+        let r = Self { dev };
+        let mut journal = String::new();
+        journal += &r.modify(1, "10:00:01", "app.py", "app v0\n", "app v1\n");
+        journal += &r.create(2, "10:00:02", "new.py", "brand new\n");
+        journal += &r.modify(3, "10:00:03", "app.py", "app v1\n", "app v2\n");
+        journal += &format!(
+            "{{\"seq\":4,\"ts\":\"2026-06-08T10:00:04Z\",\"path\":\"{}\",\"op\":\"skip\",\"size\":6291456}}\n",
+            r.shown("data.bin")
+        );
+        std::fs::write(r.path("data.bin"), "huge v1\n").unwrap();
+        journal += &r.modify(5, "10:00:05", "util.py", "util v0\n", "util v1\n");
+        journal += &r.modify(6, "11:30:00", "late.py", "late v0\n", "late v1\n");
+        r.dev.put("checkpoints/journal.jsonl", journal.as_bytes());
+        r
+    }
+
+    pub fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dev.dir.path().join("proj").join(rel)
+    }
+
+    pub fn shown(&self, rel: &str) -> String {
+        self.path(rel).display().to_string()
+    }
+
+    pub fn modify(&self, seq: u32, at: &str, rel: &str, before: &str, after: &str) -> String {
+        let sha = crate::common::sha256_hex(before.as_bytes());
+        self.dev
+            .put(&format!("checkpoints/blobs/{sha}"), before.as_bytes());
+        std::fs::write(self.path(rel), after).unwrap();
+        format!(
+            "{{\"seq\":{seq},\"ts\":\"2026-06-08T{at}Z\",\"path\":\"{}\",\"op\":\"modify\",\"blob\":\"{sha}\",\"size\":{}}}\n",
+            self.shown(rel),
+            before.len()
+        )
+    }
+
+    pub fn create(&self, seq: u32, at: &str, rel: &str, bytes: &str) -> String {
+        std::fs::write(self.path(rel), bytes).unwrap();
+        format!(
+            "{{\"seq\":{seq},\"ts\":\"2026-06-08T{at}Z\",\"path\":\"{}\",\"op\":\"create\"}}\n",
+            self.shown(rel)
+        )
+    }
+
+    /// The project's files and the journal, with this device's folder
+    /// written as `P`: what two devices rewound alike have alike.
+    pub fn state(&self) -> (crate::common::Tree, String) {
+        let journal =
+            std::fs::read_to_string(self.dev.home().join("checkpoints/journal.jsonl")).unwrap();
+        (
+            crate::common::tree(&self.path("")),
+            journal.replace(&self.shown(""), "P/"),
+        )
+    }
+}
+
+fn post_rewind(web: &WebViewer, origin: Option<&str>, csrf: Option<&str>, body: Value) -> Response {
+    let mut req = Client::new()
+        .post(format!("{}/api/rewind", web.base))
+        .json(&body);
+    if let Some(o) = origin {
+        req = req.header("Origin", o);
+    }
+    if let Some(c) = csrf {
+        req = req.header("X-Evi-Csrf", c);
+    }
+    req.send().unwrap()
+}
+
+#[test]
+fn rewind_lists_the_sessions_checkpoints_and_plans_what_evi_rewind_would_do() {
+    let (_server, laptop, desk) = crate::common::two_devices();
+    // The laptop's journal, pulled to the desk: one write in the span.
+    let (line, _) = crate::sync_journal::checkpoint(&laptop, 3, "/home/pat/x.rs", "x v0\n");
+    laptop.put("checkpoints/journal.jsonl", line.as_bytes());
+    laptop.sync_ok(&["push"]);
+    let r = Rewound::new_in(desk);
+    r.dev.sync_ok(&["pull"]);
+    let web = r.dev.web("127.0.0.1:0");
+
+    let listed = json(get(&web, &format!("/api/sessions/{SPANNED}/checkpoints")));
+    assert_eq!(listed["span"]["start"], "2026-06-08T10:00:00.000Z");
+    assert_eq!(listed["span"]["end"], "2026-06-08T10:00:06.000Z");
+    let seqs: Vec<u64> = listed["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [5, 4, 3, 2, 1], "seq 6 was written after the session");
+    assert_eq!(listed["total"], 6);
+    assert_eq!(listed["checkpoints"][0]["undoes"], 2, "5 and the later 6");
+    assert_eq!(
+        listed["checkpoints"][1]["not_restorable"],
+        "not snapshotted"
+    );
+    let devices = listed["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    assert!(devices[0]["name"].as_str().unwrap().starts_with("laptop-"));
+    assert_eq!(devices[0]["checkpoints"][0]["path"], "/home/pat/x.rs");
+    assert_eq!(devices[0]["checkpoints"][0].get("undoes"), None);
+
+    // The plan is `evi rewind 3 --dry-run`, line for line.
+    let plan = json(get(&web, "/api/rewind/plan?seq=3"));
+    let dry = r.dev.evi(&["rewind", "3", "--dry-run"]);
+    assert_eq!(dry.code, 1, "the skip cannot be undone: {}", dry.stderr);
+    let said: Vec<String> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let path = s["path"].as_str().unwrap();
+            match s["action"].as_str().unwrap() {
+                "restore" => format!("would restore — {path}"),
+                "delete" => format!("would delete (was newly created) — {path}"),
+                "failed" => format!(
+                    "✗ could not restore ({}) — {path}",
+                    s["why"].as_str().unwrap()
+                ),
+                other => panic!("{other}"),
+            }
+        })
+        .collect();
+    assert_eq!(said, dry.stdout.lines().collect::<Vec<_>>());
+    assert_eq!(said.len(), 4, "6, 5, 4 and 3: {said:?}");
+    assert_eq!(plan["undone"], 3);
+    assert_eq!(plan["failed"], 1);
+    assert_eq!(plan["left"], 6);
+    assert_eq!(plan["digest"].as_str().unwrap().len(), 64);
+    let missing = get(&web, "/api/rewind/plan?seq=99");
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let body = json(missing);
+    assert_eq!(body["code"], "no_checkpoint");
+    assert_eq!(
+        body["message"],
+        "no checkpoint has seq 99 or later (the latest is 6)"
+    );
+}
+
+#[test]
+fn rewind_post_needs_the_guard_and_the_plan_then_does_what_the_cli_does() {
+    let web_side = Rewound::new();
+    let cli_side = Rewound::new();
+    let web = web_side.dev.web("127.0.0.1:0");
+    let csrf = csrf_of(&web);
+    let plan = json(get(&web, "/api/rewind/plan?seq=2"));
+    let digest = plan["digest"].as_str().unwrap().to_owned();
+    let body = serde_json::json!({ "seq": 2, "digest": digest });
+
+    let before = web_side.state();
+    let own = web.base.as_str();
+    for (origin, token, why) in [
+        (None, Some(csrf.as_str()), "no Origin"),
+        (
+            Some("http://evil.example"),
+            Some(csrf.as_str()),
+            "another origin",
+        ),
+        (Some("null"), Some(csrf.as_str()), "an opaque origin"),
+        (Some(own), None, "no CSRF token"),
+        (Some(own), Some("0000"), "a wrong CSRF token"),
+    ] {
+        let resp = post_rewind(&web, origin, token, body.clone());
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{why}");
+        assert_eq!(json(resp)["code"], "csrf", "{why}");
+    }
+    assert_eq!(web_side.state(), before, "a refused POST changed something");
+
+    // The journal changes after the plan: refused, planned anew.
+    let extra = web_side.modify(7, "12:00:00", "later.py", "later v0\n", "later v1\n");
+    web_side
+        .dev
+        .append("checkpoints/journal.jsonl", extra.as_bytes());
+    cli_side.dev.append(
+        "checkpoints/journal.jsonl",
+        cli_side
+            .modify(7, "12:00:00", "later.py", "later v0\n", "later v1\n")
+            .as_bytes(),
+    );
+    let before = web_side.state();
+    let resp = post_rewind(&web, Some(own), Some(&csrf), body);
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    let refused = json(resp);
+    assert_eq!(refused["code"], "plan_changed");
+    assert_eq!(
+        refused["message"],
+        "the checkpoint journal changed since the plan was made (it now picks 6 writes to \
+         undo): nothing was undone"
+    );
+    assert_eq!(refused["plan"]["steps"].as_array().unwrap().len(), 6);
+    assert_eq!(refused["plan"]["steps"][0]["seq"], 7);
+    assert_eq!(web_side.state(), before, "a refused plan changed something");
+
+    // Confirmed on the new plan: the same files and journal as the CLI's.
+    let again = serde_json::json!({ "seq": 2, "digest": refused["plan"]["digest"] });
+    let resp = post_rewind(&web, Some(own), Some(&csrf), again);
+    assert_eq!(resp.status(), StatusCode::OK);
+    let done = json(resp);
+    let actions: Vec<&str> = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "restored", "restored", "restored", "failed", "restored", "deleted"
+        ]
+    );
+    assert_eq!(done["undone"], 5);
+    assert_eq!(done["left"], 1);
+    let cli = cli_side.dev.evi(&["rewind", "2"]);
+    assert_eq!(cli.code, 1, "the skip: {}", cli.stderr);
+    assert_eq!(web_side.state(), cli_side.state());
+    let read = |r: &Rewound, f: &str| std::fs::read_to_string(r.path(f)).ok();
+    assert_eq!(read(&web_side, "app.py").as_deref(), Some("app v1\n"));
+    assert_eq!(read(&web_side, "util.py").as_deref(), Some("util v0\n"));
+    assert_eq!(read(&web_side, "later.py").as_deref(), Some("later v0\n"));
+    assert_eq!(read(&web_side, "new.py"), None, "eVi created it");
+    assert_eq!(read(&web_side, "data.bin").as_deref(), Some("huge v1\n"));
+    // A confirm of a plan already carried out finds its writes gone.
+    let stale = post_rewind(
+        &web,
+        Some(own),
+        Some(&csrf),
+        serde_json::json!({ "seq": 2, "digest": refused["plan"]["digest"] }),
+    );
+    assert_eq!(stale.status(), StatusCode::NOT_FOUND);
+    assert_eq!(json(stale)["code"], "no_checkpoint");
+}

@@ -14,6 +14,12 @@
 //! except under CI (`CI` set), where they run and a missing browser fails
 //! them. `EVI_UPDATE_SCREENSHOTS=1` saves the list and a
 //! branched session to `docs/screenshots/`.
+//!
+//! The full-text search finds a line deep in a long session, marks the
+//! match, and its link opens that session on the page holding the line,
+//! highlighted and scrolled to; the rewind dialog lists the session's
+//! checkpoints, shows the plan, undoes it (the files on disk say so), and
+//! a POST from another origin's page changes nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -163,6 +169,21 @@ impl Browser<'_> {
             "/execute/sync",
             Some(json!({"script": script, "args": []})),
         )
+    }
+
+    /// Waits until `condition` (a JS expression) is true; a bounded wait.
+    fn wait_for(&self, condition: &str) {
+        let script = format!("return !!({condition})");
+        for _ in 0..600 {
+            if self.js(&script) == true {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "never true: {condition}; the page shows: {}",
+            self.text("main")
+        );
     }
 
     fn title(&self) -> String {
@@ -624,4 +645,213 @@ fn walk_sizes(dir: &Path, session: &str) -> u64 {
         .filter_map(|d| std::fs::metadata(d.unwrap().path().join(format!("{session}.jsonl"))).ok())
         .map(|m| m.len())
         .sum()
+}
+
+/// A page of another origin (a plain HTTP server on another port), for
+/// cross-site requests: answers every request with the same HTML.
+fn other_origin() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let body = "<!doctype html><title>elsewhere</title><p>another site</p>";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://localhost:{port}/")
+}
+
+#[test]
+#[cfg_attr(
+    evi_no_browser,
+    ignore = "needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)"
+)]
+fn search_hits_open_their_entry_and_the_rewind_dialog_undoes_in_chromium() {
+    if !browser_present("search_hits_open_their_entry_and_the_rewind_dialog_undoes_in_chromium") {
+        return;
+    }
+    let r = crate::web::Rewound::new();
+    let dev = &r.dev;
+    // A long session: the line searched for is the 100th, on the second page.
+    const LONG: &str = "01JWEBLONGSEARCHED00000000";
+    let long: Vec<String> = (1..=120)
+        .map(|n| {
+            let text = if n == 100 {
+                "the migration ran with the quokka flag".to_owned()
+            } else {
+                format!("message number {n}")
+            };
+            let role = if n % 2 == 1 { "user" } else { "assistant" };
+            line(json!({"role": role, "content": text, "ts": at(&format!("08:{:02}:{:02}", n / 60, n % 60))}))
+        })
+        .collect();
+    dev.write(
+        &today(),
+        LONG,
+        &long
+            .iter()
+            .flat_map(|l| format!("{l}\n").into_bytes())
+            .collect::<Vec<u8>>(),
+    );
+    let web = dev.web("127.0.0.1:0");
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let b = driver.session(profile.path());
+
+    // Type a query: one hit, the match marked, as text.
+    b.go(&web.url);
+    b.wait_ready();
+    b.js("const q = document.querySelector('.fts'); q.value = 'QUOKKA flag'; q.dispatchEvent(new Event('input'))");
+    b.wait_for("document.querySelector('.fulltext').dataset.state === 'done'");
+    assert_eq!(b.text(".fts-count"), "1 hit");
+    assert_eq!(b.count(".hit"), 1);
+    let marks =
+        b.js("return [...document.querySelectorAll('.hit .snippet mark')].map(m => m.textContent)");
+    assert_eq!(marks, json!(["quokka", "flag"]));
+    assert_eq!(
+        b.text(".hit .snippet"),
+        "the migration ran with the quokka flag"
+    );
+    assert_eq!(b.text(".hit .who"), "assistant");
+    let entry = b.js("return document.querySelector('.hit').dataset.entry");
+    // A hostile query is a message on the page, not a crash.
+    b.js("const q = document.querySelector('.fts'); q.value = '* ( )'; q.dispatchEvent(new Event('input'))");
+    b.wait_for("document.querySelector('.fulltext').dataset.state === 'failed'");
+    assert!(
+        b.text(".hits .failure")
+            .contains("the query has no word to search for"),
+        "{}",
+        b.text(".hits")
+    );
+    b.js("const q = document.querySelector('.fts'); q.value = 'quokka'; q.dispatchEvent(new Event('input'))");
+    b.wait_for("document.querySelector('.fulltext').dataset.state === 'done'");
+
+    // Click it: the session opens on the page holding the entry,
+    // highlighted and in view.
+    mark_old(&b);
+    b.click(".hit");
+    b.wait_ready();
+    assert_eq!(
+        b.js("return new URLSearchParams(location.search).get('session')"),
+        LONG
+    );
+    assert_eq!(b.count(".msg.target"), 1);
+    assert_eq!(
+        b.js("return document.querySelector('.msg.target').dataset.entry"),
+        entry
+    );
+    assert!(b.text(".msg.target").contains("quokka flag"));
+    assert_eq!(
+        b.js("return document.querySelector('.msg').dataset.n"),
+        "51",
+        "the second page of 50"
+    );
+    b.wait_for("(() => { const r = document.querySelector('.msg.target').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()");
+    assert!(b.js("return scrollY").as_f64().unwrap() > 0.0);
+    // Earlier messages are a click away, at the top.
+    b.js("window.scrollTo(0, 0)");
+    b.click(".earlier");
+    b.wait_for("document.querySelector('.msg').dataset.n === '1'");
+    assert_eq!(b.count(".msg.target"), 1);
+
+    // A POST from another site's page is refused and changes nothing.
+    let before = r.state();
+    let elsewhere = other_origin();
+    b.go(&elsewhere);
+    // A form posted from there (a fetch could not even read the answer):
+    // the browser shows what the viewer said.
+    b.js(&format!(
+        "const f = document.createElement('form');
+         f.method = 'POST'; f.action = {}; f.enctype = 'text/plain';
+         const i = document.createElement('input');
+         i.name = '{{\"seq\":1,\"digest\":\"'; i.value = 'x\"}}';
+         f.append(i); document.body.append(f); f.submit();",
+        json!(format!("{}/api/rewind", web.base))
+    ));
+    b.wait_for(&format!(
+        "location.href.startsWith({}) && document.body && document.body.innerText.includes('csrf')",
+        json!(web.base)
+    ));
+    let answer: Value = serde_json::from_str(&b.text("body")).unwrap();
+    assert_eq!(answer["code"], "csrf", "{answer}");
+    assert_eq!(
+        answer["message"],
+        "refused: the request does not come from this viewer's own page"
+    );
+    assert_eq!(r.state(), before, "a cross-site POST rewound");
+
+    // The refused requests (the hostile query, the cross-site POST) are
+    // the console's only complaints: no script failed.
+    let errors: Vec<String> = bad_console(&b.console())
+        .into_iter()
+        .filter(|e| !e.contains("\"source\":\"network\""))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+
+    // The dialog: the session's checkpoints, newest first, not seq 6
+    // (written after the session).
+    b.go(&format!("{}/?session={}", web.base, crate::web::SPANNED));
+    b.wait_ready();
+    b.click(".open-rewind");
+    b.wait_for("document.querySelector('dialog.rewind').dataset.state === 'listed'");
+    assert_eq!(
+        b.js("return document.querySelector('dialog.rewind').open"),
+        true
+    );
+    let seqs =
+        b.js("return [...document.querySelectorAll('dialog .cps .cp')].map(c => c.dataset.seq)");
+    assert_eq!(seqs, json!(["5", "4", "3", "2", "1"]));
+    assert!(
+        b.text("dialog .cp[data-seq='4']")
+            .contains("cannot be undone: not snapshotted")
+    );
+
+    // Undo from 2: first the plan, nothing touched yet.
+    b.click("dialog .cp[data-seq='2'] .undo-from");
+    b.wait_for("document.querySelector('dialog.rewind').dataset.state === 'planned'");
+    let plan = b.js("return [...document.querySelectorAll('dialog .step')].map(s => s.dataset.seq + ' ' + s.dataset.action)");
+    assert_eq!(
+        plan,
+        json!([
+            "6 restore",
+            "5 restore",
+            "4 failed",
+            "3 restore",
+            "2 delete"
+        ])
+    );
+    assert!(b.text("dialog .plan-head").contains("undoes 5 writes"));
+    assert_eq!(r.state(), before, "the plan changed something");
+    assert_eq!(b.text("dialog .confirm"), "Undo 4 writes");
+    b.click("dialog .confirm");
+    b.wait_for("document.querySelector('dialog.rewind').dataset.state === 'done'");
+    let done =
+        b.js("return [...document.querySelectorAll('dialog .step')].map(s => s.dataset.action)");
+    assert_eq!(
+        done,
+        json!(["restored", "restored", "failed", "restored", "deleted"])
+    );
+    assert!(
+        b.text("dialog .plan-head")
+            .starts_with("Undid 4 of 5 writes; 1 checkpoints left")
+    );
+    let read = |f: &str| std::fs::read_to_string(r.path(f)).ok();
+    assert_eq!(read("app.py").as_deref(), Some("app v1\n"));
+    assert_eq!(read("util.py").as_deref(), Some("util v0\n"));
+    assert_eq!(read("late.py").as_deref(), Some("late v0\n"));
+    assert_eq!(read("new.py"), None, "eVi created it");
+    assert_eq!(
+        read("data.bin").as_deref(),
+        Some("huge v1\n"),
+        "a skip is not undone"
+    );
+    assert_eq!(bad_console(&b.console()), Vec::<String>::new());
 }

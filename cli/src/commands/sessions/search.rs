@@ -5,7 +5,6 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use chrono::{Days, Local};
 use clap::{Args, ValueEnum};
 use evi_shared::SessionId;
 use serde::Serialize;
@@ -13,10 +12,9 @@ use serde::Serialize;
 use super::{Ctx, fmt_minute, fmt_rfc3339, scan};
 use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::{finish, stdout};
-use crate::search::find::{Filter, Hit};
+use crate::search::find::{Filter, Hit, since_day};
 use crate::search::query::Query;
 use crate::search::snippet::{Marks, Part, render, snippet};
-use crate::search::text::body;
 use crate::search::{index_path, with_index};
 
 #[derive(Debug, Args)]
@@ -106,14 +104,7 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
         usage_error(e).hinted("search for words and \"quoted phrases\"; every one must match")
     })?;
     let catalog = scan(ctx)?;
-    let since = args.days.map(|d| {
-        let today = Local::now().date_naive();
-        today
-            .checked_sub_days(Days::new(u64::from(d.max(1)) - 1))
-            .unwrap_or(today)
-            .format("%Y-%m-%d")
-            .to_string()
-    });
+    let since = args.days.map(since_day);
     let filter = Filter {
         role: args.role.map(RoleArg::name),
         since_day: since.as_deref(),
@@ -122,25 +113,15 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
     let mut views = Vec::new();
     // Reading creates nothing in a home that is not there.
     if ctx.home.absent().is_none() {
-        let found = with_index(&ctx.home, WAIT, |ix| {
-            ix.update(&catalog)?;
-            let hits = ix.find(&query, &filter)?;
-            Ok(hits
-                .into_iter()
-                .map(|h| {
-                    let text = ix.line_of(&h).map(|raw| body(&raw)).unwrap_or_default();
-                    (h, text)
-                })
-                .collect::<Vec<_>>())
-        })
-        .map_err(|e| {
-            user_error(e).hinted(format!(
-                "the index is a cache: removing {} makes the next search rebuild it",
-                index_path(&ctx.home).display()
-            ))
-        })?;
-        for (hit, text) in found {
-            views.push(view(&catalog, hit, &text, &query));
+        let found = with_index(&ctx.home, WAIT, |ix| ix.search(&catalog, &query, &filter))
+            .map_err(|e| {
+                user_error(e).hinted(format!(
+                    "the index is a cache: removing {} makes the next search rebuild it",
+                    index_path(&ctx.home).display()
+                ))
+            })?;
+        for f in found {
+            views.push(view(&catalog, f.hit, &f.text, &query));
         }
     }
     let mut out = stdout();

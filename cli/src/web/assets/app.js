@@ -403,7 +403,7 @@
     const count = el('span', { class: 'count' });
     const rows = el('div', { class: 'rows', id: 'rows' });
     const more = el('div', { class: 'sentinel' });
-    main.append(el('div', { class: 'controls' }, q, day, count), rows, more);
+    main.append(fullText(), el('div', { class: 'controls' }, q, day, count), rows, more);
 
     let next = 0;
     let loading = false;
@@ -467,6 +467,91 @@
     await load(true);
   }
 
+  // ---- Full-text search -------------------------------------------------
+  // Every message of every session, through the same index and query rules
+  // as `evi sessions search`. Hits link to their entry in its session.
+
+  function fullText() {
+    const box = el('form', { class: 'fulltext', role: 'search' });
+    const input = el('input', {
+      type: 'search', class: 'fts', name: 'search', value: params.get('search') || '',
+      placeholder: 'Search every message: words and "quoted phrases"',
+    });
+    input.setAttribute('aria-label', 'Search every message');
+    const role = el('select', { class: 'fts-role' },
+      el('option', { value: '' }, 'Any role'),
+      ...['user', 'assistant', 'tool', 'system'].map((r) => el('option', { value: r }, r)));
+    role.setAttribute('aria-label', 'Role');
+    role.value = params.get('role') || '';
+    const days = el('select', { class: 'fts-days' },
+      el('option', { value: '' }, 'Any time'),
+      ...[[1, 'Today'], [7, 'Last 7 days'], [30, 'Last 30 days'], [365, 'Last year']]
+        .map(([n, label]) => el('option', { value: String(n) }, label)));
+    days.setAttribute('aria-label', 'Days');
+    days.value = params.get('days') || '';
+    const status = el('span', { class: 'fts-count' });
+    const hits = el('div', { class: 'hits', id: 'hits' });
+    box.append(el('div', { class: 'controls' }, input, role, days, status), hits);
+    let generation = 0;
+    const run = async () => {
+      const mine = ++generation;
+      history.replaceState(null, '', viewUrl({
+        search: input.value, role: role.value, days: days.value,
+        q: params.get('q'), day: params.get('day'),
+      }));
+      clear(hits);
+      status.textContent = '';
+      if (!input.value.trim()) {
+        box.dataset.state = 'idle';
+        return;
+      }
+      box.dataset.state = 'searching';
+      try {
+        const r = await api('/api/search?' + new URLSearchParams({
+          q: input.value, role: role.value, days: days.value, limit: '50',
+        }));
+        if (mine !== generation) return;
+        status.textContent = r.hits.length + (r.hits.length === 1 ? ' hit' : ' hits');
+        for (const h of r.hits) hits.append(hit(h));
+        if (!r.hits.length) hits.append(el('p', { class: 'note' }, 'No message matches.'));
+        box.dataset.state = 'done';
+      } catch (err) {
+        if (mine !== generation) return;
+        hits.append(failure(err));
+        box.dataset.state = 'failed';
+      }
+    };
+    let timer = null;
+    const later = () => {
+      clearTimeout(timer);
+      timer = setTimeout(run, 250);
+    };
+    box.addEventListener('submit', (e) => {
+      e.preventDefault();
+      clearTimeout(timer);
+      run();
+    });
+    input.addEventListener('input', later);
+    role.addEventListener('change', later);
+    days.addEventListener('change', later);
+    box.dataset.state = 'idle';
+    if (input.value.trim()) run();
+    return box;
+  }
+
+  function hit(h) {
+    const snip = el('span', { class: 'snippet' });
+    for (const part of h.snippet) snip.append(part.match ? el('mark', null, part.text) : part.text);
+    const title = h.title || '(no user message)';
+    return el('a', { class: 'hit', href: viewUrl({ session: h.session, entry: h.entry }), data: { session: h.session, entry: h.entry } },
+      el('span', { class: 'hit-head' },
+        el('span', { class: 'hit-title' }, title.length > 120 ? title.slice(0, 119) + '…' : title),
+        el('span', { class: 'who ' + h.role }, h.role),
+        el('span', { class: 'when' }, when(h.ts) || h.day),
+        el('span', { class: 'id' }, h.short_id)),
+      snip);
+  }
+
   function row(s) {
     // A title given with `evi sessions title` stands for the session.
     const named = s.title || s.first_message;
@@ -485,9 +570,10 @@
     document.title = 'evi session';
     clear(main);
     const through = params.get('through');
+    const target = params.get('entry');
     let first;
     try {
-      first = await api(sessionApi(id, through, 0));
+      first = await api(sessionApi(id, through, 0, target));
     } catch (err) {
       notHere(id, err);
       return;
@@ -509,8 +595,11 @@
         'working tree at handoff' + (s.git_state.ts ? ' (' + when(s.git_state.ts) + ')' : '') + ': ' + s.git_state.summary) : null);
     const list = el('div', { class: 'messages', id: 'messages' });
     const more = el('div', { class: 'sentinel' });
+    head.append(rewindBox(s.id));
     main.append(head);
     if (first.roots.length) main.append(forkBox(s.id, first.roots, 'The session starts in more than one place:'));
+    const earlier = el('button', { type: 'button', class: 'earlier' }, 'Show earlier messages');
+    if (first.offset > 0) main.append(earlier);
     main.append(list, more);
     if (first.pending_bytes > 0) main.append(el('p', { class: 'note' }, 'A line is still being written (' + bytes(first.pending_bytes) + ').'));
 
@@ -524,6 +613,30 @@
       more.textContent = next === null ? '' : 'Loading more…';
     };
     add(first);
+    // Pages before the one a search hit opened on, one at a time.
+    let before = first.offset;
+    earlier.addEventListener('click', async () => {
+      earlier.disabled = true;
+      const from = Math.max(0, before - PAGE);
+      try {
+        const page = await api(sessionApi(s.id, leaf, from, null, before - from));
+        const at = list.firstChild;
+        for (const m of page.messages) list.insertBefore(message(s.id, m), at);
+        before = from;
+        if (before === 0) earlier.remove();
+      } catch (err) {
+        earlier.replaceWith(failure(err));
+      } finally {
+        earlier.disabled = false;
+      }
+    });
+    if (target) {
+      const shown = [...list.querySelectorAll('.msg')].find((m) => m.dataset.entry === first.messages.find((x) => x.id.startsWith(target))?.id);
+      if (shown) {
+        shown.classList.add('target');
+        shown.scrollIntoView({ block: 'center' });
+      }
+    }
     main.dataset.state = 'ready';
     document.body.dataset.readyMs = String(Math.round(performance.now()));
 
@@ -546,9 +659,10 @@
     }).observe(more);
   }
 
-  function sessionApi(id, through, offset) {
-    const q = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
+  function sessionApi(id, through, offset, entry, limit) {
+    const q = new URLSearchParams({ offset: String(offset), limit: String(limit || PAGE) });
     if (through) q.set('through', through);
+    if (entry) q.set('entry', entry);
     return '/api/sessions/' + encodeURIComponent(id) + '?' + q;
   }
 
@@ -620,6 +734,124 @@
     });
     box.append(ul);
     return box;
+  }
+
+  // ---- The rewind dialog ------------------------------------------------
+  // The checkpoints written while the session ran; undoing from one is
+  // `evi rewind SEQ`: every write from it on, newest first. The plan is
+  // shown first, and the confirm sends back its digest, so a journal that
+  // changed meanwhile is refused and planned anew.
+
+  function rewindBox(sessionId) {
+    const open = el('button', { type: 'button', class: 'open-rewind' }, 'Rewind files…');
+    const dialog = el('dialog', { class: 'rewind' });
+    const body = el('div', { class: 'rewind-body' });
+    const close = el('button', { type: 'button', class: 'close-rewind' }, 'Close');
+    close.addEventListener('click', () => dialog.close());
+    dialog.append(el('h2', null, 'Rewind files eVi wrote'), body, el('p', { class: 'rewind-foot' }, close));
+    open.addEventListener('click', async () => {
+      clear(body);
+      dialog.dataset.state = 'loading';
+      dialog.showModal();
+      try {
+        listCheckpoints(body, dialog, await api('/api/sessions/' + encodeURIComponent(sessionId) + '/checkpoints'));
+      } catch (err) {
+        body.append(failure(err));
+        dialog.dataset.state = 'failed';
+      }
+    });
+    return el('div', { class: 'rewind-box' }, open, dialog);
+  }
+
+  function cpText(c) {
+    return '#' + c.seq + ' · ' + when(c.ts) + ' · ' + c.op + ' ';
+  }
+
+  function listCheckpoints(body, dialog, r) {
+    body.append(el('p', { class: 'note' }, 'Checkpoints written during this session (' + when(r.span.start) + ' → ' + when(r.span.end) + '), newest first.'));
+    const plan = el('div', { class: 'plan' });
+    const ul = el('ul', { class: 'cps' });
+    for (const c of r.checkpoints) {
+      const li = el('li', { class: 'cp', data: { seq: String(c.seq) } }, cpText(c), el('code', null, c.path));
+      if (c.not_restorable) li.append(el('span', { class: 'why' }, ' (cannot be undone: ' + c.not_restorable + ')'));
+      const btn = el('button', { type: 'button', class: 'undo-from' }, 'Undo from here' + (c.undoes > 1 ? ' (' + c.undoes + ' writes)' : ''));
+      btn.addEventListener('click', async () => {
+        clear(plan);
+        dialog.dataset.state = 'planning';
+        try {
+          showPlan(plan, dialog, await api('/api/rewind/plan?seq=' + c.seq));
+        } catch (err) {
+          plan.append(failure(err));
+          dialog.dataset.state = 'failed';
+        }
+      });
+      li.append(' ', btn);
+      ul.append(li);
+    }
+    if (r.checkpoints.length) body.append(ul);
+    else body.append(el('p', { class: 'note none' }, 'eVi wrote no file on this device while this session ran.'));
+    if (r.pending_bytes > 0) body.append(el('p', { class: 'note' }, 'eVi is writing a checkpoint right now; a rewind waits until it is done.'));
+    for (const d of r.devices) {
+      const dl = el('ul', { class: 'cps device', data: { device: d.name } });
+      for (const c of d.checkpoints) dl.append(el('li', { class: 'cp', data: { seq: String(c.seq) } }, cpText(c), el('code', null, c.path)));
+      body.append(el('p', { class: 'note' }, 'On ' + d.name + ' (pulled; its paths are that device\'s, so it is listed only: `evi checkpoints restore` copies one here):'), dl);
+    }
+    body.append(plan);
+    dialog.dataset.state = 'listed';
+  }
+
+  const ACTION = {
+    restore: 'restore', delete: 'delete (eVi created it)', already_gone: 'already gone (eVi created it)',
+    restored: '✓ restored', deleted: '✓ deleted (eVi created it)', failed: '✗ cannot undo',
+  };
+
+  function steps(p) {
+    const ul = el('ul', { class: 'steps' });
+    for (const st of p.steps) {
+      ul.append(el('li', { class: 'step ' + st.action, data: { seq: String(st.seq), action: st.action } },
+        ACTION[st.action] || st.action, ' ', el('code', null, st.path),
+        st.why ? ' (' + st.why + ')' : '', el('span', { class: 'why' }, ' · #' + st.seq + ' ' + st.op)));
+    }
+    return ul;
+  }
+
+  function showPlan(box, dialog, p, note) {
+    clear(box);
+    if (note) box.append(note);
+    const n = p.steps.length;
+    box.append(el('p', { class: 'plan-head' }, 'Undoing from #' + p.seq + ' undoes ' + n + (n === 1 ? ' write' : ' writes') + ', newest first, as `evi rewind ' + p.seq + '` does:'), steps(p));
+    if (p.failed) box.append(el('p', { class: 'note' }, p.failed + ' of them cannot be undone.'));
+    const go = el('button', { type: 'button', class: 'confirm' }, 'Undo ' + p.undone + (p.undone === 1 ? ' write' : ' writes'));
+    const cancel = el('button', { type: 'button', class: 'cancel' }, 'Cancel');
+    cancel.addEventListener('click', () => {
+      clear(box);
+      dialog.dataset.state = 'listed';
+    });
+    go.addEventListener('click', async () => {
+      go.disabled = true;
+      cancel.disabled = true;
+      dialog.dataset.state = 'undoing';
+      try {
+        const done = await api('/api/rewind', {
+          method: 'POST',
+          headers: { Accept: 'application/json', 'Content-Type': 'application/json', 'X-Evi-Csrf': csrf },
+          body: JSON.stringify({ seq: p.seq, digest: p.digest }),
+        });
+        clear(box);
+        box.append(el('p', { class: 'plan-head' }, 'Undid ' + done.undone + ' of ' + done.steps.length + (done.steps.length === 1 ? ' write' : ' writes') + '; ' + done.left + ' checkpoints left in the journal.'), steps(done));
+        dialog.dataset.state = 'done';
+      } catch (err) {
+        if (err.body && err.body.code === 'plan_changed' && err.body.plan) {
+          showPlan(box, dialog, err.body.plan, failure(err));
+          dialog.dataset.state = 'replanned';
+        } else {
+          box.append(failure(err));
+          dialog.dataset.state = 'failed';
+        }
+      }
+    });
+    box.append(el('p', { class: 'plan-buttons' }, go, ' ', cancel));
+    dialog.dataset.state = 'planned';
   }
 
   function notHere(id, err) {
