@@ -50,11 +50,27 @@ pub struct Placed {
 impl BlobDir {
     /// Creates the root and removes temp files a killed process left behind.
     pub fn open(root: PathBuf) -> std::io::Result<Self> {
+        Self::open_keeping(root, std::time::Duration::ZERO)
+    }
+
+    /// [`Self::open`] for a folder other live replicas may share: keeps
+    /// temp files younger than [`crate::bodies::ORPHAN_MIN_AGE`], which may
+    /// be uploads under way there.
+    pub fn open_shared(root: PathBuf) -> std::io::Result<Self> {
+        Self::open_keeping(root, crate::bodies::ORPHAN_MIN_AGE)
+    }
+
+    fn open_keeping(root: PathBuf, min_age: std::time::Duration) -> std::io::Result<Self> {
         crate::private::dir(&root)?;
+        let now = std::time::SystemTime::now();
         for user in std::fs::read_dir(&root)?.flatten() {
             if let Ok(files) = std::fs::read_dir(user.path()) {
                 for f in files.flatten() {
-                    if f.file_name().to_string_lossy().starts_with(".tmp") {
+                    let old = f
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| now.duration_since(t).unwrap_or_default() >= min_age);
+                    if f.file_name().to_string_lossy().starts_with(".tmp") && old {
                         let _ = std::fs::remove_file(f.path());
                     }
                 }

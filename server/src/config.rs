@@ -202,6 +202,12 @@ pub struct Config {
     pub fd_limit: Option<crate::fdlimit::Fitted>,
     /// A test hook (see [`crate::fault`]); `None` in every real run.
     pub fault: Option<crate::fault::Fault>,
+    /// `postgres://…` (`--database`): the metadata goes there instead of
+    /// the SQLite file in the data folder. Holds the password: never log it
+    /// (see [`crate::store::postgres::describe`]).
+    pub database: Option<String>,
+    /// Most connections this process holds to `database`.
+    pub database_pool_size: usize,
 }
 
 impl Config {
@@ -220,6 +226,8 @@ impl Config {
             public_url: None,
             fd_limit: None,
             fault: None,
+            database: None,
+            database_pool_size: crate::store::postgres::DEFAULT_POOL_SIZE,
         }
     }
 

@@ -45,6 +45,7 @@ use crate::bodies::packs::PackDir;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
+use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 
 /// Body limit for the small JSON calls (everything but push and blob upload).
@@ -89,7 +90,13 @@ impl AppState {
         private::dir(&config.data_dir)
             .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
         // Before anything in the folder is touched, the sweep above all.
-        let lock = datalock::DataLock::acquire(&config.data_dir)?;
+        // Replicas on one Postgres database may share the folder (its
+        // bodies and blobs): there no lock, and the sweeps keep whatever is
+        // young enough to be another replica's work under way.
+        let lock = match config.database {
+            None => Some(datalock::DataLock::acquire(&config.data_dir)?),
+            Some(_) => None,
+        };
         // SQLite gives its -wal and -shm files the mode of the database
         // file: 0600 from the start. What an older server left gets closed.
         private::close_data_folder(&config.data_dir).with_context(|| {
@@ -98,15 +105,38 @@ impl AppState {
                 config.data_dir.display()
             )
         })?;
-        private::file(&config.db_path())
-            .with_context(|| format!("cannot create database {}", config.db_path().display()))?;
-        let store = SqliteStore::open(&config.db_path())
-            .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
+        let (store, pg): (Arc<dyn Store>, _) = match &config.database {
+            Some(url) => {
+                let pg = PgStore::open(url, config.database_pool_size).await?;
+                tracing::info!(database = %pg.target(), pool_size = config.database_pool_size, "using Postgres");
+                (Arc::new(pg.clone()), Some(pg))
+            }
+            None => {
+                private::file(&config.db_path()).with_context(|| {
+                    format!("cannot create database {}", config.db_path().display())
+                })?;
+                let store = SqliteStore::open(&config.db_path()).with_context(|| {
+                    format!("cannot open database {}", config.db_path().display())
+                })?;
+                (Arc::new(store), None)
+            }
+        };
         let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
             format!("cannot open body folder {}", config.bodies_dir().display())
         })?;
-        let blobs = BlobDir::open(config.blobs_dir())?;
-        let state = Self::from_parts(config, Arc::new(store), Arc::new(bodies), blobs, Some(lock));
+        let blobs = match config.database {
+            None => BlobDir::open(config.blobs_dir())?,
+            Some(_) => BlobDir::open_shared(config.blobs_dir())?,
+        };
+        let state = Self::from_parts(config, store, Arc::new(bodies), blobs, lock);
+        if let Some(pg) = pg {
+            // Commits and revocations through other replicas wake the
+            // waits parked here; failed logins count across replicas.
+            store::postgres::listen::spawn(&pg, state.waiters.clone());
+            state
+                .limiter
+                .share_failures(Arc::new(store::postgres::failures::PgFailures::new(pg)));
+        }
         state.sweep_orphan_packs().await?;
         Ok(state)
     }
@@ -384,6 +414,15 @@ pub enum InviteError {
 pub async fn create_invite(config: &Config) -> Result<String, InviteError> {
     if config.registration == evi_shared::api::Registration::Closed {
         return Err(InviteError::Closed);
+    }
+    if let Some(url) = &config.database {
+        let store = PgStore::open(url, 1).await.map_err(anyhow::Error::from)?;
+        let (code, hash) = auth::new_invite()?;
+        store
+            .create_invite(hash, chrono::Utc::now().timestamp())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot store the invite in {}: {e}", store.target()))?;
+        return Ok(code);
     }
     let db = config.db_path();
     if !db.is_file() {

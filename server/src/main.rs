@@ -132,6 +132,15 @@ struct Cli {
     /// `proxy_set_header Host $host`).
     #[arg(long, env = "EVI_SERVER_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Keep accounts and record metadata in Postgres instead of the SQLite
+    /// file in the data folder: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
+    /// (libpq's ?sslmode= is understood). Several replicas may share one
+    /// database; migrations run at start.
+    #[arg(long, env = "EVI_SERVER_DATABASE", global = true, hide_env_values = true)]
+    database: Option<String>,
+    /// Most connections this process holds to --database.
+    #[arg(long, env = "EVI_SERVER_DATABASE_POOL_SIZE", default_value_t = evi_server::store::postgres::DEFAULT_POOL_SIZE)]
+    database_pool_size: usize,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -262,6 +271,18 @@ async fn main() -> std::process::ExitCode {
             }
         }
     }
+    if let Some(url) = cli.database.filter(|u| !u.is_empty()) {
+        if let Err(e) = evi_server::store::postgres::parse_url(&url) {
+            eprintln!("evi-server: {e}");
+            eprintln!(
+                "hint: for example --database postgres://evi@db.example.org/evi \
+                 (or leave it out to keep the SQLite file in the data folder)"
+            );
+            return std::process::ExitCode::from(2);
+        }
+        config.database = Some(url);
+    }
+    config.database_pool_size = cli.database_pool_size.max(1);
     config.fault = match evi_server::fault::Fault::from_env() {
         Ok(f) => f,
         Err(e) => {

@@ -17,6 +17,7 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
+pub mod postgres;
 pub mod sqlite;
 
 pub type UserId = i64;

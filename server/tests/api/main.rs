@@ -22,3 +22,6 @@ mod streams;
 mod timeouts;
 mod wait;
 mod wire;
+
+/// The SQLite file in the data folder, as without `--database`.
+const BACKEND: common::Backend = common::Backend::Sqlite;
