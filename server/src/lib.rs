@@ -34,14 +34,14 @@ pub mod passwords;
 pub mod private;
 pub mod ratelimit;
 pub mod routes;
+pub mod storage;
 pub mod store;
 pub mod waiters;
 
 pub use config::Config;
 
-use crate::blobs::BlobDir;
+use crate::blobs::BlobStore;
 use crate::bodies::BodyStore;
-use crate::bodies::packs::PackDir;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
@@ -54,7 +54,7 @@ pub struct Shared {
     pub config: Config,
     pub store: Arc<dyn Store>,
     pub bodies: Arc<dyn BodyStore>,
-    pub blobs: BlobDir,
+    pub blobs: Arc<dyn BlobStore>,
     pub passwords: auth::Passwords,
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
@@ -102,11 +102,8 @@ impl AppState {
             .with_context(|| format!("cannot create database {}", config.db_path().display()))?;
         let store = SqliteStore::open(&config.db_path())
             .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
-        let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
-            format!("cannot open body folder {}", config.bodies_dir().display())
-        })?;
-        let blobs = BlobDir::open(config.blobs_dir())?;
-        let state = Self::from_parts(config, Arc::new(store), Arc::new(bodies), blobs, Some(lock));
+        let (bodies, blobs) = storage::open_stores(&config).await?;
+        let state = Self::from_parts(config, Arc::new(store), bodies, blobs, Some(lock));
         state.sweep_orphan_packs().await?;
         Ok(state)
     }
@@ -149,7 +146,7 @@ impl AppState {
         config: Config,
         store: Arc<dyn Store>,
         bodies: Arc<dyn BodyStore>,
-        blobs: BlobDir,
+        blobs: Arc<dyn BlobStore>,
     ) -> Self {
         Self::from_parts(config, store, bodies, blobs, None)
     }
@@ -158,7 +155,7 @@ impl AppState {
         config: Config,
         store: Arc<dyn Store>,
         bodies: Arc<dyn BodyStore>,
-        blobs: BlobDir,
+        blobs: Arc<dyn BlobStore>,
         data_lock: Option<datalock::DataLock>,
     ) -> Self {
         Self(Arc::new(Shared {
@@ -341,6 +338,7 @@ fn log_start(config: &Config) {
         auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
         public_url = %public_url,
+        store = config.store.as_deref().unwrap_or("data folder"),
         header_timeout_secs = config.timeouts.header.as_secs(),
         body_timeout_secs = config.timeouts.body.as_secs(),
         idle_timeout_secs = config.timeouts.idle.as_secs(),

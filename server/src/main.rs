@@ -132,6 +132,13 @@ struct Cli {
     /// `proxy_set_header Host $host`).
     #[arg(long, env = "EVI_SERVER_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Where record bodies and blobs go: s3://BUCKET/PREFIX (an
+    /// S3-compatible bucket, set up by AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL and, for a
+    /// plain-http endpoint, AWS_ALLOW_HTTP=true), or file:///PATH (a folder).
+    /// [default: the data folder]
+    #[arg(long, env = "EVI_SERVER_STORE")]
+    store: Option<String>,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -261,6 +268,11 @@ async fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::from(2);
             }
         }
+    }
+    config.store = cli.store;
+    if let Err(e) = config.store_url() {
+        eprintln!("evi-server: {e}");
+        return std::process::ExitCode::from(2);
     }
     config.fault = match evi_server::fault::Fault::from_env() {
         Ok(f) => f,
@@ -432,7 +444,10 @@ fn open_failure(e: anyhow::Error) -> Failure {
             "one evi-server per data folder: stop the other one first, \
              or give this one its own folder with --data DIR",
         ),
-        _ => e.into(),
+        _ => match e.downcast_ref::<evi_server::storage::BucketError>() {
+            Some(b) => Failure::new(e.to_string()).hinted(b.hint()),
+            None => e.into(),
+        },
     }
 }
 
