@@ -247,7 +247,9 @@ impl Config {
     }
 
     /// `--store` parsed; `None` for the data folder.
-    pub fn store_url(&self) -> Result<Option<crate::storage::StoreUrl>, crate::storage::StoreUrlError> {
+    pub fn store_url(
+        &self,
+    ) -> Result<Option<crate::storage::StoreUrl>, crate::storage::StoreUrlError> {
         self.store.as_deref().map(str::parse).transpose()
     }
 

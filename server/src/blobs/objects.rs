@@ -65,14 +65,23 @@ struct Outgoing {
 }
 
 impl Outgoing {
-    async fn push(&mut self, bucket: &Bucket, path: &ObjPath, chunk: Bytes) -> Result<(), UploadError> {
+    async fn push(
+        &mut self,
+        bucket: &Bucket,
+        path: &ObjPath,
+        chunk: Bytes,
+    ) -> Result<(), UploadError> {
         self.held_bytes += chunk.len();
         self.held.push(chunk);
         if self.held_bytes < PART_BYTES {
             return Ok(());
         }
         if self.multipart.is_none() {
-            let upload = bucket.store.put_multipart(path).await.map_err(unavailable)?;
+            let upload = bucket
+                .store
+                .put_multipart(path)
+                .await
+                .map_err(unavailable)?;
             self.multipart = Some(WriteMultipart::new_with_chunk_size(upload, PART_BYTES));
         }
         let w = self.multipart.as_mut().expect("set above");
@@ -103,10 +112,14 @@ impl Outgoing {
     }
 
     async fn abort(self) {
-        if let Some(w) = self.multipart {
-            if let Err(e) = w.abort().await {
-                tracing::warn!(error = %e, "could not abort a cut multipart blob upload; the bucket's lifecycle rule for incomplete uploads removes its parts");
-            }
+        if let Some(w) = self.multipart
+            && let Err(e) = w.abort().await
+        {
+            tracing::warn!(
+                error = %e,
+                "could not abort a cut multipart blob upload; a lifecycle rule for \
+                 incomplete uploads on the bucket removes its parts"
+            );
         }
     }
 }

@@ -139,9 +139,8 @@ impl BodyStore for ObjectPacks {
         let seen = Arc::new(AtomicU64::new(0));
         let counted = seen.clone();
         let chunks = got.into_stream().map(move |c| {
-            c.map(|c| {
+            c.inspect(|c| {
                 counted.fetch_add(c.len() as u64, Ordering::Relaxed);
-                c
             })
             .map_err(std::io::Error::other)
         });

@@ -68,27 +68,50 @@ async fn bodies_and_blobs_live_in_the_bucket_and_come_back_byte_for_byte() {
     let (small_name, large_name) = (kid(9, 1), kid(9, 2));
     let (small_blob, large_blob) = (blob(3_000, 1), blob(20 * 1024 * 1024, 2));
     let (st, v) = a.put_blob(&small_name, small_blob.clone()).await;
-    assert_eq!((st, v["created"].as_bool()), (StatusCode::CREATED, Some(true)), "{v}");
+    assert_eq!(
+        (st, v["created"].as_bool()),
+        (StatusCode::CREATED, Some(true)),
+        "{v}"
+    );
     let (st, v) = a.put_blob(&large_name, large_blob.clone()).await;
-    assert_eq!((st, v["size"].as_u64()), (StatusCode::CREATED, Some(20 * 1024 * 1024)), "{v}");
+    assert_eq!(
+        (st, v["size"].as_u64()),
+        (StatusCode::CREATED, Some(20 * 1024 * 1024)),
+        "{v}"
+    );
     let (st, got) = a.get_blob(&large_name).await;
     assert_eq!(st, StatusCode::OK);
     assert!(got == large_blob, "large blob differs");
     assert_eq!(a.get_blob(&small_name).await.1, small_blob);
     // First upload wins: the second one of a name keeps the first's bytes.
     let (st, v) = a.put_blob(&small_name, blob(3_000, 7)).await;
-    assert_eq!((st, v["created"].as_bool()), (StatusCode::OK, Some(false)), "{v}");
+    assert_eq!(
+        (st, v["created"].as_bool()),
+        (StatusCode::OK, Some(false)),
+        "{v}"
+    );
     assert_eq!(a.get_blob(&small_name).await.1, small_blob);
 
     // Where the docs say: PREFIX/bodies/<user>/<pack>, PREFIX/blobs/<user>/<name>.
     let objects = s3.objects().await;
-    let packs: Vec<_> = objects.iter().filter(|(k, _)| k.starts_with("evi/bodies/")).collect();
+    let packs: Vec<_> = objects
+        .iter()
+        .filter(|(k, _)| k.starts_with("evi/bodies/"))
+        .collect();
     assert_eq!(packs.len(), 2, "{objects:?}");
-    assert!(packs.iter().any(|(_, size)| *size == 12 * 1024 * 1024), "{objects:?}");
-    let blobs: Vec<_> = objects.iter().filter(|(k, _)| k.starts_with("evi/blobs/")).collect();
+    assert!(
+        packs.iter().any(|(_, size)| *size == 12 * 1024 * 1024),
+        "{objects:?}"
+    );
+    let blobs: Vec<_> = objects
+        .iter()
+        .filter(|(k, _)| k.starts_with("evi/blobs/"))
+        .collect();
     assert_eq!(blobs.len(), 2, "{objects:?}");
     assert!(
-        blobs.iter().any(|(k, s)| k.ends_with(&large_name) && *s == 20 * 1024 * 1024),
+        blobs
+            .iter()
+            .any(|(k, s)| k.ends_with(&large_name) && *s == 20 * 1024 * 1024),
         "{objects:?}"
     );
     assert_eq!(objects.len(), 4, "nothing else in the bucket: {objects:?}");
@@ -96,11 +119,17 @@ async fn bodies_and_blobs_live_in_the_bucket_and_come_back_byte_for_byte() {
 
     // Purge deletes the object too.
     let (st, v) = a
-        .post("/api/v1/blobs/purge", serde_json::json!({"names": [large_name]}))
+        .post(
+            "/api/v1/blobs/purge",
+            serde_json::json!({"names": [large_name]}),
+        )
         .await;
     assert_eq!((st, v["purged"].as_u64()), (StatusCode::OK, Some(1)), "{v}");
     assert_eq!(s3.objects().await.len(), 3);
-    assert!(!srv.log().contains(SECRET_KEY), "the secret key reached the log");
+    assert!(
+        !srv.log().contains(SECRET_KEY),
+        "the secret key reached the log"
+    );
 }
 
 #[tokio::test]
@@ -128,8 +157,14 @@ async fn an_old_unreferenced_pack_in_the_bucket_is_swept_at_start() {
     srv.start_again();
     let keys: Vec<String> = s3.objects().await.into_iter().map(|(k, _)| k).collect();
     assert_eq!(keys.len(), 2, "{keys:?}");
-    assert!(keys.contains(&used[0].0), "the used pack was swept: {keys:?}");
-    assert!(keys.contains(&format!("{user_dir}/{young}")), "the young pack was swept: {keys:?}");
+    assert!(
+        keys.contains(&used[0].0),
+        "the used pack was swept: {keys:?}"
+    );
+    assert!(
+        keys.contains(&format!("{user_dir}/{young}")),
+        "the young pack was swept: {keys:?}"
+    );
     assert!(srv.log().contains("orphan body packs"), "{}", srv.log());
     let a = srv.rebase(&a);
     let (all, _) = a.pull_all_frames().await;
@@ -138,7 +173,9 @@ async fn an_old_unreferenced_pack_in_the_bucket_is_swept_at_start() {
 
 #[tokio::test]
 async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_back() {
-    let Some(mut s3) = S3Server::start() else { return };
+    let Some(mut s3) = S3Server::start() else {
+        return;
+    };
     let srv = server_on(&s3, &[]);
     let a = srv.register("outage").await;
     a.push_frames(&[seg(1, 1, 500)]).await;
@@ -183,7 +220,10 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     assert!(all[2].1 == later[1].body);
     assert_eq!(a.get_blob(&name).await.1, blob(10_000, 3));
     assert_eq!(stray_files(&srv.data()), Vec::<String>::new());
-    assert!(!srv.log().contains(SECRET_KEY), "the secret key reached the log");
+    assert!(
+        !srv.log().contains(SECRET_KEY),
+        "the secret key reached the log"
+    );
 }
 
 /// Runs `evi-server` with `args` and `envs` on a fresh data folder, expects
@@ -204,14 +244,20 @@ fn refused(args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.is_empty(), "it started: {stdout}");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn a_store_url_that_cannot_work_is_refused_with_what_to_write() {
     let (code, err) = refused(&["--store", "ftp://host/x"], &[]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("use s3://BUCKET/PREFIX or file:///PATH"), "{err}");
+    assert!(
+        err.contains("use s3://BUCKET/PREFIX or file:///PATH"),
+        "{err}"
+    );
     let (code, err) = refused(&["--store", "file://relative/dir"], &[]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("needs an absolute path"), "{err}");
@@ -240,7 +286,10 @@ fn a_store_url_that_cannot_work_is_refused_with_what_to_write() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("cannot list the bucket"), "{err}");
     assert!(err.contains("hint: check that the bucket exists"), "{err}");
-    assert!(!err.contains(SECRET_KEY), "the secret key was printed: {err}");
+    assert!(
+        !err.contains(SECRET_KEY),
+        "the secret key was printed: {err}"
+    );
 }
 
 #[test]
@@ -250,13 +299,19 @@ fn a_missing_bucket_or_wrong_keys_stop_the_start() {
     let mut envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (code, err) = refused(&["--store", "s3://no-such-bucket/p"], &envs);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("s3://no-such-bucket/p: cannot list the bucket"), "{err}");
+    assert!(
+        err.contains("s3://no-such-bucket/p: cannot list the bucket"),
+        "{err}"
+    );
     envs.retain(|(k, _)| *k != "AWS_SECRET_ACCESS_KEY");
     envs.push(("AWS_SECRET_ACCESS_KEY", "wrong-secret-Qm4rT8"));
     let (code, err) = refused(&["--store", &format!("s3://{BUCKET}/p")], &envs);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("cannot list the bucket"), "{err}");
-    assert!(!err.contains("wrong-secret-Qm4rT8"), "the secret key was printed: {err}");
+    assert!(
+        !err.contains("wrong-secret-Qm4rT8"),
+        "the secret key was printed: {err}"
+    );
 }
 
 #[tokio::test]
