@@ -208,6 +208,9 @@ pub struct Config {
     pub database: Option<String>,
     /// Most connections this process holds to `database`.
     pub database_pool_size: usize,
+    /// Where bodies and blobs go (`--store`, see [`crate::storage`]):
+    /// `None` for the data folder.
+    pub store: Option<String>,
 }
 
 impl Config {
@@ -228,6 +231,7 @@ impl Config {
             fault: None,
             database: None,
             database_pool_size: crate::store::postgres::DEFAULT_POOL_SIZE,
+            store: None,
         }
     }
 
@@ -250,12 +254,28 @@ impl Config {
         self.data_dir.join(DB_FILE)
     }
 
+    /// `--store` parsed; `None` for the data folder.
+    pub fn store_url(
+        &self,
+    ) -> Result<Option<crate::storage::StoreUrl>, crate::storage::StoreUrlError> {
+        self.store.as_deref().map(str::parse).transpose()
+    }
+
+    /// The folder that holds `bodies/` and `blobs/`: a `file://` store's,
+    /// else the data folder (with an `s3://` store nothing is put there).
+    fn store_dir(&self) -> PathBuf {
+        match self.store_url() {
+            Ok(Some(crate::storage::StoreUrl::Folder(root))) => root,
+            _ => self.data_dir.clone(),
+        }
+    }
+
     pub fn blobs_dir(&self) -> PathBuf {
-        self.data_dir.join("blobs")
+        self.store_dir().join("blobs")
     }
 
     /// The pack files of record bodies (see [`crate::bodies::packs`]).
     pub fn bodies_dir(&self) -> PathBuf {
-        self.data_dir.join("bodies")
+        self.store_dir().join("bodies")
     }
 }

@@ -34,14 +34,14 @@ pub mod passwords;
 pub mod private;
 pub mod ratelimit;
 pub mod routes;
+pub mod storage;
 pub mod store;
 pub mod waiters;
 
 pub use config::Config;
 
-use crate::blobs::BlobDir;
+use crate::blobs::BlobStore;
 use crate::bodies::BodyStore;
-use crate::bodies::packs::PackDir;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
@@ -55,7 +55,7 @@ pub struct Shared {
     pub config: Config,
     pub store: Arc<dyn Store>,
     pub bodies: Arc<dyn BodyStore>,
-    pub blobs: BlobDir,
+    pub blobs: Arc<dyn BlobStore>,
     pub passwords: auth::Passwords,
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
@@ -121,14 +121,8 @@ impl AppState {
                 (Arc::new(store), None)
             }
         };
-        let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
-            format!("cannot open body folder {}", config.bodies_dir().display())
-        })?;
-        let blobs = match config.database {
-            None => BlobDir::open(config.blobs_dir())?,
-            Some(_) => BlobDir::open_shared(config.blobs_dir())?,
-        };
-        let state = Self::from_parts(config, store, Arc::new(bodies), blobs, lock);
+        let (bodies, blobs) = storage::open_stores(&config).await?;
+        let state = Self::from_parts(config, store, bodies, blobs, lock);
         if let Some(pg) = pg {
             // Commits and revocations through other replicas wake the
             // waits parked here; failed logins count across replicas.
@@ -179,7 +173,7 @@ impl AppState {
         config: Config,
         store: Arc<dyn Store>,
         bodies: Arc<dyn BodyStore>,
-        blobs: BlobDir,
+        blobs: Arc<dyn BlobStore>,
     ) -> Self {
         Self::from_parts(config, store, bodies, blobs, None)
     }
@@ -188,7 +182,7 @@ impl AppState {
         config: Config,
         store: Arc<dyn Store>,
         bodies: Arc<dyn BodyStore>,
-        blobs: BlobDir,
+        blobs: Arc<dyn BlobStore>,
         data_lock: Option<datalock::DataLock>,
     ) -> Self {
         Self(Arc::new(Shared {
@@ -371,6 +365,7 @@ fn log_start(config: &Config) {
         auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
         public_url = %public_url,
+        store = config.store.as_deref().unwrap_or("data folder"),
         header_timeout_secs = config.timeouts.header.as_secs(),
         body_timeout_secs = config.timeouts.body.as_secs(),
         idle_timeout_secs = config.timeouts.idle.as_secs(),

@@ -141,6 +141,13 @@ struct Cli {
     /// Most connections this process holds to --database.
     #[arg(long, env = "EVI_SERVER_DATABASE_POOL_SIZE", default_value_t = evi_server::store::postgres::DEFAULT_POOL_SIZE)]
     database_pool_size: usize,
+    /// Where record bodies and blobs go: s3://BUCKET/PREFIX (an
+    /// S3-compatible bucket, set up by AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL and, for a
+    /// plain-http endpoint, AWS_ALLOW_HTTP=true), or file:///PATH (a folder).
+    /// [default: the data folder]
+    #[arg(long, env = "EVI_SERVER_STORE")]
+    store: Option<String>,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -283,6 +290,11 @@ async fn main() -> std::process::ExitCode {
         config.database = Some(url);
     }
     config.database_pool_size = cli.database_pool_size.max(1);
+    config.store = cli.store;
+    if let Err(e) = config.store_url() {
+        eprintln!("evi-server: {e}");
+        return std::process::ExitCode::from(2);
+    }
     config.fault = match evi_server::fault::Fault::from_env() {
         Ok(f) => f,
         Err(e) => {
@@ -453,7 +465,10 @@ fn open_failure(e: anyhow::Error) -> Failure {
             "one evi-server per data folder: stop the other one first, \
              or give this one its own folder with --data DIR",
         ),
-        _ => e.into(),
+        _ => match e.downcast_ref::<evi_server::storage::BucketError>() {
+            Some(b) => Failure::new(e.to_string()).hinted(b.hint()),
+            None => e.into(),
+        },
     }
 }
 

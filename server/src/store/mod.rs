@@ -63,6 +63,9 @@ pub enum StoreError {
     NotFound,
     #[error("storage backend: {0}")]
     Backend(String),
+    /// The object store did not answer; nothing was kept (503, retried).
+    #[error("object store unavailable: {0}")]
+    Unavailable(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

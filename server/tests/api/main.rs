@@ -4,6 +4,7 @@
 mod accounts;
 mod blobs;
 mod bodies;
+mod bucket;
 mod common;
 mod crash;
 mod crosssite;
@@ -17,6 +18,7 @@ mod openapi;
 mod operator;
 mod quota;
 mod records;
+mod s3;
 mod secrets;
 mod streams;
 mod timeouts;
