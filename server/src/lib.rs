@@ -29,6 +29,7 @@ pub mod fdlimit;
 pub mod flood;
 pub mod listen;
 pub mod metrics;
+pub mod migrate;
 pub mod openapi;
 pub mod passwords;
 pub mod private;

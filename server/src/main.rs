@@ -157,6 +157,19 @@ struct Cli {
 enum Command {
     /// Print a one-time invite code for a server run with `--registration invite`.
     Invite,
+    /// Copy the embedded server in --data (stopped) into Postgres and, with
+    /// --to-store, its bodies and blobs into object storage; devices keep
+    /// their tokens and cursors. Run it again to go on after an interruption.
+    Migrate {
+        /// The Postgres database to move to: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.
+        #[arg(long, env = "EVI_SERVER_MIGRATE_TO_DATABASE", hide_env_values = true)]
+        to_database: String,
+        /// Where bodies and blobs go (s3://BUCKET/PREFIX or file:///PATH, as
+        /// --store); without it they stay in the data folder, and the new
+        /// server runs with --data on it.
+        #[arg(long, env = "EVI_SERVER_MIGRATE_TO_STORE")]
+        to_store: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -305,6 +318,10 @@ async fn main() -> std::process::ExitCode {
 
     let result = match cli.command {
         Some(Command::Invite) => invite(&config, registration_known).await,
+        Some(Command::Migrate {
+            to_database,
+            to_store,
+        }) => migrate(&config, to_database, to_store).await,
         None => run(&cli.listen, config).await,
     };
     match result {
@@ -317,6 +334,52 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(e.code)
         }
     }
+}
+
+/// `evi-server migrate`: the steps on stderr, the summary on stdout.
+async fn migrate(
+    config: &Config,
+    to_database: String,
+    to_store: Option<String>,
+) -> Result<(), Failure> {
+    if let Err(e) = evi_server::store::postgres::parse_url(&to_database) {
+        return Err(Failure::usage(e.to_string()));
+    }
+    if let Some(url) = &to_store
+        && let Err(e) = url.parse::<evi_server::storage::StoreUrl>()
+    {
+        return Err(Failure::usage(e.to_string()));
+    }
+    let opts = evi_server::migrate::MigrateOptions {
+        data_dir: config.data_dir.clone(),
+        to_database,
+        to_store,
+    };
+    let report = evi_server::migrate::migrate(&opts, &|line| eprintln!("{line}"))
+        .await
+        .map_err(|e| Failure::new(e.to_string()))?;
+    let c = &report.checked;
+    println!(
+        "moved: {} accounts, {} devices, {} records, {} entries, {} blobs; copied {} packs \
+         ({} bytes) and {} blobs ({} bytes), {} packs and {} blobs were there already",
+        c.rows.get("users").unwrap_or(&0),
+        c.rows.get("devices").unwrap_or(&0),
+        c.rows.get("records").unwrap_or(&0),
+        c.rows.get("entries").unwrap_or(&0),
+        c.rows.get("blobs").unwrap_or(&0),
+        report.packs_copied,
+        report.pack_bytes_copied,
+        report.blobs_copied,
+        report.blob_bytes_copied,
+        report.packs_present,
+        report.blobs_present,
+    );
+    println!(
+        "verified: every table's rows counted, {} records compared, SHA-256 of {} bodies \
+         ({} bytes) and {} blobs ({} bytes) match",
+        c.records, c.bodies, c.body_bytes, c.blobs, c.blob_bytes
+    );
+    Ok(())
 }
 
 /// What the process says and returns when it gives up: 1 for a failure, 2

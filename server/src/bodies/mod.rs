@@ -132,6 +132,11 @@ pub trait BodyStore: Send + Sync + 'static {
         }
         Ok(out)
     }
+    /// Stores a whole pack under the name it has in another store
+    /// (`evi-server migrate`), durably as [`Self::put_batch`] does, so the
+    /// rows copied after it point at the same offsets. A pack already there
+    /// under that name is left as it is (names are never reused).
+    async fn put_pack(&self, user: UserId, pack: &PackName, bytes: Bytes) -> Result<(), BodyError>;
     /// Every pack stored, with its owner.
     async fn list_packs(&self) -> Result<Vec<(UserId, PackName)>, BodyError>;
     /// Deletes a pack (nothing if it is gone already).
