@@ -45,6 +45,8 @@ pub struct MigrateOptions {
     /// the data folder, where the new server (run with `--data` on the same
     /// folder) reads them.
     pub to_store: Option<String>,
+    /// A test hook (see [`crate::fault`]); `None` in every real run.
+    pub fault: Option<crate::fault::Fault>,
 }
 
 /// Why a move stopped; each says what to do. Nothing copied so far is
@@ -121,7 +123,10 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
     )?;
     say(&format!("source: {}", db.display()));
     let pg = PgStore::open(&opts.to_database, 2).await?;
-    say(&format!("target database: {} (schema migrated)", pg.target()));
+    say(&format!(
+        "target database: {} (schema migrated)",
+        pg.target()
+    ));
     let (pg_config, tls) = pg.connect_parts();
     let (target, conn) = pg_config.connect(tls).await?;
     tokio::spawn(async move {
@@ -140,7 +145,8 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
     let source_dir = crate::Config::new(opts.data_dir.clone());
     let ends = Ends {
         source,
-        source_packs: PackDir::open(source_dir.bodies_dir()).map_err(crate::bodies::BodyError::Io)?,
+        source_packs: PackDir::open(source_dir.bodies_dir())
+            .map_err(crate::bodies::BodyError::Io)?,
         source_blobs: BlobDir::open(source_dir.blobs_dir())
             .map_err(|e| MigrateError::Blobs(e.to_string()))?,
         target,
@@ -152,13 +158,15 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
         copy_packs(&ends, bodies.as_ref(), &mut report, say).await?;
         copy_blobs(&ends, blobs.as_ref(), &mut report, say).await?;
     }
-    rows::copy_all(&ends, &mut report, say).await?;
+    rows::copy_all(&ends, &mut report, say, opts.fault).await?;
     report.checked = verify::check(&ends, say).await?;
     Ok(report)
 }
 
 /// The packs some record of the source points at, by owner.
-fn referenced_packs(source: &rusqlite::Connection) -> Result<Vec<(UserId, PackName)>, MigrateError> {
+fn referenced_packs(
+    source: &rusqlite::Connection,
+) -> Result<Vec<(UserId, PackName)>, MigrateError> {
     let mut stmt = source.prepare(
         "SELECT DISTINCT user_id, body_pack FROM records WHERE body_pack IS NOT NULL
          ORDER BY user_id, body_pack",
@@ -203,7 +211,8 @@ async fn copy_packs(
 
 /// The source's blob rows: (user, name, size).
 fn blob_rows(source: &rusqlite::Connection) -> Result<Vec<(UserId, String, u64)>, MigrateError> {
-    let mut stmt = source.prepare("SELECT user_id, name, size FROM blobs ORDER BY user_id, name")?;
+    let mut stmt =
+        source.prepare("SELECT user_id, name, size FROM blobs ORDER BY user_id, name")?;
     let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, i64>(0)?,

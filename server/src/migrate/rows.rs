@@ -114,7 +114,11 @@ const TABLES: &[Table] = &[
     Table {
         name: "entries",
         select: "SELECT user_id, entry_id, seq FROM entries ORDER BY user_id, entry_id",
-        columns: &[("user_id", Col::Int), ("entry_id", Col::Bytes), ("seq", Col::Int)],
+        columns: &[
+            ("user_id", Col::Int),
+            ("entry_id", Col::Bytes),
+            ("seq", Col::Int),
+        ],
         overriding: false,
     },
     Table {
@@ -149,16 +153,18 @@ pub async fn refuse_foreign_accounts(ends: &Ends) -> Result<(), MigrateError> {
         .target
         .query("SELECT id, name FROM users ORDER BY id", &[])
         .await?;
-    let mut stmt = ends.source.prepare("SELECT name FROM users WHERE id = ?1")?;
+    let mut stmt = ends
+        .source
+        .prepare("SELECT name FROM users WHERE id = ?1")?;
     for row in theirs {
         let (id, name): (i64, String) = (row.get(0), row.get(1));
-        let ours: Option<String> = stmt
-            .query_row([id], |r| r.get(0))
-            .map(Some)
-            .or_else(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                e => Err(e),
-            })?;
+        let ours: Option<String> =
+            stmt.query_row([id], |r| r.get(0))
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?;
         if ours.as_deref() != Some(name.as_str()) {
             return Err(MigrateError::Foreign { id, name });
         }
@@ -217,8 +223,9 @@ fn record_values(mut row: Vec<Value>) -> Result<Vec<Value>, MigrateError> {
         };
         let mut bytes = Vec::with_capacity(text.len() / 2);
         for id in text.split(',').filter(|s| !s.is_empty()) {
-            let raw = hex::decode(id)
-                .map_err(|_| MigrateError::Mismatch(format!("a record's entry id {id:?} is not hex")))?;
+            let raw = hex::decode(id).map_err(|_| {
+                MigrateError::Mismatch(format!("a record's entry id {id:?} is not hex"))
+            })?;
             bytes.extend_from_slice(&raw);
         }
         row[4] = Value::Blob(bytes);
@@ -263,8 +270,12 @@ pub async fn copy_all(
     ends: &Ends,
     report: &mut Report,
     say: &dyn Fn(&str),
+    fault: Option<crate::fault::Fault>,
 ) -> Result<(), MigrateError> {
     for t in TABLES {
+        if t.name == "records" && fault == Some(crate::fault::Fault::CrashMidMigrate) {
+            std::process::abort();
+        }
         let mut stmt = ends.source.prepare(t.select)?;
         let n = stmt.column_count();
         let mut rows = stmt.query([])?;
@@ -273,8 +284,9 @@ pub async fn copy_all(
         loop {
             let done = match rows.next()? {
                 Some(r) => {
-                    let mut values =
-                        (0..n).map(|i| r.get::<_, Value>(i)).collect::<Result<Vec<_>, _>>()?;
+                    let mut values = (0..n)
+                        .map(|i| r.get::<_, Value>(i))
+                        .collect::<Result<Vec<_>, _>>()?;
                     if t.name == "records" {
                         values = record_values(values)?;
                     }
@@ -292,7 +304,10 @@ pub async fn copy_all(
                 break;
             }
         }
-        say(&format!("{}: {seen} rows, {added} new in the target", t.name));
+        say(&format!(
+            "{}: {seen} rows, {added} new in the target",
+            t.name
+        ));
         report.rows.insert(t.name, added);
     }
     // New accounts made on the target go on after the copied ids.

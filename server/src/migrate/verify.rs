@@ -44,9 +44,9 @@ struct Meta {
 pub async fn check(ends: &Ends, say: &dyn Fn(&str)) -> Result<Checked, MigrateError> {
     let mut c = Checked::default();
     for table in super::rows::table_names() {
-        let ours: i64 = ends
-            .source
-            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
+        let ours: i64 =
+            ends.source
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
         let theirs: i64 = ends
             .target
             .query_one(&format!("SELECT count(*) FROM {table}"), &[])
@@ -200,7 +200,8 @@ async fn check_records(ends: &Ends, c: &mut Checked) -> Result<(), MigrateError>
         let body = match (&ours.pack, ours.offset, ours.len, ours.inline.clone()) {
             (Some(name), Some(off), Some(len), _) => {
                 let name: PackName = name.parse().map_err(crate::bodies::BodyError::from)?;
-                let fresh = !matches!(&pack, Some((u, n, _, _)) if *u == user && n == name.as_str());
+                let fresh =
+                    !matches!(&pack, Some((u, n, _, _)) if *u == user && n == name.as_str());
                 if fresh {
                     let src = tokio::fs::read(ends.source_packs.path(user, &name))
                         .await
@@ -219,7 +220,11 @@ async fn check_records(ends: &Ends, c: &mut Checked) -> Result<(), MigrateError>
             }
             (_, _, _, Some(inline)) => {
                 let theirs = theirs.inline.unwrap_or_default();
-                (Sha256::digest(&inline), Sha256::digest(&theirs), inline.len())
+                (
+                    Sha256::digest(&inline),
+                    Sha256::digest(&theirs),
+                    inline.len(),
+                )
             }
             _ => {
                 return Err(mismatch(format!(
@@ -283,7 +288,9 @@ async fn check_blobs(ends: &Ends, c: &mut Checked) -> Result<(), MigrateError> {
                     .await
                     .map_err(|e| MigrateError::Blobs(e.to_string()))?
                 else {
-                    return Err(mismatch(format!("blob {name} of user {user} is not in the target")));
+                    return Err(mismatch(format!(
+                        "blob {name} of user {user} is not in the target"
+                    )));
                 };
                 if have != size {
                     return Err(mismatch(format!(

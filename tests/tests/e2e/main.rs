@@ -13,6 +13,7 @@ mod first_hour_sessions;
 mod handoff;
 mod link;
 mod metadata_audit;
+mod migrate;
 mod one_session;
 mod rewind;
 mod rewind_sync;
