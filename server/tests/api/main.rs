@@ -18,6 +18,7 @@ mod operator;
 mod quota;
 mod records;
 mod secrets;
+mod sqlite_only;
 mod streams;
 mod timeouts;
 mod wait;

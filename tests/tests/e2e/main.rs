@@ -14,6 +14,7 @@ mod handoff;
 mod link;
 mod metadata_audit;
 mod one_session;
+mod pg_db;
 mod rewind;
 mod rewind_sync;
 mod schemathesis;
@@ -41,3 +42,6 @@ mod watch;
 mod watch_drift;
 mod web;
 mod web_browser;
+
+/// The SQLite file in each server's data folder.
+const BACKEND: pg_db::Backend = pg_db::Backend::Sqlite;
