@@ -4,6 +4,9 @@
 //! SQLite target's that talk to a server only through its API: those that
 //! open its SQLite file or copy its data folder as a backup stay there.
 
+// Helpers of the modules borrowed here that only their other users call.
+#![allow(dead_code)]
+
 #[path = "../e2e/common.rs"]
 mod common;
 #[path = "../e2e/pg_db.rs"]
