@@ -136,7 +136,12 @@ struct Cli {
     /// file in the data folder: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
     /// (libpq's ?sslmode= is understood). Several replicas may share one
     /// database; migrations run at start.
-    #[arg(long, env = "EVI_SERVER_DATABASE", global = true, hide_env_values = true)]
+    #[arg(
+        long,
+        env = "EVI_SERVER_DATABASE",
+        global = true,
+        hide_env_values = true
+    )]
     database: Option<String>,
     /// Most connections this process holds to --database.
     #[arg(long, env = "EVI_SERVER_DATABASE_POOL_SIZE", default_value_t = evi_server::store::postgres::DEFAULT_POOL_SIZE)]

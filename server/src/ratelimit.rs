@@ -181,10 +181,18 @@ impl RateLimiter {
                 ((frees_at - now).max(1000) as u64).div_ceil(1000)
             })
         };
-        let wait = over(found.at_address, found.at_address_oldest_ms, l.per_user_per_minute)
-            .into_iter()
-            .chain(over(found.user, found.user_oldest_ms, l.per_user_total_per_minute))
-            .max();
+        let wait = over(
+            found.at_address,
+            found.at_address_oldest_ms,
+            l.per_user_per_minute,
+        )
+        .into_iter()
+        .chain(over(
+            found.user,
+            found.user_oldest_ms,
+            l.per_user_total_per_minute,
+        ))
+        .max();
         match wait {
             Some(secs) => Err(ApiError::rate_limited(secs)),
             None => Ok(()),

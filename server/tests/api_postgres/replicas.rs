@@ -16,13 +16,22 @@ use crate::common::{Api, PASSWORD, TestDb, TestServer, listening_on, pg_exec, ra
 /// its exit code and stderr.
 fn run_to_end(db: &str, data: &std::path::Path) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_evi-server"))
-        .args(["--listen", "127.0.0.1:0", "--registration", "open", "--data"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--registration",
+            "open",
+            "--data",
+        ])
         .arg(data)
         .args(["--database", db])
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -34,7 +43,13 @@ fn two_servers_started_at_once_on_a_fresh_database_migrate_it_once() {
         .iter()
         .map(|d| {
             Command::new(env!("CARGO_BIN_EXE_evi-server"))
-                .args(["--listen", "127.0.0.1:0", "--registration", "open", "--data"])
+                .args([
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--registration",
+                    "open",
+                    "--data",
+                ])
                 .arg(d.path())
                 .args(["--database", &db.url])
                 .stdout(Stdio::piped())
@@ -44,8 +59,15 @@ fn two_servers_started_at_once_on_a_fresh_database_migrate_it_once() {
         })
         .collect();
     let addrs: Vec<String> = children.iter_mut().map(listening_on).collect();
-    let rows = pg_exec(&db.url, "SELECT version FROM evi_schema_migrations ORDER BY version");
-    assert_eq!(rows, vec![vec![Some("1".to_owned())]], "each version applied once");
+    let rows = pg_exec(
+        &db.url,
+        "SELECT version FROM evi_schema_migrations ORDER BY version",
+    );
+    assert_eq!(
+        rows,
+        vec![vec![Some("1".to_owned())]],
+        "each version applied once"
+    );
     for addr in &addrs {
         let reply = raw_http(
             addr,
@@ -87,7 +109,10 @@ fn a_bad_or_unreachable_database_is_named_without_its_password() {
     // Port 1: nothing listens there.
     let (code, err) = run_to_end("postgres://evi:s3cretpw@127.0.0.1:1/evi", data.path());
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("cannot reach the database at 127.0.0.1:1/evi"), "{err}");
+    assert!(
+        err.contains("cannot reach the database at 127.0.0.1:1/evi"),
+        "{err}"
+    );
     assert!(err.contains("check that Postgres runs there"), "{err}");
     assert!(!err.contains("s3cretpw"), "the password leaked: {err}");
 }
@@ -114,7 +139,11 @@ async fn concurrent_pushes_on_two_replicas_never_make_a_puller_skip_a_seq() {
     let on_b = b.rebase(&on_a);
     let mut writers = Vec::new();
     for w in 0..WRITERS {
-        let api = if w % 2 == 0 { on_a.clone() } else { on_b.clone() };
+        let api = if w.is_multiple_of(2) {
+            on_a.clone()
+        } else {
+            on_b.clone()
+        };
         writers.push(tokio::spawn(async move {
             for p in 0..PUSHES {
                 api.push(vec![segment(w, w * 1000 + p, 64)]).await;
@@ -130,9 +159,11 @@ async fn concurrent_pushes_on_two_replicas_never_make_a_puller_skip_a_seq() {
             let mut seen = Vec::new();
             let mut turn = 0u64;
             while seen.len() < (WRITERS * PUSHES) as usize {
-                let api = if turn % 2 == 0 { &pa } else { &pb };
+                let api = if turn.is_multiple_of(2) { &pa } else { &pb };
                 turn += 1;
-                let (st, v) = api.get(&format!("/api/v1/records?after={after}&limit=7")).await;
+                let (st, v) = api
+                    .get(&format!("/api/v1/records?after={after}&limit=7"))
+                    .await;
                 assert_eq!(st, StatusCode::OK, "{v}");
                 for r in v["records"].as_array().unwrap() {
                     seen.push(r["seq"].as_u64().unwrap());
@@ -180,7 +211,10 @@ async fn a_wait_on_one_replica_wakes_within_a_second_of_a_commit_on_the_other() 
         .unwrap();
     assert_eq!((st, v), (StatusCode::OK, json!({"pending": 1})));
     let late = answered.saturating_duration_since(pushed);
-    assert!(late < Duration::from_secs(1), "woken {late:?} after the commit");
+    assert!(
+        late < Duration::from_secs(1),
+        "woken {late:?} after the commit"
+    );
 }
 
 #[tokio::test]
@@ -203,7 +237,11 @@ async fn a_device_revoked_through_one_replica_has_its_wait_on_the_other_ended() 
     });
     tokio::time::sleep(Duration::from_millis(700)).await;
     let (st, _) = owner
-        .call(reqwest::Method::DELETE, &format!("/api/v1/devices/{lost_id}"), None)
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/devices/{lost_id}"),
+            None,
+        )
         .await;
     assert!(st.is_success(), "{st}");
     let revoked = Instant::now();
@@ -236,7 +274,11 @@ async fn a_guesser_spreading_over_two_replicas_is_held_to_one_limit() {
             other => panic!("{other}: {v}"),
         }
     }
-    assert_eq!(refused_at, Some(3), "the fourth guess, on either replica, is refused");
+    assert_eq!(
+        refused_at,
+        Some(3),
+        "the fourth guess, on either replica, is refused"
+    );
     // The other replica refuses too.
     let (st, _) = apis[0].post("/api/v1/login", guess.clone()).await;
     assert_eq!(st, StatusCode::TOO_MANY_REQUESTS);

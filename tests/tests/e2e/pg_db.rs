@@ -20,7 +20,9 @@ pub fn postgres_url() -> String {
     match std::env::var("EVI_TEST_POSTGRES_URL") {
         Ok(u) if !u.is_empty() => u,
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("EVI_TEST_POSTGRES_URL is unset under CI=true: the Postgres tests must run there")
+            panic!(
+                "EVI_TEST_POSTGRES_URL is unset under CI=true: the Postgres tests must run there"
+            )
         }
         _ => {
             let msg = "SKIPPED: this Postgres test target needs EVI_TEST_POSTGRES_URL \
@@ -61,7 +63,10 @@ pub struct TestDb {
 impl TestDb {
     pub fn create() -> Self {
         let admin = postgres_url();
-        let name = format!("evi_t_{}", ulid::Ulid::new().to_string().to_ascii_lowercase());
+        let name = format!(
+            "evi_t_{}",
+            ulid::Ulid::new().to_string().to_ascii_lowercase()
+        );
         exec(&admin, &format!("CREATE DATABASE {name}"));
         let (base, query) = match admin.split_once('?') {
             Some((b, q)) => (b, format!("?{q}")),

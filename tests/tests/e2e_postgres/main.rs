@@ -9,6 +9,14 @@
 
 #[path = "../e2e/common.rs"]
 mod common;
+#[path = "../e2e/device_names.rs"]
+mod device_names;
+#[path = "../e2e/first_hour_rows.rs"]
+mod first_hour_rows;
+#[path = "../e2e/handoff.rs"]
+mod handoff;
+#[path = "../e2e/one_session.rs"]
+mod one_session;
 #[path = "../e2e/pg_db.rs"]
 mod pg_db;
 #[path = "../e2e/sync.rs"]
@@ -17,24 +25,16 @@ mod sync;
 mod sync_blobs;
 #[path = "../e2e/sync_conditions.rs"]
 mod sync_conditions;
-#[path = "../e2e/sync_state.rs"]
-mod sync_state;
-#[path = "../e2e/sync_journal.rs"]
-mod sync_journal;
-#[path = "../e2e/sync_interrupted.rs"]
-mod sync_interrupted;
 #[path = "../e2e/sync_faults.rs"]
 mod sync_faults;
+#[path = "../e2e/sync_interrupted.rs"]
+mod sync_interrupted;
+#[path = "../e2e/sync_journal.rs"]
+mod sync_journal;
 #[path = "../e2e/sync_proxy.rs"]
 mod sync_proxy;
-#[path = "../e2e/one_session.rs"]
-mod one_session;
-#[path = "../e2e/device_names.rs"]
-mod device_names;
-#[path = "../e2e/first_hour_rows.rs"]
-mod first_hour_rows;
-#[path = "../e2e/handoff.rs"]
-mod handoff;
+#[path = "../e2e/sync_state.rs"]
+mod sync_state;
 #[path = "../e2e/watch.rs"]
 mod watch;
 

@@ -110,7 +110,11 @@ pub(super) async fn credentials(s: &PgStore, name: &str) -> StoreResult<Option<C
     })
 }
 
-pub(super) async fn add_device(s: &PgStore, user: UserId, device: NewDevice) -> StoreResult<String> {
+pub(super) async fn add_device(
+    s: &PgStore,
+    user: UserId,
+    device: NewDevice,
+) -> StoreResult<String> {
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
     lock_user(&tx, user).await?;

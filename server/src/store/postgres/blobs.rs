@@ -24,7 +24,11 @@ pub(super) async fn missing_blobs(
         .collect())
 }
 
-pub(super) async fn blob_size(s: &PgStore, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>> {
+pub(super) async fn blob_size(
+    s: &PgStore,
+    user: UserId,
+    name: &KeyedId,
+) -> StoreResult<Option<u64>> {
     let c = s.client().await?;
     Ok(c.query_opt(
         "SELECT size FROM blobs WHERE user_id = $1 AND name = $2",

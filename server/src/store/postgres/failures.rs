@@ -38,7 +38,13 @@ impl FailureLog for PgFailures {
         })
     }
 
-    async fn record(&self, user: &str, address: &str, now_ms: i64, prune_before_ms: i64) -> StoreResult<()> {
+    async fn record(
+        &self,
+        user: &str,
+        address: &str,
+        now_ms: i64,
+        prune_before_ms: i64,
+    ) -> StoreResult<()> {
         let c = self.store.client().await?;
         c.execute(
             "INSERT INTO login_failures (user_name, address, at_ms) VALUES ($1, $2, $3)",

@@ -127,7 +127,13 @@ pub(super) async fn push(
         tx.execute(
             "UPDATE users SET newest_seq = $1, record_count = record_count + $2,
              entry_count = entry_count + $3, bytes_used = bytes_used + $4 WHERE id = $5",
-            &[&seq, &(stored as i64 - gone), &new_entries, &(added - freed), &user],
+            &[
+                &seq,
+                &(stored as i64 - gone),
+                &new_entries,
+                &(added - freed),
+                &user,
+            ],
         )
         .await?;
         notify(&tx, user).await?;
@@ -272,7 +278,11 @@ pub(super) async fn referenced_packs(s: &PgStore) -> StoreResult<HashSet<(UserId
         .collect()
 }
 
-pub(super) async fn pack_referenced(s: &PgStore, user: UserId, pack: &PackName) -> StoreResult<bool> {
+pub(super) async fn pack_referenced(
+    s: &PgStore,
+    user: UserId,
+    pack: &PackName,
+) -> StoreResult<bool> {
     let c = s.client().await?;
     Ok(c.query_opt(
         "SELECT 1 FROM records WHERE user_id = $1 AND body_pack = $2 LIMIT 1",

@@ -100,4 +100,3 @@ impl ServerCertVerifier for EncryptOnly {
         self.0.supported_schemes()
     }
 }
-
