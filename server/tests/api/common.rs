@@ -192,6 +192,17 @@ impl TestServer {
         }
     }
 
+    /// `evi-server invite` for this server: its data folder, and its
+    /// database when it has one.
+    pub fn invite_cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_evi-server"));
+        c.arg("invite").arg("--data").arg(self.data());
+        if let Some(db) = &self.db {
+            c.args(["--database", &db.url]);
+        }
+        c
+    }
+
     /// A second server on this one's database and data folder.
     pub fn replica(&self) -> Replica {
         assert!(self.db.is_some(), "replicas share a Postgres database");

@@ -20,6 +20,7 @@ mod quota;
 mod records;
 mod s3;
 mod secrets;
+mod sqlite_only;
 mod streams;
 mod timeouts;
 mod wait;

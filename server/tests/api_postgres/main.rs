@@ -5,6 +5,10 @@
 //! data folder; [`replicas`] holds what only several servers on one
 //! database have.
 
+#[path = "../api/accounts.rs"]
+mod accounts;
+#[path = "../api/blobs.rs"]
+mod blobs;
 #[path = "../api/common.rs"]
 mod common;
 #[path = "../api/crosssite.rs"]
@@ -23,6 +27,8 @@ mod openapi;
 mod quota;
 #[path = "../api/records.rs"]
 mod records;
+#[path = "../api/streams.rs"]
+mod streams;
 #[path = "../api/timeouts.rs"]
 mod timeouts;
 #[path = "../api/wait.rs"]

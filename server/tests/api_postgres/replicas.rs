@@ -139,7 +139,7 @@ async fn concurrent_pushes_on_two_replicas_never_make_a_puller_skip_a_seq() {
     let on_b = b.rebase(&on_a);
     let mut writers = Vec::new();
     for w in 0..WRITERS {
-        let api = if w % 2 == 0 {
+        let api = if w.is_multiple_of(2) {
             on_a.clone()
         } else {
             on_b.clone()
@@ -159,7 +159,7 @@ async fn concurrent_pushes_on_two_replicas_never_make_a_puller_skip_a_seq() {
             let mut seen = Vec::new();
             let mut turn = 0u64;
             while seen.len() < (WRITERS * PUSHES) as usize {
-                let api = if turn % 2 == 0 { &pa } else { &pb };
+                let api = if turn.is_multiple_of(2) { &pa } else { &pb };
                 turn += 1;
                 let (st, v) = api
                     .get(&format!("/api/v1/records?after={after}&limit=7"))

@@ -1,3 +1,6 @@
+// Shared by the SQLite and Postgres targets, which each use a part of it.
+#![allow(dead_code)]
+
 //! Fixtures: a throwaway eVi home per device, and the real binaries.
 
 use std::path::{Path, PathBuf};
@@ -206,6 +209,8 @@ pub struct TestServer {
     flags: Vec<String>,
     /// Where its output goes, if anywhere (see [`TestServer::start_logged`]).
     logs: Option<PathBuf>,
+    /// With the Postgres target, its database (dropped after the process).
+    pub db: Option<crate::pg_db::TestDb>,
 }
 
 impl TestServer {
@@ -248,13 +253,21 @@ impl TestServer {
         env: &[(&str, &str)],
         logs: Option<PathBuf>,
     ) -> Self {
-        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env, logs.as_deref());
+        let db =
+            (crate::BACKEND == crate::pg_db::Backend::Postgres).then(crate::pg_db::TestDb::create);
+        let mut flags: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        if let Some(db) = &db {
+            flags.extend(["--database".to_owned(), db.url.clone()]);
+        }
+        let args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", &args, env, logs.as_deref());
         Self {
             child,
             data,
             url,
-            flags: extra.iter().map(|s| s.to_string()).collect(),
+            flags,
             logs,
+            db,
         }
     }
 }

@@ -15,6 +15,7 @@ mod link;
 mod metadata_audit;
 mod migrate;
 mod one_session;
+mod pg_db;
 mod rewind;
 mod rewind_sync;
 mod schemathesis;
@@ -42,3 +43,6 @@ mod watch;
 mod watch_drift;
 mod web;
 mod web_browser;
+
+/// The SQLite file in each server's data folder.
+const BACKEND: pg_db::Backend = pg_db::Backend::Sqlite;

@@ -165,9 +165,9 @@ impl PgStore {
             config.clone(),
             tls.clone(),
             ManagerConfig {
-                // A connection is checked with a query before it is reused
-                // after an error, so a restarted Postgres costs one failed
-                // request per stale connection at most.
+                // A connection whose socket closed (a restarted Postgres)
+                // is dropped when it comes back to the pool, without the
+                // round trip a test query per checkout would cost.
                 recycling_method: RecyclingMethod::Fast,
             },
         );
