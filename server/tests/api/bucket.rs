@@ -179,6 +179,8 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     let srv = server_on(&s3, &[]);
     let a = srv.register("outage").await;
     a.push_frames(&[seg(1, 1, 500)]).await;
+    let stored = kid(9, 7);
+    a.put_blob(&stored, blob(2_000, 7)).await;
     s3.stop();
 
     let later = [seg(1, 2, 500), seg(1, 3, 500)];
@@ -201,6 +203,11 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     let (st, _) = a.get_blob(&kid(9, 4)).await;
     assert_eq!(st, StatusCode::NOT_FOUND, "unknown blobs are still unknown");
+    // Reads wait too: a stored blob, and a JSON pull page, are 503.
+    let (st, _) = a.get_blob(&stored).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    let (st, v) = a.get("/api/v1/records?after=0").await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     assert!(
         srv.log().contains("the object store did not answer"),
         "{}",
@@ -219,6 +226,7 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     assert_eq!(all.len(), 3);
     assert!(all[2].1 == later[1].body);
     assert_eq!(a.get_blob(&name).await.1, blob(10_000, 3));
+    assert_eq!(a.get_blob(&stored).await.1, blob(2_000, 7));
     assert_eq!(stray_files(&srv.data()), Vec::<String>::new());
     assert!(
         !srv.log().contains(SECRET_KEY),
