@@ -32,6 +32,10 @@ fn stray_files(server: &TestServer) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    evi_no_s3,
+    ignore = "needs EVI_TEST_S3_SERVER (s3s-fs; .ci/run installs it)"
+)]
 fn two_devices_converge_through_a_bucket_and_the_data_folder_holds_no_body_or_blob() {
     let Some(s3) = S3Server::start() else { return };
     let logs = tempfile::tempdir().unwrap();
@@ -72,6 +76,10 @@ fn two_devices_converge_through_a_bucket_and_the_data_folder_holds_no_body_or_bl
 }
 
 #[test]
+#[cfg_attr(
+    evi_no_s3,
+    ignore = "needs EVI_TEST_S3_SERVER (s3s-fs; .ci/run installs it)"
+)]
 fn a_push_while_the_bucket_is_down_waits_it_out_and_lands_once() {
     let Some(mut s3) = S3Server::start() else {
         return;
