@@ -83,9 +83,9 @@ impl Deref for AppState {
 impl AppState {
     /// Locks the data folder for this process (a second server on it is
     /// refused with a [`datalock::DataLockError`]), opens (creating if
-    /// needed) the SQLite store, the body packs and the blob folder under
-    /// `config.data_dir`, and sweeps old orphan packs (bodies of a push that
-    /// crashed before its commit).
+    /// needed) the SQLite store under `config.data_dir` and the body and
+    /// blob stores `--store` names (see [`storage`]), and sweeps old orphan
+    /// packs (bodies of a push that crashed before its commit).
     pub async fn open(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         private::dir(&config.data_dir)
@@ -366,7 +366,7 @@ fn log_start(config: &Config) {
         auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
         public_url = %public_url,
-        store = config.store.as_deref().unwrap_or("data folder"),
+        store = %config.store.as_deref().unwrap_or("data-folder"),
         header_timeout_secs = config.timeouts.header.as_secs(),
         body_timeout_secs = config.timeouts.body.as_secs(),
         idle_timeout_secs = config.timeouts.idle.as_secs(),

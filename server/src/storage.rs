@@ -92,16 +92,6 @@ impl std::str::FromStr for StoreUrl {
     }
 }
 
-impl std::fmt::Display for StoreUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Folder(p) => write!(f, "file://{}", p.display()),
-            Self::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
-            Self::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
-        }
-    }
-}
-
 /// Why the bucket could not be opened at start.
 #[derive(Debug, thiserror::Error)]
 pub enum BucketError {
@@ -192,6 +182,8 @@ impl Bucket {
         if endpoint.starts_with("http://") && !allow_http {
             return Err(BucketError::PlainHttp { store, endpoint });
         }
+        // The client options from_env read are only AWS_ALLOW_HTTP, set
+        // here again: the rest of its variables stay as it read them.
         let client = ClientOptions::new()
             .with_connect_timeout(CONNECT_TIMEOUT)
             .with_timeout(REQUEST_TIMEOUT)

@@ -3,7 +3,9 @@
 //! An upload streams through memory a part at a time: up to
 //! [`PART_BYTES`] it goes out as one PUT once it has all arrived (and its
 //! size is known to fit), past that as a multipart upload whose parts leave
-//! while the rest arrives, with at most [`PARTS_IN_FLIGHT`] parts in flight.
+//! while the rest arrives: reading waits while more than [`PARTS_IN_FLIGHT`]
+//! parts are in flight, so an upload holds a few parts' worth of memory
+//! however large the blob.
 //! An upload that passes its limit, is cut, or whose store fails is aborted,
 //! so no object appears (S3 shows a multipart object only once it is
 //! completed) and no parts stay billed. Nothing touches the local disk.

@@ -111,7 +111,8 @@ pub type BodyStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>
 pub trait BodyStore: Send + Sync + 'static {
     /// Stores `bodies` for `user` together (one pack, one durable write) and
     /// returns where each went, in order. Returns only once they survive a
-    /// crash: file data and its directory entry are synced.
+    /// crash: file data and its directory entry synced, or the bucket's PUT
+    /// answered.
     async fn put_batch(&self, user: UserId, bodies: Vec<Bytes>) -> Result<Vec<BodyRef>, BodyError>;
     /// Exactly the body at `r`, streamed; a body shorter than `r.len` ends
     /// the stream with an error.

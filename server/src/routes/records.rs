@@ -296,7 +296,8 @@ fn json_page_budget(max_page_bytes: u64) -> (u64, PageCost) {
     params(PullQuery),
     responses((status = 200, description = "A page of records, JSON or framed by the Accept header.",
             content((PullResponse = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding bodies did not answer: retry after `Retry-After`")))]
 pub async fn pull(
     State(state): State<AppState>,
     auth: Authed,
@@ -353,7 +354,10 @@ pub async fn pull(
             .bodies
             .read_small(auth.user_id, refs)
             .await
-            .map_err(ApiError::internal)?
+            .map_err(|e| match e {
+                BodyError::Unavailable(cause) => ApiError::storage_unavailable(cause),
+                e => ApiError::internal(e),
+            })?
             .into_iter();
         let mut records = Vec::with_capacity(page.records.len());
         for r in page.records {

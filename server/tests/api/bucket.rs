@@ -179,6 +179,8 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     let srv = server_on(&s3, &[]);
     let a = srv.register("outage").await;
     a.push_frames(&[seg(1, 1, 500)]).await;
+    let stored = kid(9, 7);
+    a.put_blob(&stored, blob(2_000, 7)).await;
     s3.stop();
 
     let later = [seg(1, 2, 500), seg(1, 3, 500)];
@@ -201,6 +203,11 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     let (st, _) = a.get_blob(&kid(9, 4)).await;
     assert_eq!(st, StatusCode::NOT_FOUND, "unknown blobs are still unknown");
+    // Reads wait too: a stored blob, and a JSON pull page, are 503.
+    let (st, _) = a.get_blob(&stored).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    let (st, v) = a.get("/api/v1/records?after=0").await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     assert!(
         srv.log().contains("the object store did not answer"),
         "{}",
@@ -219,6 +226,7 @@ async fn with_the_bucket_down_pushes_and_uploads_get_503_and_succeed_once_it_is_
     assert_eq!(all.len(), 3);
     assert!(all[2].1 == later[1].body);
     assert_eq!(a.get_blob(&name).await.1, blob(10_000, 3));
+    assert_eq!(a.get_blob(&stored).await.1, blob(2_000, 7));
     assert_eq!(stray_files(&srv.data()), Vec::<String>::new());
     assert!(
         !srv.log().contains(SECRET_KEY),
@@ -342,5 +350,75 @@ async fn a_file_store_keeps_bodies_and_blobs_in_its_own_folder() {
         let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{} is {mode:o}", f.display());
     }
+    assert_eq!(stray_files(&srv.data()), Vec::<String>::new());
+}
+
+/// PUTs `len` bytes to a blob with chunked transfer encoding (no declared
+/// length, so the limit can only be found while the bytes stream), and
+/// returns the status line of the answer.
+fn put_chunked(addr: &str, token: &str, name: &str, len: usize) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "PUT /api/v1/blobs/{name} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let chunk = vec![5u8; 1 << 20];
+    let mut sent = 0;
+    // The server may answer and close before the end: later writes fail.
+    while sent < len {
+        let n = chunk.len().min(len - sent);
+        let mut frame = format!("{n:x}\r\n").into_bytes();
+        frame.extend_from_slice(&chunk[..n]);
+        frame.extend_from_slice(b"\r\n");
+        if s.write_all(&frame).is_err() {
+            break;
+        }
+        sent += n;
+    }
+    let _ = s.write_all(b"0\r\n\r\n");
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_blob_upload_cut_at_its_limit_leaves_no_object_and_no_parts() {
+    let Some(s3) = S3Server::start() else { return };
+    let srv = server_on(&s3, &["--max-blob-bytes", "20000000"]);
+    let a = srv.register("limit").await;
+    let (addr, token, name) = (srv.addr.clone(), a.token.clone().unwrap(), kid(9, 6));
+    // 24 MiB: two parts leave before the limit is passed.
+    let status = tokio::task::spawn_blocking(move || put_chunked(&addr, &token, &name, 24 << 20))
+        .await
+        .unwrap();
+    assert!(status.contains(" 413 "), "{status}");
+    assert!(
+        !s3.objects()
+            .await
+            .iter()
+            .any(|(k, _)| k.starts_with("evi/blobs/")),
+        "an object appeared"
+    );
+    // s3s-fs keeps the parts of an unfinished upload as `.upload_id-*`
+    // files in its root: the upload was aborted, so there are none.
+    let parts: Vec<_> = std::fs::read_dir(s3.root.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".upload_id-"))
+        .collect();
+    assert_eq!(parts, Vec::<String>::new(), "parts left behind");
+    // The same name uploads fine within the limit afterwards.
+    let (st, v) = a.put_blob(&kid(9, 6), blob(10 << 20, 6)).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(a.get_blob(&kid(9, 6)).await.1, blob(10 << 20, 6));
     assert_eq!(stray_files(&srv.data()), Vec::<String>::new());
 }
