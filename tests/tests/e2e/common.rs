@@ -344,11 +344,17 @@ impl Device {
 
     /// First device of `user`: key and account.
     pub fn init(&self, server: &TestServer, user: &str, device: &str) {
+        self.init_url(&server.url, user, device);
+    }
+
+    /// [`Device::init`] against the server at `url` (a proxy in front of
+    /// replicas, say).
+    pub fn init_url(&self, url: &str, user: &str, device: &str) {
         let r = self.sync(&[
             "sync",
             "init",
             "--server",
-            &server.url,
+            url,
             "--user",
             user,
             "--device",
@@ -432,26 +438,36 @@ impl TestServer {
 
     /// `GET /api/v1/<path>` with a device's token, as JSON.
     pub fn get_json(&self, token: &str, path: &str) -> serde_json::Value {
-        let resp = reqwest::blocking::Client::new()
-            .get(format!("{}/api/v1/{path}", self.url))
-            .bearer_auth(token)
-            .send()
-            .expect("request to the test server");
-        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
-        resp.json().expect("JSON body")
+        get_json_at(&self.url, token, path)
     }
 
     /// Every record of the account (all pages).
     pub fn records(&self, token: &str) -> Vec<serde_json::Value> {
-        let mut out = Vec::new();
-        let mut after = 0;
-        loop {
-            let page = self.get_json(token, &format!("records?after={after}"));
-            out.extend(page["records"].as_array().unwrap().iter().cloned());
-            after = page["next_after"].as_u64().unwrap();
-            if !page["more"].as_bool().unwrap() {
-                return out;
-            }
+        records_at(&self.url, token)
+    }
+}
+
+/// `GET /api/v1/<path>` of the server at `url` with a device's token, as JSON.
+pub fn get_json_at(url: &str, token: &str, path: &str) -> serde_json::Value {
+    let resp = reqwest::blocking::Client::new()
+        .get(format!("{url}/api/v1/{path}"))
+        .bearer_auth(token)
+        .send()
+        .expect("request to the test server");
+    assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+    resp.json().expect("JSON body")
+}
+
+/// Every record the server at `url` holds for the token's account.
+pub fn records_at(url: &str, token: &str) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = get_json_at(url, token, &format!("records?after={after}"));
+        out.extend(page["records"].as_array().unwrap().iter().cloned());
+        after = page["next_after"].as_u64().unwrap();
+        if !page["more"].as_bool().unwrap() {
+            return out;
         }
     }
 }
@@ -935,8 +951,12 @@ pub fn sha256_hex(b: &[u8]) -> String {
 /// Every entry id of every record the server holds for `token`'s account,
 /// as often as records hold it.
 pub fn stored_entry_ids(server: &TestServer, token: &str) -> Vec<String> {
-    server
-        .records(token)
+    stored_entry_ids_at(&server.url, token)
+}
+
+/// [`stored_entry_ids`] of the server at `url`.
+pub fn stored_entry_ids_at(url: &str, token: &str) -> Vec<String> {
+    records_at(url, token)
         .iter()
         .flat_map(|r| r["entry_ids"].as_array().unwrap().clone())
         .map(|id| id.as_str().unwrap().to_owned())

@@ -19,6 +19,10 @@ mod handoff;
 mod one_session;
 #[path = "../e2e/pg_db.rs"]
 mod pg_db;
+#[path = "../e2e/replicas.rs"]
+mod replicas;
+#[path = "../e2e/s3.rs"]
+mod s3;
 #[path = "../e2e/sync.rs"]
 mod sync;
 #[path = "../e2e/sync_blobs.rs"]

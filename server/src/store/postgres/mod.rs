@@ -83,16 +83,41 @@ impl From<tokio_postgres::Error> for StoreError {
         // The Display of a driver error is its kind alone ("db error");
         // the server's message says what happened. Neither holds the URL.
         match e.as_db_error() {
+            // Postgres shutting down, restarting or refusing connections
+            // for now (SQLSTATE class 08, 57P01-57P03): answered 503, so
+            // clients retry, as for a connection that broke.
+            Some(db) if is_gone(db.code()) => {
+                StoreError::Unavailable(format!("postgres: {}", db.message()))
+            }
             Some(db) => StoreError::Backend(format!("postgres: {}", db.message())),
-            None => StoreError::Backend(format!("postgres: {e}")),
+            // No answer from the database at all: a closed or refused
+            // connection, a timeout.
+            None => StoreError::Unavailable(format!("postgres: {e}")),
         }
     }
+}
+
+/// Whether a database error says the server is going away or not there yet.
+fn is_gone(code: &SqlState) -> bool {
+    code.code().starts_with("08")
+        || [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+        ]
+        .contains(code)
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
             deadpool_postgres::PoolError::Backend(e) => e.into(),
+            // No connection within the wait: the database is away or every
+            // connection is busy; either way worth a retry soon.
+            e @ (deadpool_postgres::PoolError::Timeout(_)
+            | deadpool_postgres::PoolError::Closed) => {
+                StoreError::Unavailable(format!("postgres pool: {e}"))
+            }
             e => StoreError::Backend(format!("postgres pool: {e}")),
         }
     }
