@@ -285,3 +285,33 @@ async fn a_guesser_spreading_over_two_replicas_is_held_to_one_limit() {
     let (st, _) = apis[1].post("/api/v1/login", guess).await;
     assert_eq!(st, StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn a_commit_while_the_listener_is_cut_off_still_answers_the_wait() {
+    let a = TestServer::start(&[]);
+    let b = a.replica();
+    let pusher = a.register("cutoff").await;
+    let waiter = b.rebase(&login(&pusher, "cutoff", "watcher").await);
+    let parked = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.get("/api/v1/records/wait?after=0&timeout=30").await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Both replicas' LISTEN connections dropped by the database, and a
+    // commit before they are back: its notice reaches no one.
+    let url = a.db.as_ref().unwrap().url.clone();
+    let cut = pg_exec(
+        &url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    );
+    assert_eq!(cut.len(), 2, "one listener per replica");
+    pusher.push(vec![segment(1, 1, 10)]).await;
+    // The listener comes back, wakes every wait, and this one finds the
+    // record: late, not lost.
+    let (st, v) = tokio::time::timeout(Duration::from_secs(10), parked)
+        .await
+        .expect("the wait answered once the listener was back")
+        .unwrap();
+    assert_eq!((st, v), (StatusCode::OK, json!({"pending": 1})));
+}
