@@ -94,6 +94,10 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     pub fn create() -> Self {
         let admin = postgres_url();
         let name = format!(

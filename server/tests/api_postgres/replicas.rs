@@ -297,19 +297,44 @@ async fn a_commit_while_the_listener_is_cut_off_still_answers_the_wait() {
         tokio::spawn(async move { waiter.get("/api/v1/records/wait?after=0&timeout=30").await })
     };
     tokio::time::sleep(Duration::from_millis(700)).await;
-    // Both replicas' LISTEN connections dropped by the database, and a
-    // commit before they are back: its notice reaches no one.
-    let url = a.db.as_ref().unwrap().url.clone();
+    // The database takes no new connection, and drops both replicas'
+    // LISTEN connections: they cannot come back until it takes them again.
+    let admin = crate::common::postgres_url();
+    let name = a.db.as_ref().unwrap().name().to_owned();
+    pg_exec(
+        &admin,
+        &format!("ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false"),
+    );
+    let listeners = format!(
+        "SELECT pid FROM pg_stat_activity WHERE datname = '{name}' AND query LIKE 'LISTEN%'"
+    );
     let cut = pg_exec(
-        &url,
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        &admin,
+        &format!("SELECT pg_terminate_backend(pid) FROM ({listeners}) l"),
     );
     assert_eq!(cut.len(), 2, "one listener per replica");
+    for _ in 0..100 {
+        if pg_exec(&admin, &listeners).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        pg_exec(&admin, &listeners).is_empty(),
+        "the listeners are gone"
+    );
+    // A commit through a connection A already holds: its notice reaches
+    // no listener, and the wait stays parked.
     pusher.push(vec![segment(1, 1, 10)]).await;
-    // The listener comes back, wakes every wait, and this one finds the
-    // record: late, not lost.
-    let (st, v) = tokio::time::timeout(Duration::from_secs(10), parked)
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!parked.is_finished(), "answered with no listener up");
+    // Once the listener is back it wakes every wait, and this one finds
+    // the record: late, not lost.
+    pg_exec(
+        &admin,
+        &format!("ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true"),
+    );
+    let (st, v) = tokio::time::timeout(Duration::from_secs(15), parked)
         .await
         .expect("the wait answered once the listener was back")
         .unwrap();
