@@ -285,3 +285,58 @@ async fn a_guesser_spreading_over_two_replicas_is_held_to_one_limit() {
     let (st, _) = apis[1].post("/api/v1/login", guess).await;
     assert_eq!(st, StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn a_commit_while_the_listener_is_cut_off_still_answers_the_wait() {
+    let a = TestServer::start(&[]);
+    let b = a.replica();
+    let pusher = a.register("cutoff").await;
+    let waiter = b.rebase(&login(&pusher, "cutoff", "watcher").await);
+    let parked = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.get("/api/v1/records/wait?after=0&timeout=30").await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The database takes no new connection, and drops both replicas'
+    // LISTEN connections: they cannot come back until it takes them again.
+    let admin = crate::common::postgres_url();
+    let name = a.db.as_ref().unwrap().name().to_owned();
+    pg_exec(
+        &admin,
+        &format!("ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false"),
+    );
+    let listeners = format!(
+        "SELECT pid FROM pg_stat_activity WHERE datname = '{name}' AND query LIKE 'LISTEN%'"
+    );
+    let cut = pg_exec(
+        &admin,
+        &format!("SELECT pg_terminate_backend(pid) FROM ({listeners}) l"),
+    );
+    assert_eq!(cut.len(), 2, "one listener per replica");
+    for _ in 0..100 {
+        if pg_exec(&admin, &listeners).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        pg_exec(&admin, &listeners).is_empty(),
+        "the listeners are gone"
+    );
+    // A commit through a connection A already holds: its notice reaches
+    // no listener, and the wait stays parked.
+    pusher.push(vec![segment(1, 1, 10)]).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!parked.is_finished(), "answered with no listener up");
+    // Once the listener is back it wakes every wait, and this one finds
+    // the record: late, not lost.
+    pg_exec(
+        &admin,
+        &format!("ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true"),
+    );
+    let (st, v) = tokio::time::timeout(Duration::from_secs(15), parked)
+        .await
+        .expect("the wait answered once the listener was back")
+        .unwrap();
+    assert_eq!((st, v), (StatusCode::OK, json!({"pending": 1})));
+}
