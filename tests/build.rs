@@ -8,7 +8,9 @@
 //!   (`tests/e2e/web_browser.rs`);
 //! - `evi_no_schemathesis`: `EVI_SCHEMATHESIS` does not name a file
 //!   (`tests/e2e/schemathesis.rs`);
-//! - `evi_no_git`: `git --version` does not run (`tests/e2e/handoff_git.rs`).
+//! - `evi_no_git`: `git --version` does not run (`tests/e2e/handoff_git.rs`);
+//! - `evi_no_s3`: `EVI_TEST_S3_SERVER` does not name a file (the s3s-fs
+//!   binary of `tests/e2e/s3.rs`).
 //!
 //! Installing a tool changes `/usr/bin` (or the variable), which reruns
 //! this script and rebuilds the tests with the test enabled.
@@ -22,9 +24,11 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(evi_no_browser)");
     println!("cargo::rustc-check-cfg=cfg(evi_no_schemathesis)");
     println!("cargo::rustc-check-cfg=cfg(evi_no_git)");
+    println!("cargo::rustc-check-cfg=cfg(evi_no_s3)");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=CI");
     println!("cargo::rerun-if-env-changed=EVI_SCHEMATHESIS");
+    println!("cargo::rerun-if-env-changed=EVI_TEST_S3_SERVER");
     // Watched as folders that exist: a path that does not exist would make
     // cargo run this script, and rebuild the tests, on every build.
     if Path::new("/usr/bin").is_dir() {
@@ -32,6 +36,12 @@ fn main() {
     }
     let schemathesis = std::env::var_os("EVI_SCHEMATHESIS").map(std::path::PathBuf::from);
     if let Some(dir) = schemathesis.as_deref().and_then(Path::parent)
+        && dir.is_dir()
+    {
+        println!("cargo::rerun-if-changed={}", dir.display());
+    }
+    let s3 = std::env::var_os("EVI_TEST_S3_SERVER").map(std::path::PathBuf::from);
+    if let Some(dir) = s3.as_deref().and_then(Path::parent)
         && dir.is_dir()
     {
         println!("cargo::rerun-if-changed={}", dir.display());
@@ -48,5 +58,8 @@ fn main() {
     let git = std::process::Command::new("git").arg("--version").output();
     if !git.is_ok_and(|o| o.status.success()) {
         println!("cargo::rustc-cfg=evi_no_git");
+    }
+    if !s3.is_some_and(|p| p.is_file()) {
+        println!("cargo::rustc-cfg=evi_no_s3");
     }
 }

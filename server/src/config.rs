@@ -202,6 +202,15 @@ pub struct Config {
     pub fd_limit: Option<crate::fdlimit::Fitted>,
     /// A test hook (see [`crate::fault`]); `None` in every real run.
     pub fault: Option<crate::fault::Fault>,
+    /// `postgres://…` (`--database`): the metadata goes there instead of
+    /// the SQLite file in the data folder. Holds the password: never log it
+    /// (see [`crate::store::postgres::describe`]).
+    pub database: Option<String>,
+    /// Most connections this process holds to `database`.
+    pub database_pool_size: usize,
+    /// Where bodies and blobs go (`--store`, see [`crate::storage`]):
+    /// `None` for the data folder.
+    pub store: Option<String>,
 }
 
 impl Config {
@@ -220,6 +229,9 @@ impl Config {
             public_url: None,
             fd_limit: None,
             fault: None,
+            database: None,
+            database_pool_size: crate::store::postgres::DEFAULT_POOL_SIZE,
+            store: None,
         }
     }
 
@@ -242,12 +254,28 @@ impl Config {
         self.data_dir.join(DB_FILE)
     }
 
+    /// `--store` parsed; `None` for the data folder.
+    pub fn store_url(
+        &self,
+    ) -> Result<Option<crate::storage::StoreUrl>, crate::storage::StoreUrlError> {
+        self.store.as_deref().map(str::parse).transpose()
+    }
+
+    /// The folder that holds `bodies/` and `blobs/`: a `file://` store's,
+    /// else the data folder (with an `s3://` store nothing is put there).
+    fn store_dir(&self) -> PathBuf {
+        match self.store_url() {
+            Ok(Some(crate::storage::StoreUrl::Folder(root))) => root,
+            _ => self.data_dir.clone(),
+        }
+    }
+
     pub fn blobs_dir(&self) -> PathBuf {
-        self.data_dir.join("blobs")
+        self.store_dir().join("blobs")
     }
 
     /// The pack files of record bodies (see [`crate::bodies::packs`]).
     pub fn bodies_dir(&self) -> PathBuf {
-        self.data_dir.join("bodies")
+        self.store_dir().join("bodies")
     }
 }

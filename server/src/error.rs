@@ -18,6 +18,9 @@ pub struct ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// `Retry-After` of a 503 for an object store that did not answer.
+const STORAGE_RETRY_SECS: u64 = 5;
+
 /// Longest error message, in characters: a message that quotes input (a
 /// parse error naming the value it read) is cut there, so an answer never
 /// carries back what a client sent in bulk.
@@ -120,6 +123,20 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS,
                 ErrorCode::RateLimited,
                 "too many attempts; retry later",
+            )
+        }
+    }
+    /// 503: the object store holding bodies and blobs did not answer;
+    /// nothing was stored. The cause goes to the log (it names the store,
+    /// never its keys), the client retries after `Retry-After`.
+    pub fn storage_unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "the object store did not answer: request refused (503)");
+        Self {
+            retry_after: Some(STORAGE_RETRY_SECS),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Unavailable,
+                "the server's storage is not answering; nothing was stored: retry shortly",
             )
         }
     }
@@ -235,6 +252,7 @@ impl From<StoreError> for ApiError {
             StoreError::QuotaExceeded => Self::quota(),
             StoreError::Full => Self::storage_full(),
             StoreError::NotFound => Self::not_found("item"),
+            StoreError::Unavailable(cause) => Self::storage_unavailable(cause),
             StoreError::Backend(_) => Self::internal(e),
         }
     }

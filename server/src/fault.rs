@@ -13,13 +13,15 @@
 pub enum Fault {
     /// Abort between the durable body write and the metadata commit.
     CrashAfterBody,
+    /// Abort `migrate` between the devices and the records tables.
+    CrashMidMigrate,
 }
 
 /// The variable that sets the fault.
 pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
 
 #[derive(Debug, thiserror::Error)]
-#[error("{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body)")]
+#[error("{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate)")]
 pub struct UnknownFault(String);
 
 impl Fault {
@@ -28,6 +30,7 @@ impl Fault {
         match std::env::var(FAULT_ENV).unwrap_or_default().as_str() {
             "" => Ok(None),
             "crash-after-body" => Ok(Some(Self::CrashAfterBody)),
+            "crash-mid-migrate" => Ok(Some(Self::CrashMidMigrate)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

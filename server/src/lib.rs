@@ -29,22 +29,24 @@ pub mod fdlimit;
 pub mod flood;
 pub mod listen;
 pub mod metrics;
+pub mod migrate;
 pub mod openapi;
 pub mod passwords;
 pub mod private;
 pub mod ratelimit;
 pub mod routes;
+pub mod storage;
 pub mod store;
 pub mod waiters;
 
 pub use config::Config;
 
-use crate::blobs::BlobDir;
+use crate::blobs::BlobStore;
 use crate::bodies::BodyStore;
-use crate::bodies::packs::PackDir;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
+use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 
 /// Body limit for the small JSON calls (everything but push and blob upload).
@@ -54,7 +56,7 @@ pub struct Shared {
     pub config: Config,
     pub store: Arc<dyn Store>,
     pub bodies: Arc<dyn BodyStore>,
-    pub blobs: BlobDir,
+    pub blobs: Arc<dyn BlobStore>,
     pub passwords: auth::Passwords,
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
@@ -81,15 +83,21 @@ impl Deref for AppState {
 impl AppState {
     /// Locks the data folder for this process (a second server on it is
     /// refused with a [`datalock::DataLockError`]), opens (creating if
-    /// needed) the SQLite store, the body packs and the blob folder under
-    /// `config.data_dir`, and sweeps old orphan packs (bodies of a push that
-    /// crashed before its commit).
+    /// needed) the SQLite store under `config.data_dir` and the body and
+    /// blob stores `--store` names (see [`storage`]), and sweeps old orphan
+    /// packs (bodies of a push that crashed before its commit).
     pub async fn open(config: Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         private::dir(&config.data_dir)
             .with_context(|| format!("cannot create data folder {}", config.data_dir.display()))?;
         // Before anything in the folder is touched, the sweep above all.
-        let lock = datalock::DataLock::acquire(&config.data_dir)?;
+        // Replicas on one Postgres database may share the folder (its
+        // bodies and blobs): there no lock, and the sweeps keep whatever is
+        // young enough to be another replica's work under way.
+        let lock = match config.database {
+            None => Some(datalock::DataLock::acquire(&config.data_dir)?),
+            Some(_) => None,
+        };
         // SQLite gives its -wal and -shm files the mode of the database
         // file: 0600 from the start. What an older server left gets closed.
         private::close_data_folder(&config.data_dir).with_context(|| {
@@ -98,15 +106,32 @@ impl AppState {
                 config.data_dir.display()
             )
         })?;
-        private::file(&config.db_path())
-            .with_context(|| format!("cannot create database {}", config.db_path().display()))?;
-        let store = SqliteStore::open(&config.db_path())
-            .with_context(|| format!("cannot open database {}", config.db_path().display()))?;
-        let bodies = PackDir::open(config.bodies_dir()).with_context(|| {
-            format!("cannot open body folder {}", config.bodies_dir().display())
-        })?;
-        let blobs = BlobDir::open(config.blobs_dir())?;
-        let state = Self::from_parts(config, Arc::new(store), Arc::new(bodies), blobs, Some(lock));
+        let (store, pg): (Arc<dyn Store>, _) = match &config.database {
+            Some(url) => {
+                let pg = PgStore::open(url, config.database_pool_size).await?;
+                tracing::info!(database = %pg.target(), pool_size = config.database_pool_size, "using Postgres");
+                (Arc::new(pg.clone()), Some(pg))
+            }
+            None => {
+                private::file(&config.db_path()).with_context(|| {
+                    format!("cannot create database {}", config.db_path().display())
+                })?;
+                let store = SqliteStore::open(&config.db_path()).with_context(|| {
+                    format!("cannot open database {}", config.db_path().display())
+                })?;
+                (Arc::new(store), None)
+            }
+        };
+        let (bodies, blobs) = storage::open_stores(&config).await?;
+        let state = Self::from_parts(config, store, bodies, blobs, lock);
+        if let Some(pg) = pg {
+            // Commits and revocations through other replicas wake the
+            // waits parked here; failed logins count across replicas.
+            store::postgres::listen::spawn(&pg, state.waiters.clone());
+            state
+                .limiter
+                .share_failures(Arc::new(store::postgres::failures::PgFailures::new(pg)));
+        }
         state.sweep_orphan_packs().await?;
         Ok(state)
     }
@@ -149,7 +174,7 @@ impl AppState {
         config: Config,
         store: Arc<dyn Store>,
         bodies: Arc<dyn BodyStore>,
-        blobs: BlobDir,
+        blobs: Arc<dyn BlobStore>,
     ) -> Self {
         Self::from_parts(config, store, bodies, blobs, None)
     }
@@ -158,7 +183,7 @@ impl AppState {
         config: Config,
         store: Arc<dyn Store>,
         bodies: Arc<dyn BodyStore>,
-        blobs: BlobDir,
+        blobs: Arc<dyn BlobStore>,
         data_lock: Option<datalock::DataLock>,
     ) -> Self {
         Self(Arc::new(Shared {
@@ -341,6 +366,7 @@ fn log_start(config: &Config) {
         auth_rate_per_user_total = config.rate_limits.per_user_total_per_minute,
         trust_forwarded_for = config.trust_forwarded_for,
         public_url = %public_url,
+        store = %config.store.as_deref().unwrap_or("data-folder"),
         header_timeout_secs = config.timeouts.header.as_secs(),
         body_timeout_secs = config.timeouts.body.as_secs(),
         idle_timeout_secs = config.timeouts.idle.as_secs(),
@@ -384,6 +410,15 @@ pub enum InviteError {
 pub async fn create_invite(config: &Config) -> Result<String, InviteError> {
     if config.registration == evi_shared::api::Registration::Closed {
         return Err(InviteError::Closed);
+    }
+    if let Some(url) = &config.database {
+        let store = PgStore::open(url, 1).await.map_err(anyhow::Error::from)?;
+        let (code, hash) = auth::new_invite()?;
+        store
+            .create_invite(hash, chrono::Utc::now().timestamp())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot store the invite in {}: {e}", store.target()))?;
+        return Ok(code);
     }
     let db = config.db_path();
     if !db.is_file() {

@@ -132,6 +132,27 @@ struct Cli {
     /// `proxy_set_header Host $host`).
     #[arg(long, env = "EVI_SERVER_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Keep accounts and record metadata in Postgres instead of the SQLite
+    /// file in the data folder: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
+    /// (libpq's ?sslmode= is understood). Several replicas may share one
+    /// database; migrations run at start.
+    #[arg(
+        long,
+        env = "EVI_SERVER_DATABASE",
+        global = true,
+        hide_env_values = true
+    )]
+    database: Option<String>,
+    /// Most connections this process holds to --database.
+    #[arg(long, env = "EVI_SERVER_DATABASE_POOL_SIZE", default_value_t = evi_server::store::postgres::DEFAULT_POOL_SIZE)]
+    database_pool_size: usize,
+    /// Where record bodies and blobs go: s3://BUCKET/PREFIX (an
+    /// S3-compatible bucket, set up by AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL and, for a
+    /// plain-http endpoint, AWS_ALLOW_HTTP=true), or file:///PATH (a folder).
+    /// [default: the data folder]
+    #[arg(long, env = "EVI_SERVER_STORE")]
+    store: Option<String>,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
@@ -141,6 +162,19 @@ struct Cli {
 enum Command {
     /// Print a one-time invite code for a server run with `--registration invite`.
     Invite,
+    /// Copy the embedded server in --data (stopped) into Postgres and, with
+    /// --to-store, its bodies and blobs into object storage; devices keep
+    /// their tokens and cursors. Run it again to go on after an interruption.
+    Migrate {
+        /// The Postgres database to move to: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.
+        #[arg(long, env = "EVI_SERVER_MIGRATE_TO_DATABASE", hide_env_values = true)]
+        to_database: String,
+        /// Where bodies and blobs go (s3://BUCKET/PREFIX or file:///PATH, as
+        /// --store); without it they stay in the data folder, and the new
+        /// server runs with --data on it.
+        #[arg(long, env = "EVI_SERVER_MIGRATE_TO_STORE")]
+        to_store: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -262,6 +296,23 @@ async fn main() -> std::process::ExitCode {
             }
         }
     }
+    if let Some(url) = cli.database.filter(|u| !u.is_empty()) {
+        if let Err(e) = evi_server::store::postgres::parse_url(&url) {
+            eprintln!("evi-server: {e}");
+            eprintln!(
+                "hint: for example --database postgres://evi@db.example.org/evi \
+                 (or leave it out to keep the SQLite file in the data folder)"
+            );
+            return std::process::ExitCode::from(2);
+        }
+        config.database = Some(url);
+    }
+    config.database_pool_size = cli.database_pool_size.max(1);
+    config.store = cli.store;
+    if let Err(e) = config.store_url() {
+        eprintln!("evi-server: {e}");
+        return std::process::ExitCode::from(2);
+    }
     config.fault = match evi_server::fault::Fault::from_env() {
         Ok(f) => f,
         Err(e) => {
@@ -272,6 +323,10 @@ async fn main() -> std::process::ExitCode {
 
     let result = match cli.command {
         Some(Command::Invite) => invite(&config, registration_known).await,
+        Some(Command::Migrate {
+            to_database,
+            to_store,
+        }) => migrate(&config, to_database, to_store).await,
         None => run(&cli.listen, config).await,
     };
     match result {
@@ -284,6 +339,53 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(e.code)
         }
     }
+}
+
+/// `evi-server migrate`: the steps on stderr, the summary on stdout.
+async fn migrate(
+    config: &Config,
+    to_database: String,
+    to_store: Option<String>,
+) -> Result<(), Failure> {
+    if let Err(e) = evi_server::store::postgres::parse_url(&to_database) {
+        return Err(Failure::usage(e.to_string()));
+    }
+    if let Some(url) = &to_store
+        && let Err(e) = url.parse::<evi_server::storage::StoreUrl>()
+    {
+        return Err(Failure::usage(e.to_string()));
+    }
+    let opts = evi_server::migrate::MigrateOptions {
+        data_dir: config.data_dir.clone(),
+        to_database,
+        to_store,
+        fault: config.fault,
+    };
+    let report = evi_server::migrate::migrate(&opts, &|line| eprintln!("{line}"))
+        .await
+        .map_err(|e| Failure::new(e.to_string()))?;
+    let c = &report.checked;
+    println!(
+        "moved: {} accounts, {} devices, {} records, {} entries, {} blobs; copied {} packs \
+         ({} bytes) and {} blobs ({} bytes), {} packs and {} blobs were there already",
+        c.rows.get("users").unwrap_or(&0),
+        c.rows.get("devices").unwrap_or(&0),
+        c.rows.get("records").unwrap_or(&0),
+        c.rows.get("entries").unwrap_or(&0),
+        c.rows.get("blobs").unwrap_or(&0),
+        report.packs_copied,
+        report.pack_bytes_copied,
+        report.blobs_copied,
+        report.blob_bytes_copied,
+        report.packs_present,
+        report.blobs_present,
+    );
+    println!(
+        "verified: every table's rows counted, {} records compared, SHA-256 of {} bodies \
+         ({} bytes) and {} blobs ({} bytes) match",
+        c.records, c.bodies, c.body_bytes, c.blobs, c.blob_bytes
+    );
+    Ok(())
 }
 
 /// What the process says and returns when it gives up: 1 for a failure, 2
@@ -432,7 +534,10 @@ fn open_failure(e: anyhow::Error) -> Failure {
             "one evi-server per data folder: stop the other one first, \
              or give this one its own folder with --data DIR",
         ),
-        _ => e.into(),
+        _ => match e.downcast_ref::<evi_server::storage::BucketError>() {
+            Some(b) => Failure::new(e.to_string()).hinted(b.hint()),
+            None => e.into(),
+        },
     }
 }
 

@@ -13,6 +13,15 @@
 //! - a long-poll wait (`GET /records/wait`) takes a token of its device, so
 //!   a client that loops without waiting is slowed, and only that device.
 //!
+//! These buckets are per process. With a database several replicas share
+//! (Postgres), the failure limits also go through a [`FailureLog`] there:
+//! failed logins per user and per (user, address) within the last minute
+//! are counted across every replica, so a guesser spreading over replicas
+//! is held to the same limits. The per-address request rates and the
+//! per-device ones stay per replica: behind a proxy that spreads clients
+//! over N replicas an address may make up to N times its rate, which is the
+//! proxy's to cap if that matters (it sees every request).
+//!
 //! The limiter's memory is bounded whatever clients send: a key is a client
 //! address (IPv6 by its /64, which one host usually holds whole), a user
 //! name that has already passed validation (at most
@@ -24,8 +33,10 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
+
+use async_trait::async_trait;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
@@ -33,6 +44,35 @@ use axum::http::request::Parts;
 use crate::AppState;
 use crate::config::RateLimits;
 use crate::error::ApiError;
+use crate::store::StoreResult;
+
+/// Failed logins kept where every replica sees them.
+#[async_trait]
+pub trait FailureLog: Send + Sync {
+    /// Failures of `user` (validated, lowercased) at or after `since_ms`
+    /// (Unix milliseconds), in all and from `address`.
+    async fn recent(&self, user: &str, address: &str, since_ms: i64) -> StoreResult<FailureCounts>;
+    /// Adds a failure at `now_ms` and forgets those before `prune_before_ms`.
+    async fn record(
+        &self,
+        user: &str,
+        address: &str,
+        now_ms: i64,
+        prune_before_ms: i64,
+    ) -> StoreResult<()>;
+}
+
+/// What [`FailureLog::recent`] found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailureCounts {
+    pub user: u64,
+    pub user_oldest_ms: Option<i64>,
+    pub at_address: u64,
+    pub at_address_oldest_ms: Option<i64>,
+}
+
+/// The window of the shared failure counts.
+const FAILURE_WINDOW_MS: i64 = 60_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
@@ -56,6 +96,8 @@ struct Bucket {
 pub struct RateLimiter {
     limits: RateLimits,
     buckets: Mutex<HashMap<Key, Bucket>>,
+    /// Set once at start when the database is shared by replicas.
+    shared: OnceLock<Arc<dyn FailureLog>>,
 }
 
 /// Tokens a login or password change took that count only failures: call
@@ -86,6 +128,10 @@ fn refill(bucket: &mut Bucket, per_min: f64, now: Instant) {
     bucket.at = now;
 }
 
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 /// The address a bucket is kept for: IPv4 as it is (IPv4-mapped IPv6 as
 /// IPv4), IPv6 by its /64 prefix, so one host cannot make a new bucket per
 /// address it holds.
@@ -107,7 +153,66 @@ impl RateLimiter {
         Self {
             limits,
             buckets: Mutex::new(HashMap::new()),
+            shared: OnceLock::new(),
         }
+    }
+
+    /// Counts login failures in `log` too, across every replica using it.
+    pub fn share_failures(&self, log: Arc<dyn FailureLog>) {
+        let _ = self.shared.set(log);
+    }
+
+    /// With a shared failure log: refuses a login for `user` from `ip` once
+    /// the failures every replica recorded in the last minute reach the
+    /// per-user or per-(user, address) limit. Without one: nothing to do.
+    pub async fn check_shared(&self, ip: IpAddr, user: &str) -> Result<(), ApiError> {
+        let Some(log) = self.shared.get() else {
+            return Ok(());
+        };
+        let now = now_ms();
+        let user = user.to_ascii_lowercase();
+        let found = log
+            .recent(&user, &address_key(ip).to_string(), now - FAILURE_WINDOW_MS)
+            .await?;
+        let l = &self.limits;
+        let over = |count: u64, oldest: Option<i64>, limit: u32| {
+            (count >= u64::from(limit)).then(|| {
+                let frees_at = oldest.unwrap_or(now) + FAILURE_WINDOW_MS;
+                ((frees_at - now).max(1000) as u64).div_ceil(1000)
+            })
+        };
+        let wait = over(
+            found.at_address,
+            found.at_address_oldest_ms,
+            l.per_user_per_minute,
+        )
+        .into_iter()
+        .chain(over(
+            found.user,
+            found.user_oldest_ms,
+            l.per_user_total_per_minute,
+        ))
+        .max();
+        match wait {
+            Some(secs) => Err(ApiError::rate_limited(secs)),
+            None => Ok(()),
+        }
+    }
+
+    /// With a shared failure log: records a failed login there.
+    pub async fn failed_shared(&self, ip: IpAddr, user: &str) -> Result<(), ApiError> {
+        let Some(log) = self.shared.get() else {
+            return Ok(());
+        };
+        let now = now_ms();
+        log.record(
+            &user.to_ascii_lowercase(),
+            &address_key(ip).to_string(),
+            now,
+            now - FAILURE_WINDOW_MS,
+        )
+        .await?;
+        Ok(())
     }
 
     /// How many buckets are held (for the metrics).

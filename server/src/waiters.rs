@@ -149,6 +149,14 @@ impl Waiters {
         }
     }
 
+    /// Wakes every wait, of every user: each re-checks its cursor. For when
+    /// commits may have gone unannounced (the database listener was away).
+    pub fn wake_all(&self) {
+        for f in self.lock().values() {
+            f.newest.send_modify(|_| {});
+        }
+    }
+
     /// Ends every wait (shutdown) and refuses new ones.
     pub fn close(&self) {
         self.closed.send_replace(true);

@@ -9,7 +9,8 @@
 //! once it is older than any push could still be committing.
 //!
 //! The default is [`packs::PackDir`], one pack file per push under the data
-//! folder; an object-storage backend (S3) is one more implementation.
+//! folder (or the folder of a `file://` store); [`objects::ObjectPacks`]
+//! keeps one object per push in an S3-compatible bucket.
 
 use std::collections::HashSet;
 use std::pin::Pin;
@@ -20,6 +21,7 @@ use futures_util::Stream;
 
 use crate::store::UserId;
 
+pub mod objects;
 pub mod packs;
 
 /// Where one record's body is: `len` bytes at `offset` of pack `pack`.
@@ -82,11 +84,16 @@ impl std::fmt::Display for PackName {
 }
 
 /// Why a body could not be stored or read. All are worth retrying except
-/// `BadPackName` and `Short` (the store or its metadata is damaged).
+/// `BadPackName` and `Short` (the store or its metadata is damaged);
+/// `Unavailable` is answered 503 so the client retries soon.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
     #[error("body storage: {0}")]
     Io(#[from] std::io::Error),
+    /// The object store did not answer, or refused what was asked (after
+    /// its own few retries).
+    #[error("object store unavailable: {0}")]
+    Unavailable(String),
     #[error("not a pack name: {0:?}")]
     BadPackName(String),
     #[error("pack {pack} holds fewer bytes than its records point at (wanted {want} at {offset})")]
@@ -104,7 +111,8 @@ pub type BodyStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>
 pub trait BodyStore: Send + Sync + 'static {
     /// Stores `bodies` for `user` together (one pack, one durable write) and
     /// returns where each went, in order. Returns only once they survive a
-    /// crash: file data and its directory entry are synced.
+    /// crash: file data and its directory entry synced, or the bucket's PUT
+    /// answered.
     async fn put_batch(&self, user: UserId, bodies: Vec<Bytes>) -> Result<Vec<BodyRef>, BodyError>;
     /// Exactly the body at `r`, streamed; a body shorter than `r.len` ends
     /// the stream with an error.
@@ -125,6 +133,11 @@ pub trait BodyStore: Send + Sync + 'static {
         }
         Ok(out)
     }
+    /// Stores a whole pack under the name it has in another store
+    /// (`evi-server migrate`), durably as [`Self::put_batch`] does, so the
+    /// rows copied after it point at the same offsets. A pack already there
+    /// under that name is left as it is (names are never reused).
+    async fn put_pack(&self, user: UserId, pack: &PackName, bytes: Bytes) -> Result<(), BodyError>;
     /// Every pack stored, with its owner.
     async fn list_packs(&self) -> Result<Vec<(UserId, PackName)>, BodyError>;
     /// Deletes a pack (nothing if it is gone already).

@@ -116,6 +116,18 @@ impl BodyStore for PackDir {
         Ok(refs)
     }
 
+    async fn put_pack(&self, user: UserId, pack: &PackName, bytes: Bytes) -> Result<(), BodyError> {
+        let dir = self.user_dir(user);
+        let path = self.path(user, pack);
+        let written = tokio::task::spawn_blocking(move || write_pack(&dir, &path, &[bytes]))
+            .await
+            .map_err(std::io::Error::other)?;
+        match written {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
     async fn open(&self, user: UserId, r: &BodyRef) -> Result<BodyStream, BodyError> {
         let mut file = tokio::fs::File::open(self.path(user, &r.pack)).await?;
         let short = || BodyError::Short {

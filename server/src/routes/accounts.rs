@@ -153,11 +153,13 @@ pub async fn login(
     check_user(&req.user)?;
     check_device(&req.device)?;
     let attempt = state.limiter.login(ip, &req.user)?;
+    state.limiter.check_shared(ip, &req.user).await?;
     let creds = state.store.credentials(&req.user).await?;
     let hash = creds.as_ref().map(|c| c.password_hash.clone());
     let ok = state.passwords.verify(req.password, hash).await?;
     let Some(creds) = creds.filter(|_| ok) else {
         tracing::debug!(%ip, "login failed");
+        state.limiter.failed_shared(ip, &req.user).await?;
         return Err(ApiError::invalid_credentials());
     };
     attempt.succeeded();

@@ -12,7 +12,7 @@ use evi_shared::limits::MAX_NAMES_PER_CALL;
 use super::{ApiJson, BlobName};
 use crate::AppState;
 use crate::auth::Authed;
-use crate::blobs::{UploadError, drain};
+use crate::blobs::{BlobError, UploadError, drain};
 use crate::error::{ApiError, ApiResult};
 
 fn check_count(names: &BlobNames) -> ApiResult<()> {
@@ -46,7 +46,8 @@ pub async fn missing(
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, body = BlobStored), (status = 200, body = BlobStored),
         (status = 400, body = ErrorBody), (status = 413, body = ErrorBody),
-        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota) or `storage_full` (the server's disk); nothing was stored")))]
+        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota) or `storage_full` (the server's disk); nothing was stored"),
+        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding blobs did not answer; nothing was stored: retry after `Retry-After`")))]
 pub async fn put(
     State(state): State<AppState>,
     auth: Authed,
@@ -105,6 +106,7 @@ pub async fn put(
             return Err(ApiError::storage_full());
         }
         Err(e @ UploadError::Io(_)) => return Err(ApiError::internal(e)),
+        Err(UploadError::Unavailable(cause)) => return Err(ApiError::storage_unavailable(cause)),
     };
     // Recorded with the size of the file in place, whichever upload put it
     // there (the other one may not have recorded it yet, or may have died
@@ -135,8 +137,11 @@ pub async fn put(
             // Not recorded: take our file away again unless a concurrent
             // upload of the same name recorded it meanwhile. Another
             // upload's file is its own to take away.
-            if placed.ours && state.store.blob_size(auth.user_id, &name).await?.is_none() {
-                let _ = tokio::fs::remove_file(&placed.path).await;
+            if placed.ours
+                && state.store.blob_size(auth.user_id, &name).await?.is_none()
+                && let Err(e) = state.blobs.remove(auth.user_id, &name).await
+            {
+                tracing::warn!(error = %e, "could not delete an unrecorded blob");
             }
             Err(e.into())
         }
@@ -147,7 +152,8 @@ pub async fn put(
 #[utoipa::path(get, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
     params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
     responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 404, body = ErrorBody), (status = 400, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 400, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding blobs did not answer: retry after `Retry-After`")))]
 pub async fn get(
     State(state): State<AppState>,
     auth: Authed,
@@ -156,14 +162,13 @@ pub async fn get(
     let Some(size) = state.store.blob_size(auth.user_id, &name).await? else {
         return Err(ApiError::not_found("blob"));
     };
-    let file = match tokio::fs::File::open(state.blobs.path(auth.user_id, &name)).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ApiError::not_found("blob"));
-        }
+    let stream = match state.blobs.open(auth.user_id, &name).await {
+        Ok(Some((_, stream))) => stream,
+        Ok(None) => return Err(ApiError::not_found("blob")),
+        Err(BlobError::Unavailable(cause)) => return Err(ApiError::storage_unavailable(cause)),
         Err(e) => return Err(ApiError::internal(e)),
     };
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let body = Body::from_stream(stream);
     Ok((
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_owned()),

@@ -92,7 +92,8 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
         content((PushRequest = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
     responses((status = 200, body = PushResponse), (status = 400, body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
-        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota, without `per_item`; with it, what does not fit is named in `over_quota` instead) or `storage_full` (the server's disk); nothing was stored"), (status = 401, body = ErrorBody)),
+        (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota, without `per_item`; with it, what does not fit is named in `over_quota` instead) or `storage_full` (the server's disk); nothing was stored"), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding bodies did not answer; nothing was stored: retry after `Retry-After`")),
     params(PushQuery))]
 pub async fn push(
     State(state): State<AppState>,
@@ -214,6 +215,7 @@ async fn store_segments(
         .await
         .map_err(|e| match e {
             BodyError::Io(io) if is_disk_full(&io) => StoreError::Full,
+            BodyError::Unavailable(cause) => StoreError::Unavailable(cause),
             e => StoreError::Backend(e.to_string()),
         })?;
     if state.config.fault == Some(Fault::CrashAfterBody) && !refs.is_empty() {
@@ -294,7 +296,8 @@ fn json_page_budget(max_page_bytes: u64) -> (u64, PageCost) {
     params(PullQuery),
     responses((status = 200, description = "A page of records, JSON or framed by the Accept header.",
             content((PullResponse = "application/json"), (FramedBody = "application/vnd.evi.frames"))),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding bodies did not answer: retry after `Retry-After`")))]
 pub async fn pull(
     State(state): State<AppState>,
     auth: Authed,
@@ -351,7 +354,10 @@ pub async fn pull(
             .bodies
             .read_small(auth.user_id, refs)
             .await
-            .map_err(ApiError::internal)?
+            .map_err(|e| match e {
+                BodyError::Unavailable(cause) => ApiError::storage_unavailable(cause),
+                e => ApiError::internal(e),
+            })?
             .into_iter();
         let mut records = Vec::with_capacity(page.records.len());
         for r in page.records {

@@ -17,6 +17,7 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
+pub mod postgres;
 pub mod sqlite;
 
 pub type UserId = i64;
@@ -62,6 +63,9 @@ pub enum StoreError {
     NotFound,
     #[error("storage backend: {0}")]
     Backend(String),
+    /// The object store did not answer; nothing was kept (503, retried).
+    #[error("object store unavailable: {0}")]
+    Unavailable(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,3 +1,6 @@
+// Shared by the SQLite and Postgres targets, which each use a part of it.
+#![allow(dead_code)]
+
 //! The `TestServer` fixture and a small JSON client.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -11,12 +14,153 @@ use serde_json::{Value, json};
 
 pub const PASSWORD: &str = "correct horse battery";
 
+/// Where the started servers keep their metadata; each test target's
+/// main.rs names one as `BACKEND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The SQLite file in the data folder (no `--database`).
+    Sqlite,
+    /// A fresh Postgres database per server, on the server that
+    /// `EVI_TEST_POSTGRES_URL` names.
+    Postgres,
+}
+
 pub struct TestServer {
     child: Child,
     pub addr: String,
     pub root: tempfile::TempDir,
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    /// With [`Backend::Postgres`], the database of its own (dropped last).
+    pub db: Option<TestDb>,
+}
+
+/// The Postgres server the Postgres targets use. Unset outside CI: the
+/// whole target is skipped, saying so (the process ends with success at
+/// the first server it would start); under `CI=true` that is a failure.
+pub fn postgres_url() -> String {
+    match std::env::var("EVI_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "EVI_TEST_POSTGRES_URL is unset under CI=true: the Postgres tests must run there"
+            )
+        }
+        _ => {
+            let msg = "SKIPPED: this Postgres test target needs EVI_TEST_POSTGRES_URL \
+                       (e.g. postgres://postgres@127.0.0.1:5432/test); none of its tests ran";
+            // Straight to the descriptors: the test harness captures
+            // println! and eprintln!, and the exit below would swallow them.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stdout(), "{msg}");
+            let _ = writeln!(std::io::stderr(), "{msg}");
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Runs `sql` on the database `url` names (a thread of its own, so it
+/// works from sync and async tests alike).
+pub fn pg_exec(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| panic!("cannot connect to the test Postgres: {e}"));
+            tokio::spawn(conn);
+            let mut rows = Vec::new();
+            for m in client.simple_query(&sql).await.unwrap() {
+                if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+                    rows.push((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect());
+                }
+            }
+            rows
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+/// A database of its own on the test Postgres, dropped with the value.
+pub struct TestDb {
+    pub url: String,
+    name: String,
+    admin: String,
+}
+
+impl TestDb {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn create() -> Self {
+        let admin = postgres_url();
+        let name = format!(
+            "evi_t_{}",
+            ulid::Ulid::new().to_string().to_ascii_lowercase()
+        );
+        pg_exec(&admin, &format!("CREATE DATABASE {name}"));
+        let (base, query) = match admin.split_once('?') {
+            Some((b, q)) => (b, format!("?{q}")),
+            None => (admin.as_str(), String::new()),
+        };
+        let (server, _) = base.rsplit_once('/').expect("a URL with a database");
+        Self {
+            url: format!("{server}/{name}{query}"),
+            name,
+            admin,
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        pg_exec(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+/// Another `evi-server` on a server's database and data folder (bodies and
+/// blobs shared), as a second replica behind a proxy would be.
+pub struct Replica {
+    child: Child,
+    pub addr: String,
+}
+
+impl Replica {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// A client of `api`'s account, pointed at this replica.
+    pub fn rebase(&self, api: &Api) -> Api {
+        Api {
+            base: self.url(""),
+            ..api.clone()
+        }
+    }
+
+    pub fn anon(&self) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: self.url(""),
+            token: None,
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl TestServer {
@@ -40,6 +184,10 @@ impl TestServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let db = (crate::BACKEND == Backend::Postgres).then(TestDb::create);
+        if let Some(db) = &db {
+            all.extend(["--database".to_owned(), db.url.clone()]);
+        }
         let (child, addr) = spawn(root.path(), &all, &envs);
         Self {
             child,
@@ -47,7 +195,26 @@ impl TestServer {
             root,
             args: all,
             envs,
+            db,
         }
+    }
+
+    /// `evi-server invite` for this server: its data folder, and its
+    /// database when it has one.
+    pub fn invite_cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_evi-server"));
+        c.arg("invite").arg("--data").arg(self.data());
+        if let Some(db) = &self.db {
+            c.args(["--database", &db.url]);
+        }
+        c
+    }
+
+    /// A second server on this one's database and data folder.
+    pub fn replica(&self) -> Replica {
+        assert!(self.db.is_some(), "replicas share a Postgres database");
+        let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
+        Replica { child, addr }
     }
 
     /// Starts with `--metrics-listen` on a free port, plus `args`; the
@@ -164,7 +331,7 @@ impl TestServer {
     }
 }
 
-fn spawn(root: &Path, args: &[String], envs: &[(String, String)]) -> (Child, String) {
+pub fn spawn(root: &Path, args: &[String], envs: &[(String, String)]) -> (Child, String) {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

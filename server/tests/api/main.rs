@@ -4,6 +4,7 @@
 mod accounts;
 mod blobs;
 mod bodies;
+mod bucket;
 mod common;
 mod crash;
 mod crosssite;
@@ -17,8 +18,13 @@ mod openapi;
 mod operator;
 mod quota;
 mod records;
+mod s3;
 mod secrets;
+mod sqlite_only;
 mod streams;
 mod timeouts;
 mod wait;
 mod wire;
+
+/// The SQLite file in the data folder, as without `--database`.
+const BACKEND: common::Backend = common::Backend::Sqlite;

@@ -67,7 +67,7 @@ async fn start_logs_version_data_folder_registration_and_limits() {
              max_batch_bytes=8388608 max_blob_bytes=67108864 max_page_records=1000 \
              max_page_bytes=4194304 quota_bytes=1000000 auth_rate_per_ip=60 \
              auth_rate_per_user=10 auth_rate_per_user_total=100 trust_forwarded_for=false \
-             public_url=none header_timeout_secs=30 body_timeout_secs=60 idle_timeout_secs=60 \
+             public_url=none store=data-folder header_timeout_secs=30 body_timeout_secs=60 idle_timeout_secs=60 \
              request_timeout_secs=30 max_connections=8192 max_connections_per_ip=64 \
              max_header_bytes=65536 max_waiters=4096 max_wait_secs=60",
             srv.data().display()

@@ -69,26 +69,3 @@ async fn one_stream_comes_alone_in_seq_order_across_pages() {
     assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["code"], "invalid_id", "{v}");
 }
-
-#[tokio::test]
-async fn a_stream_is_read_through_its_index() {
-    let srv = TestServer::start(&[]);
-    let a = srv.register("plan").await;
-    a.push(vec![segment(1, 1, 10)]).await;
-    let db = rusqlite::Connection::open(srv.data().join("evi-server.sqlite3")).unwrap();
-    let plan: Vec<String> = db
-        .prepare(
-            "EXPLAIN QUERY PLAN SELECT seq FROM records WHERE user_id = 1 AND stream = 'x'
-             AND seq > 0 ORDER BY seq LIMIT 10",
-        )
-        .unwrap()
-        .query_map([], |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let plan = plan.join("\n");
-    assert!(
-        plan.contains("records_by_stream") && !plan.contains("TEMP B-TREE"),
-        "a full scan or a sort: {plan}"
-    );
-}

@@ -1,3 +1,6 @@
+// Shared by the SQLite and Postgres targets, which each use a part of it.
+#![allow(dead_code)]
+
 //! Fixtures: a throwaway eVi home per device, and the real binaries.
 
 use std::path::{Path, PathBuf};
@@ -209,6 +212,8 @@ pub struct TestServer {
     flags: Vec<String>,
     /// Where its output goes, if anywhere (see [`TestServer::start_logged`]).
     logs: Option<PathBuf>,
+    /// With the Postgres target, its database (dropped after the process).
+    pub db: Option<crate::pg_db::TestDb>,
 }
 
 impl TestServer {
@@ -251,13 +256,21 @@ impl TestServer {
         env: &[(&str, &str)],
         logs: Option<PathBuf>,
     ) -> Self {
-        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", extra, env, logs.as_deref());
+        let db =
+            (crate::BACKEND == crate::pg_db::Backend::Postgres).then(crate::pg_db::TestDb::create);
+        let mut flags: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        if let Some(db) = &db {
+            flags.extend(["--database".to_owned(), db.url.clone()]);
+        }
+        let args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", &args, env, logs.as_deref());
         Self {
             child,
             data,
             url,
-            flags: extra.iter().map(|s| s.to_string()).collect(),
+            flags,
             logs,
+            db,
         }
     }
 }
@@ -334,11 +347,17 @@ impl Device {
 
     /// First device of `user`: key and account.
     pub fn init(&self, server: &TestServer, user: &str, device: &str) {
+        self.init_url(&server.url, user, device);
+    }
+
+    /// [`Device::init`] against the server at `url` (a proxy in front of
+    /// replicas, say).
+    pub fn init_url(&self, url: &str, user: &str, device: &str) {
         let r = self.sync(&[
             "sync",
             "init",
             "--server",
-            &server.url,
+            url,
             "--user",
             user,
             "--device",
@@ -422,26 +441,36 @@ impl TestServer {
 
     /// `GET /api/v1/<path>` with a device's token, as JSON.
     pub fn get_json(&self, token: &str, path: &str) -> serde_json::Value {
-        let resp = reqwest::blocking::Client::new()
-            .get(format!("{}/api/v1/{path}", self.url))
-            .bearer_auth(token)
-            .send()
-            .expect("request to the test server");
-        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
-        resp.json().expect("JSON body")
+        get_json_at(&self.url, token, path)
     }
 
     /// Every record of the account (all pages).
     pub fn records(&self, token: &str) -> Vec<serde_json::Value> {
-        let mut out = Vec::new();
-        let mut after = 0;
-        loop {
-            let page = self.get_json(token, &format!("records?after={after}"));
-            out.extend(page["records"].as_array().unwrap().iter().cloned());
-            after = page["next_after"].as_u64().unwrap();
-            if !page["more"].as_bool().unwrap() {
-                return out;
-            }
+        records_at(&self.url, token)
+    }
+}
+
+/// `GET /api/v1/<path>` of the server at `url` with a device's token, as JSON.
+pub fn get_json_at(url: &str, token: &str, path: &str) -> serde_json::Value {
+    let resp = reqwest::blocking::Client::new()
+        .get(format!("{url}/api/v1/{path}"))
+        .bearer_auth(token)
+        .send()
+        .expect("request to the test server");
+    assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+    resp.json().expect("JSON body")
+}
+
+/// Every record the server at `url` holds for the token's account.
+pub fn records_at(url: &str, token: &str) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = get_json_at(url, token, &format!("records?after={after}"));
+        out.extend(page["records"].as_array().unwrap().iter().cloned());
+        after = page["next_after"].as_u64().unwrap();
+        if !page["more"].as_bool().unwrap() {
+            return out;
         }
     }
 }
@@ -925,8 +954,12 @@ pub fn sha256_hex(b: &[u8]) -> String {
 /// Every entry id of every record the server holds for `token`'s account,
 /// as often as records hold it.
 pub fn stored_entry_ids(server: &TestServer, token: &str) -> Vec<String> {
-    server
-        .records(token)
+    stored_entry_ids_at(&server.url, token)
+}
+
+/// [`stored_entry_ids`] of the server at `url`.
+pub fn stored_entry_ids_at(url: &str, token: &str) -> Vec<String> {
+    records_at(url, token)
         .iter()
         .flat_map(|r| r["entry_ids"].as_array().unwrap().clone())
         .map(|id| id.as_str().unwrap().to_owned())

@@ -14,9 +14,12 @@ mod handoff;
 mod handoff_git;
 mod link;
 mod metadata_audit;
+mod migrate;
 mod one_session;
+mod pg_db;
 mod rewind;
 mod rewind_sync;
+mod s3;
 mod schemathesis;
 mod search;
 mod server_data;
@@ -25,6 +28,7 @@ mod sessions;
 mod sessions_title;
 mod sync;
 mod sync_blobs;
+mod sync_bucket;
 mod sync_conditions;
 mod sync_crash;
 mod sync_disk_full;
@@ -42,3 +46,6 @@ mod watch;
 mod watch_drift;
 mod web;
 mod web_browser;
+
+/// The SQLite file in each server's data folder.
+const BACKEND: pg_db::Backend = pg_db::Backend::Sqlite;

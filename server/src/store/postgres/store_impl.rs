@@ -1,0 +1,108 @@
+//! [`Store`] for [`PgStore`]: each method is in the file of its role.
+
+use super::*;
+
+#[async_trait]
+impl Store for PgStore {
+    async fn create_user(
+        &self,
+        name: &str,
+        password_hash: String,
+        invite_hash: Option<[u8; 32]>,
+        device: NewDevice,
+    ) -> StoreResult<UserId> {
+        accounts::create_user(self, name, password_hash, invite_hash, device).await
+    }
+    async fn credentials(&self, name: &str) -> StoreResult<Option<Credentials>> {
+        accounts::credentials(self, name).await
+    }
+    async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<String> {
+        accounts::add_device(self, user, device).await
+    }
+    async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        accounts::token_owner(self, token_hash).await
+    }
+    async fn touch_device(&self, device_id: &str, now: i64) -> StoreResult<()> {
+        accounts::touch_device(self, device_id, now).await
+    }
+    async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>> {
+        accounts::devices(self, user).await
+    }
+    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<()> {
+        accounts::revoke_device(self, user, device_id).await
+    }
+    async fn change_password(&self, user: UserId, hash: String, keep: &str) -> StoreResult<u64> {
+        accounts::change_password(self, user, hash, keep).await
+    }
+    async fn key_check(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
+        accounts::key_check(self, user).await
+    }
+    async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()> {
+        accounts::set_key_check(self, user, value).await
+    }
+    async fn push(
+        &self,
+        user: UserId,
+        records: Vec<NewRecord>,
+        quota: Option<u64>,
+        per_item: bool,
+    ) -> StoreResult<PushOutcome> {
+        records::push(self, user, records, quota, per_item).await
+    }
+    async fn pull(
+        &self,
+        user: UserId,
+        after: u64,
+        stream: Option<KeyedId>,
+        limit: u32,
+        max_bytes: u64,
+        cost: PageCost,
+    ) -> StoreResult<Page> {
+        records::pull(self, user, after, stream, limit, max_bytes, cost).await
+    }
+    async fn referenced_packs(&self) -> StoreResult<HashSet<(UserId, PackName)>> {
+        records::referenced_packs(self).await
+    }
+    async fn pack_referenced(&self, user: UserId, pack: &PackName) -> StoreResult<bool> {
+        records::pack_referenced(self, user, pack).await
+    }
+    async fn usage(&self, user: UserId) -> StoreResult<Usage> {
+        records::usage(self, user).await
+    }
+    async fn pending_for_device(&self, user: UserId, device: &str, after: u64) -> StoreResult<u64> {
+        records::pending_for_device(self, user, device, after).await
+    }
+    async fn mark_damaged(&self, user: UserId, seqs: Vec<u64>) -> StoreResult<u64> {
+        records::mark_damaged(self, user, seqs).await
+    }
+    async fn known_entries(&self, user: UserId, ids: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
+        records::known_entries(self, user, ids).await
+    }
+    async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
+        blobs::missing_blobs(self, user, names).await
+    }
+    async fn blob_size(&self, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>> {
+        blobs::blob_size(self, user, name).await
+    }
+    async fn add_blob(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+        size: u64,
+        quota: Option<u64>,
+    ) -> StoreResult<bool> {
+        blobs::add_blob(self, user, name, size, quota).await
+    }
+    async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
+        blobs::purge_blobs(self, user, names).await
+    }
+    async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()> {
+        accounts::create_invite(self, code_hash, now).await
+    }
+    async fn totals(&self) -> StoreResult<Totals> {
+        accounts::totals(self).await
+    }
+    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
+        accounts::invite_usable(self, code_hash).await
+    }
+}

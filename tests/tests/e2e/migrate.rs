@@ -1,0 +1,335 @@
+//! `evi-server migrate` (issue 22): an embedded server with two devices'
+//! history moved, while it and its devices are stopped, into a real
+//! Postgres and a real S3-compatible bucket (s3s-fs); a new server on them,
+//! at the old address, then takes the devices' pushes and pulls with the
+//! tokens and cursors they had: no new login, no full pull. A move killed
+//! half-way goes on when run again.
+//!
+//! Needs `EVI_TEST_POSTGRES_URL` (a database where this test may create
+//! and drop its own), `psql`, and `EVI_TEST_S3_SERVER` (the s3s-fs binary);
+//! `.ci/run` provides all three. Outside CI a missing one skips the test
+//! with a line saying so.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::common::{Device, TestServer, bin, spawn_server, today, tool_present};
+
+/// A database of its own on the test Postgres, dropped at the end.
+struct Database {
+    admin: String,
+    name: String,
+}
+
+impl Database {
+    fn create() -> Option<Self> {
+        let Some(admin) = std::env::var("EVI_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "EVI_TEST_POSTGRES_URL must be set in CI (.ci/run sets it)"
+            );
+            eprintln!("skipped: EVI_TEST_POSTGRES_URL is not set");
+            return None;
+        };
+        if !tool_present("psql", "--version", "apt-get install postgresql-client") {
+            return None;
+        }
+        let name = format!(
+            "evi_migrate_{}",
+            ulid::Ulid::new().to_string().to_lowercase()
+        );
+        psql(&admin, &format!("CREATE DATABASE {name}"));
+        Some(Self { admin, name })
+    }
+
+    fn url(&self) -> String {
+        let base = self
+            .admin
+            .rsplit_once('/')
+            .expect("a database in the URL")
+            .0;
+        format!("{base}/{}", self.name)
+    }
+
+    fn query(&self, sql: &str) -> String {
+        psql(&self.url(), sql)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args(["-q", "-X", &self.admin, "-c"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .output();
+    }
+}
+
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args(["-q", "-X", "-A", "-t", url, "-c", sql])
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// s3s-fs on a free loopback port with one empty bucket, killed at the end.
+struct Bucket {
+    child: std::process::Child,
+    port: u16,
+    root: tempfile::TempDir,
+}
+
+const ACCESS_KEY: &str = "evi-migrate-key";
+const SECRET_KEY: &str = "evi-migrate-secret-4hQ9zT";
+
+impl Bucket {
+    fn start() -> Option<Self> {
+        let Some(server) = std::env::var_os("EVI_TEST_S3_SERVER")
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+        else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "EVI_TEST_S3_SERVER must name the s3s-fs binary in CI (.ci/run installs it)"
+            );
+            eprintln!("skipped: EVI_TEST_S3_SERVER does not name an s3s-fs binary");
+            return None;
+        };
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("moved")).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(server)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+            .arg(root.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start s3s-fs");
+        let start = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed().as_secs() < 20, "s3s-fs did not start");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Some(Self { child, port, root })
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_owned()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+            (
+                "AWS_ENDPOINT_URL",
+                format!("http://127.0.0.1:{}", self.port),
+            ),
+            ("AWS_ALLOW_HTTP", "true".to_owned()),
+        ]
+    }
+
+    /// Every object's bytes, by path under the bucket.
+    fn objects(&self) -> Vec<(String, Vec<u8>)> {
+        crate::common::tree(&self.root.path().join("moved"))
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect()
+    }
+}
+
+impl Drop for Bucket {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn migrate(
+    data: &Path,
+    db: &Database,
+    bucket: &Bucket,
+    fault: Option<&str>,
+) -> std::process::Output {
+    let mut c = Command::new(bin("evi-server"));
+    c.arg("--data")
+        .arg(data)
+        .args([
+            "migrate",
+            "--to-database",
+            &db.url(),
+            "--to-store",
+            "s3://moved/evi",
+        ])
+        .envs(bucket.env());
+    if let Some(f) = fault {
+        c.env("EVI_SERVER_FAULT", f);
+    }
+    c.output().expect("run evi-server migrate")
+}
+
+/// The new server, killed at the end.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn get_json(url: &str, token: &str, path: &str) -> serde_json::Value {
+    reqwest::blocking::Client::new()
+        .get(format!("{url}/api/v1/{path}"))
+        .bearer_auth(token)
+        .send()
+        .and_then(|r| r.error_for_status())
+        .and_then(|r| r.json())
+        .expect("GET from the new server")
+}
+
+fn line(text: &str, n: usize) -> String {
+    format!(
+        "{{\"role\":\"user\",\"content\":\"{text} {n}\",\"ts\":\"{}T10:00:{n:02}Z\"}}\n",
+        today()
+    )
+}
+
+fn file(session: &str) -> String {
+    format!("transcripts/{}/{session}.jsonl", today())
+}
+
+#[test]
+fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_pull() {
+    let (Some(db), Some(bucket)) = (Database::create(), Bucket::start()) else {
+        return;
+    };
+    let mut old = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&old, "pat", "laptop");
+    b.join_copying_key(&a, &old.url, "pat", "desktop");
+    for n in 0..20 {
+        a.append(
+            &file("01JMOVEAAAAAAAAAAAAAAAAAAA"),
+            line("before the move", n).as_bytes(),
+        );
+    }
+    a.add_checkpoints(&today(), 6, 300_000, 7);
+    a.sync_ok(&["push"]);
+    b.append(
+        &file("01JMOVEBBBBBBBBBBBBBBBBBBB"),
+        line("from the desktop", 0).as_bytes(),
+    );
+    b.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    a.sync_ok(&["pull"]);
+    let tokens = (a.token(), b.token());
+    let cursor_before = b.state()["cursor"].clone();
+    let old_status = old.get_json(&tokens.0, "status");
+    old.kill();
+    let addr = old.addr().to_owned();
+
+    // Killed after the bodies, blobs, accounts and devices went over.
+    let run = migrate(old.data.path(), &db, &bucket, Some("crash-mid-migrate"));
+    assert!(!run.status.success(), "the fault did not stop the move");
+    assert_eq!(db.query("SELECT count(*) FROM devices"), "2");
+    assert_eq!(db.query("SELECT count(*) FROM records"), "0");
+    let packs_after_crash = bucket.objects().len();
+    assert!(
+        packs_after_crash > 0,
+        "nothing went to the bucket before the crash"
+    );
+
+    // Run again: it goes on, and checks everything.
+    let run = migrate(old.data.path(), &db, &bucket, None);
+    let out = String::from_utf8_lossy(&run.stdout);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "migrate: {out}{err}");
+    assert!(out.contains("verified:"), "{out}");
+    // What the first run stored is not sent again.
+    assert!(
+        out.contains(&format!(
+            "copied 0 packs (0 bytes) and 0 blobs (0 bytes), {} packs and 6 blobs were there already",
+            packs_after_crash - 6
+        )),
+        "{out}"
+    );
+    assert!(
+        err.contains("devices: 2 rows, 0 new in the target"),
+        "{err}"
+    );
+    // Ciphertext only in the bucket: no session id or line text.
+    for (path, bytes) in bucket.objects() {
+        for needle in [
+            "01JMOVEAAAAAAAAAAAAAAAAAAA",
+            "before the move",
+            "from the desktop",
+        ] {
+            assert!(
+                !path.contains(needle) && memchr::memmem::find(&bytes, needle.as_bytes()).is_none(),
+                "{needle} in {path}"
+            );
+        }
+    }
+
+    // The new server: Postgres and the bucket, at the old address, with an
+    // empty data folder.
+    let fresh = tempfile::tempdir().unwrap();
+    let env = bucket.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let url = db.url();
+    let (child, new_url) = spawn_server(
+        fresh.path(),
+        &addr,
+        &["--database", &url, "--store", "s3://moved/evi"],
+        &env,
+        None,
+    );
+    let _new = Killed(child);
+    assert_eq!(new_url, old.url);
+    let status = get_json(&new_url, &tokens.0, "status");
+    for k in ["newest_seq", "records", "entries", "blobs"] {
+        assert_eq!(status[k], old_status[k], "{k} after the move");
+    }
+
+    // Both devices go on with their tokens; the desktop's pull brings only
+    // what is new.
+    a.append(
+        &file("01JMOVEAAAAAAAAAAAAAAAAAAA"),
+        line("after the move", 30).as_bytes(),
+    );
+    let pushed = a.sync_ok(&["push"]);
+    assert!(pushed.contains("1 new records"), "{pushed}");
+    let pulled = b.sync_ok(&["pull"]);
+    assert!(pulled.contains("pulled 1 entries"), "{pulled}");
+    assert_eq!(a.token(), tokens.0);
+    assert_eq!(b.token(), tokens.1);
+    assert!(b.state()["cursor"].as_u64() > cursor_before.as_u64());
+    let want = std::fs::read(a.home().join(file("01JMOVEAAAAAAAAAAAAAAAAAAA"))).unwrap();
+    let got = std::fs::read(b.home().join(file("01JMOVEAAAAAAAAAAAAAAAAAAA"))).unwrap();
+    assert_eq!(got, want);
+    // A new device gets the whole history, blobs too, from the new server.
+    let c = Device::new();
+    c.join_copying_key(&a, &new_url, "pat", "third");
+    c.sync_ok(&["pull"]);
+    crate::common::assert_converged(&a, &c, "a fresh device on the moved server");
+    assert_eq!(
+        c.tree("checkpoints/blobs").len(),
+        6,
+        "the blobs came from the bucket"
+    );
+}
