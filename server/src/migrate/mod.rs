@@ -175,7 +175,7 @@ fn referenced_packs(
     let mut out = Vec::new();
     for row in rows {
         let (user, pack) = row?;
-        let pack = pack.parse().map_err(crate::bodies::BodyError::from)?;
+        let pack: PackName = pack.parse()?;
         out.push((user, pack));
     }
     Ok(out)

@@ -199,7 +199,7 @@ async fn check_records(ends: &Ends, c: &mut Checked) -> Result<(), MigrateError>
         c.records += 1;
         let body = match (&ours.pack, ours.offset, ours.len, ours.inline.clone()) {
             (Some(name), Some(off), Some(len), _) => {
-                let name: PackName = name.parse().map_err(crate::bodies::BodyError::from)?;
+                let name: PackName = name.parse()?;
                 let fresh =
                     !matches!(&pack, Some((u, n, _, _)) if *u == user && n == name.as_str());
                 if fresh {

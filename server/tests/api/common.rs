@@ -33,6 +33,9 @@ pub struct TestServer {
     envs: Vec<(String, String)>,
     /// With [`Backend::Postgres`], the database of its own (dropped last).
     pub db: Option<TestDb>,
+    /// With [`Backend::Postgres`], the bucket its bodies and blobs go to
+    /// (a real S3-compatible server, see [`crate::s3`]).
+    pub s3: Option<crate::s3::S3Server>,
 }
 
 /// The Postgres server the Postgres targets use. Unset outside CI: the
@@ -184,9 +187,22 @@ impl TestServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let mut envs = envs;
         let db = (crate::BACKEND == Backend::Postgres).then(TestDb::create);
         if let Some(db) = &db {
             all.extend(["--database".to_owned(), db.url.clone()]);
+        }
+        // The second backend is Postgres and object storage together; a
+        // test that names its own store keeps it.
+        let s3 = (db.is_some() && !args.contains(&"--store"))
+            .then(crate::s3::S3Server::start)
+            .flatten();
+        if let Some(s3) = &s3 {
+            all.extend([
+                "--store".to_owned(),
+                format!("s3://{}/server", crate::s3::BUCKET),
+            ]);
+            envs.extend(s3.envs().into_iter().map(|(k, v)| (k.to_owned(), v)));
         }
         let (child, addr) = spawn(root.path(), &all, &envs);
         Self {
@@ -196,6 +212,7 @@ impl TestServer {
             args: all,
             envs,
             db,
+            s3,
         }
     }
 
@@ -291,9 +308,24 @@ impl TestServer {
 
     /// The body pack files in the data folder.
     pub fn packs(&self) -> Vec<PathBuf> {
-        let mut p = files_under(&self.data().join("bodies"));
+        let mut p = files_under(&self.store_dir().join("bodies"));
         p.sort();
         p
+    }
+
+    /// Where the bodies (`bodies/`) and blobs (`blobs/`) of this server are
+    /// as files: the data folder, or, on a bucket, the folder the S3 test
+    /// server keeps that bucket's objects in (one file per object).
+    pub fn store_dir(&self) -> PathBuf {
+        match &self.s3 {
+            Some(s3) => s3.root.path().join(crate::s3::BUCKET).join("server"),
+            None => self.data(),
+        }
+    }
+
+    /// [`Self::store_dir`]'s `blobs/`.
+    pub fn blobs_dir(&self) -> PathBuf {
+        self.store_dir().join("blobs")
     }
 
     /// The same client, pointed at this server's current address.

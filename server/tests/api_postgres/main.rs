@@ -27,6 +27,11 @@ mod openapi;
 mod quota;
 #[path = "../api/records.rs"]
 mod records;
+// The bucket behind every server here; its inspection helpers are for
+// the SQLite target's bucket tests.
+#[allow(dead_code)]
+#[path = "../api/s3.rs"]
+mod s3;
 #[path = "../api/streams.rs"]
 mod streams;
 #[path = "../api/timeouts.rs"]

@@ -214,6 +214,9 @@ pub struct TestServer {
     logs: Option<PathBuf>,
     /// With the Postgres target, its database (dropped after the process).
     pub db: Option<crate::pg_db::TestDb>,
+    /// With the Postgres target, the bucket its bodies and blobs go to, and
+    /// the variables that reach it (kept across restarts).
+    pub s3: Option<(crate::s3::S3Server, Vec<(&'static str, String)>)>,
 }
 
 impl TestServer {
@@ -262,8 +265,23 @@ impl TestServer {
         if let Some(db) = &db {
             flags.extend(["--database".to_owned(), db.url.clone()]);
         }
+        // The second backend is Postgres and object storage together.
+        let s3 = db
+            .as_ref()
+            .and_then(|_| crate::s3::S3Server::start())
+            .map(|s3| {
+                let (store, vars) = s3.server_args("server");
+                flags.extend(["--store".to_owned(), store]);
+                (s3, vars)
+            });
+        let mut all_env: Vec<(&str, &str)> = s3
+            .iter()
+            .flat_map(|(_, vars)| vars.iter().map(|(k, v)| (*k, v.as_str())))
+            .collect();
+        all_env.extend_from_slice(env);
         let args: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let (child, url) = spawn_server(data.path(), "127.0.0.1:0", &args, env, logs.as_deref());
+        let (child, url) =
+            spawn_server(data.path(), "127.0.0.1:0", &args, &all_env, logs.as_deref());
         Self {
             child,
             data,
@@ -271,6 +289,7 @@ impl TestServer {
             flags,
             logs,
             db,
+            s3,
         }
     }
 }
@@ -354,14 +373,7 @@ impl Device {
     /// replicas, say).
     pub fn init_url(&self, url: &str, user: &str, device: &str) {
         let r = self.sync(&[
-            "sync",
-            "init",
-            "--server",
-            url,
-            "--user",
-            user,
-            "--device",
-            device,
+            "sync", "init", "--server", url, "--user", user, "--device", device,
         ]);
         assert_eq!(r.code, 0, "sync init: {}", r.stderr);
     }
@@ -434,7 +446,19 @@ impl TestServer {
             }
         }
         let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        let (child, url) = spawn_server(self.data.path(), &addr, &flags, env, self.logs.as_deref());
+        let mut all_env: Vec<(&str, &str)> = self
+            .s3
+            .iter()
+            .flat_map(|(_, vars)| vars.iter().map(|(k, v)| (*k, v.as_str())))
+            .collect();
+        all_env.extend_from_slice(env);
+        let (child, url) = spawn_server(
+            self.data.path(),
+            &addr,
+            &flags,
+            &all_env,
+            self.logs.as_deref(),
+        );
         assert_eq!(url, self.url);
         self.child = child;
     }

@@ -228,3 +228,41 @@ fn the_scale_out_compose_file_resolves_only_with_its_secrets() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every `EVI_SERVER_*` variable the deploy files set is one the server
+/// reads (`evi-server --help` lists each flag's variable): a renamed flag
+/// would otherwise leave a deployment silently on a default (SQLite in a
+/// container's scratch folder, say, instead of Postgres).
+#[test]
+fn the_deploy_files_set_only_variables_the_server_reads() {
+    let help = Command::new(bin("evi-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let files = [
+        "compose.yaml",
+        "scale/compose.yaml",
+        "k8s/evi-server.yaml",
+        "evi-server.service",
+        "Dockerfile",
+    ];
+    let mut seen = 0;
+    for file in files {
+        let text = deploy_file(file);
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("EVI_SERVER_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            seen += 1;
+            assert!(
+                help.contains(&format!("[env: {name}=")),
+                "{file} sets {name}, which `evi-server --help` does not list"
+            );
+        }
+    }
+    assert!(seen > 10, "found only {seen} variables in the deploy files");
+}

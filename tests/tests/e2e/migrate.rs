@@ -10,10 +10,11 @@
 //! `.ci/run` provides all three. Outside CI a missing one skips the test
 //! with a line saying so.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use crate::common::{Device, TestServer, bin, spawn_server, today, tool_present};
+use crate::s3::S3Server;
 
 /// A database of its own on the test Postgres, dropped at the end.
 struct Database {
@@ -84,98 +85,26 @@ fn psql(url: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// s3s-fs on a free loopback port with one empty bucket, killed at the end.
-struct Bucket {
-    child: std::process::Child,
-    port: u16,
-    root: tempfile::TempDir,
-}
-
-const ACCESS_KEY: &str = "evi-migrate-key";
-const SECRET_KEY: &str = "evi-migrate-secret-4hQ9zT";
-
-impl Bucket {
-    fn start() -> Option<Self> {
-        let Some(server) = std::env::var_os("EVI_TEST_S3_SERVER")
-            .map(PathBuf::from)
-            .filter(|p| p.is_file())
-        else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "EVI_TEST_S3_SERVER must name the s3s-fs binary in CI (.ci/run installs it)"
-            );
-            eprintln!("skipped: EVI_TEST_S3_SERVER does not name an s3s-fs binary");
-            return None;
-        };
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("moved")).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(server)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-            .arg(root.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start s3s-fs");
-        let start = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed().as_secs() < 20, "s3s-fs did not start");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Some(Self { child, port, root })
-    }
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_owned()),
-            ("AWS_REGION", "us-east-1".to_owned()),
-            (
-                "AWS_ENDPOINT_URL",
-                format!("http://127.0.0.1:{}", self.port),
-            ),
-            ("AWS_ALLOW_HTTP", "true".to_owned()),
-        ]
-    }
-
-    /// Every object's bytes, by path under the bucket.
-    fn objects(&self) -> Vec<(String, Vec<u8>)> {
-        crate::common::tree(&self.root.path().join("moved"))
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .collect()
-    }
-}
-
-impl Drop for Bucket {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Every object's bytes in the test bucket, by path.
+fn objects(bucket: &S3Server) -> Vec<(String, Vec<u8>)> {
+    crate::common::tree(&bucket.root.path().join(crate::s3::BUCKET))
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
 }
 
 fn migrate(
     data: &Path,
     db: &Database,
-    bucket: &Bucket,
+    bucket: &S3Server,
     fault: Option<&str>,
 ) -> std::process::Output {
+    let (store, env) = bucket.server_args("moved");
     let mut c = Command::new(bin("evi-server"));
     c.arg("--data")
         .arg(data)
-        .args([
-            "migrate",
-            "--to-database",
-            &db.url(),
-            "--to-store",
-            "s3://moved/evi",
-        ])
-        .envs(bucket.env());
+        .args(["migrate", "--to-database", &db.url(), "--to-store", &store])
+        .envs(env);
     if let Some(f) = fault {
         c.env("EVI_SERVER_FAULT", f);
     }
@@ -215,7 +144,7 @@ fn file(session: &str) -> String {
 
 #[test]
 fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_pull() {
-    let (Some(db), Some(bucket)) = (Database::create(), Bucket::start()) else {
+    let (Some(db), Some(bucket)) = (Database::create(), S3Server::start()) else {
         return;
     };
     let mut old = TestServer::start();
@@ -248,7 +177,7 @@ fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_p
     assert!(!run.status.success(), "the fault did not stop the move");
     assert_eq!(db.query("SELECT count(*) FROM devices"), "2");
     assert_eq!(db.query("SELECT count(*) FROM records"), "0");
-    let packs_after_crash = bucket.objects().len();
+    let packs_after_crash = objects(&bucket).len();
     assert!(
         packs_after_crash > 0,
         "nothing went to the bucket before the crash"
@@ -273,7 +202,7 @@ fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_p
         "{err}"
     );
     // Ciphertext only in the bucket: no session id or line text.
-    for (path, bytes) in bucket.objects() {
+    for (path, bytes) in objects(&bucket) {
         for needle in [
             "01JMOVEAAAAAAAAAAAAAAAAAAA",
             "before the move",
@@ -289,13 +218,13 @@ fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_p
     // The new server: Postgres and the bucket, at the old address, with an
     // empty data folder.
     let fresh = tempfile::tempdir().unwrap();
-    let env = bucket.env();
+    let (store, env) = bucket.server_args("moved");
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let url = db.url();
     let (child, new_url) = spawn_server(
         fresh.path(),
         &addr,
-        &["--database", &url, "--store", "s3://moved/evi"],
+        &["--database", &url, "--store", &store],
         &env,
         None,
     );

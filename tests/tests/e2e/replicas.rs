@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{Device, Rng, assert_converged, held, spawn_server, stored_entry_ids_at, today};
+use crate::common::{
+    Device, Rng, assert_converged, held, spawn_server, stored_entry_ids_at, today,
+};
 use crate::pg_db::TestDb;
 use crate::s3::S3Server;
 
@@ -272,7 +274,14 @@ fn six_devices_through_two_replicas_converge_and_every_watcher_sees_every_line()
         .iter()
         .map(|d| {
             d.sync_cmd()
-                .args(["sync", "watch", "--scan-secs", "600", "--backoff-max-secs", "1"])
+                .args([
+                    "sync",
+                    "watch",
+                    "--scan-secs",
+                    "600",
+                    "--backoff-max-secs",
+                    "1",
+                ])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn()
@@ -360,7 +369,16 @@ fn a_replica_killed_during_a_push_and_a_pull_loses_and_doubles_nothing() {
     let (a, b) = (Device::new(), Device::new());
     a.init_url(&r.url(), "pat", "laptop");
     b.join_copying_key(&a, &r.url(), "pat", "desktop");
-    a.generate(&["--sessions", "60", "--total-mb", "12", "--big-mb", "3", "--seed", "9"]);
+    a.generate(&[
+        "--sessions",
+        "60",
+        "--total-mb",
+        "12",
+        "--big-mb",
+        "3",
+        "--seed",
+        "9",
+    ]);
     // Killed while the push is under way; it is started again after, as an
     // operator's orchestrator does.
     let push = a.sync_cmd().args(["sync", "push"]).spawn().unwrap();
@@ -415,7 +433,14 @@ fn replicas_answer_503_while_postgres_is_gone_and_recover_by_themselves() {
     // must wake it: its listener subscribed again.
     let mut w = b
         .sync_cmd()
-        .args(["sync", "watch", "--scan-secs", "600", "--backoff-max-secs", "1"])
+        .args([
+            "sync",
+            "watch",
+            "--scan-secs",
+            "600",
+            "--backoff-max-secs",
+            "1",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
