@@ -111,7 +111,9 @@ rss_of() {
 }
 
 # Limits raised for one address standing for thousands of devices.
-server_flags=(--registration open --auth-rate-per-ip 1000000 --auth-rate-per-user-total 1000000
+# --trust-forwarded-for: as behind the operator's proxy, so the per-address
+# connection bound (half the total) is off for the one address here.
+server_flags=(--registration open --trust-forwarded-for --auth-rate-per-ip 1000000 --auth-rate-per-user-total 1000000
   --max-connections 19000 --max-connections-per-ip 19000 --max-waiters 18000
   --max-waiters-per-user 64 --wait-rate-per-device 100000)
 
@@ -231,7 +233,13 @@ for config in $configs; do
 
   if [[ $config != pg1 ]]; then
     rss0=$(rss_of "${srv_pids[@]}")
-    per=$(((waits + accounts - 1) / accounts))
+    # Each parked wait holds a descriptor, and a server fits its bounds to
+    # its descriptor limit (two per connection): one process holds fewer
+    # waits than two replicas.
+    cfg_waits=$waits
+    max_one=$(((($(ulimit -Hn) - 128) / 2) * 7 / 8 - 400))
+    if ((${#srv_pids[@]} == 1 && cfg_waits > max_one)); then cfg_waits=$max_one; fi
+    per=$((cfg_waits / accounts))
     "$load" waits --servers "$replica_urls" --accounts "$accounts" --waits "$per" \
       > "$work/$config/waits.json" 2> "$work/$config/waits.err" &
     lp=$!
@@ -243,6 +251,7 @@ for config in $configs; do
     wait "$lp"
     res[$config.waits]=$(cat "$work/$config/waits.json")
     res[$config.wait_kib]=$(awk "BEGIN{printf \"%.1f\", ($rss1 - $rss0) / ($per * $accounts)}")
+    res[$config.wait_n]=$((per * accounts))
     echo "$config: ${res[$config.waits]}, ${res[$config.wait_kib]} KiB per wait" >&2
   fi
   stop_all
@@ -265,7 +274,7 @@ table=$(
     printf '| %s | %s | %s | %s / %s | %s | %s / %s | %s | %s | %s |\n' "$name" \
       "${res[$config.push]}" "${res[$config.pull]}" "${res[$config.push_srv]}" "${res[$config.pull_srv]}" \
       "$(field "$s" syncs_per_sec)" "$(field "$s" p50_ms)" "$(field "$s" p99_ms)" "${res[$config.cpu_per_sync]}" \
-      "$([[ -n $w ]] && echo "$(field "$w" wake_p50_ms) / $(field "$w" wake_p99_ms)" || echo -)" \
+      "$([[ -n $w ]] && echo "$(field "$w" wake_p50_ms) / $(field "$w" wake_p99_ms) (${res[$config.wait_n]} waits)" || echo -)" \
       "${res[$config.wait_kib]:--}"
   done
 )

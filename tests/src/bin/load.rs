@@ -428,8 +428,10 @@ async fn waits(a: Args) -> Result<serde_json::Value, String> {
         parked.push(mine);
     }
     tokio::time::sleep(a.settle).await;
-    if let Some(early) = parked.iter().flatten().position(|h| h.is_finished()) {
-        return Err(format!("wait {early} answered before any push"));
+    if let Some(early) = parked.iter_mut().flatten().position(|h| h.is_finished()) {
+        let h = parked.iter_mut().flatten().nth(early).expect("found above");
+        let (r, _) = h.await.map_err(|e| e.to_string())?;
+        return Err(format!("wait {early} answered before any push: {r:?}"));
     }
     eprintln!("parked {total}");
     tokio::time::sleep(a.settle).await;
