@@ -258,8 +258,11 @@ fn the_deploy_files_set_only_variables_the_server_reads() {
                 .collect();
             rest = &rest[at + name.len()..];
             seen += 1;
+            // `[env: NAME=]`, or `[env: NAME]` for a flag whose value is
+            // a secret (`hide_env_values`).
             assert!(
-                help.contains(&format!("[env: {name}=")),
+                help.contains(&format!("[env: {name}="))
+                    || help.contains(&format!("[env: {name}]")),
                 "{file} sets {name}, which `evi-server --help` does not list"
             );
         }
