@@ -43,6 +43,13 @@ const RANKED: i64 = 10_000;
 /// limit can still be ordered by time.
 const TIE_ROOM: i64 = 20;
 
+/// How many of the newest lines holding all of a phrase's words are ranked
+/// and checked for the phrase: fewer than [`RANKED`], as each costs bm25 of
+/// every word and a position check (10,000 gave `"cargo test"` a p99 of
+/// 65 ms as a whole search on a quiet machine; bench/RESULTS.md). Fewer
+/// phrase hits than asked among them falls back to the whole search.
+const PHRASE_RANKED: i64 = 3_000;
+
 /// Unfiltered, with a phrase: the newest matches of the phrase's words
 /// (all of them, anywhere) are ranked by bm25 of those words, and kept if
 /// they hold the phrase, checked by FTS5 on their rowid range only. Ranking
@@ -79,7 +86,7 @@ impl SearchIndex {
                     query.to_match(),
                     filter.role,
                     filter.limit as i64,
-                    RANKED,
+                    PHRASE_RANKED,
                     TIE_ROOM
                 ],
             )?;
