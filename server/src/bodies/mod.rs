@@ -107,6 +107,37 @@ pub enum BodyError {
 /// The bytes of one body, in chunks; ends with an error rather than early.
 pub type BodyStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
 
+/// `chunks` as a [`BodyStream`] of exactly `want` bytes: a source that ends
+/// before them (a file that shrank, a connection cut mid-body) fails the
+/// stream instead of ending a body early. Every backend's `open` ends so.
+pub(crate) fn exactly(
+    chunks: impl Stream<Item = std::io::Result<Bytes>> + Send + 'static,
+    want: u64,
+) -> BodyStream {
+    use futures_util::StreamExt as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let seen = Arc::new(AtomicU64::new(0));
+    let counted = seen.clone();
+    let chunks = chunks.map(move |c| {
+        if let Ok(c) = &c {
+            counted.fetch_add(c.len() as u64, Ordering::Relaxed);
+        }
+        c
+    });
+    let check = futures_util::stream::once(async move {
+        let n = seen.load(Ordering::Relaxed);
+        (n < want).then(|| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("pack ended after {n} of {want} bytes"),
+            ))
+        })
+    })
+    .filter_map(std::future::ready);
+    Box::pin(chunks.chain(check))
+}
+
 #[async_trait]
 pub trait BodyStore: Send + Sync + 'static {
     /// Stores `bodies` for `user` together (one pack, one durable write) and

@@ -8,12 +8,10 @@
 //! range GETs. Nothing is written to the local disk on the way.
 
 use std::ops::Range;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use axum::body::Bytes;
-use futures_util::{StreamExt as _, TryStreamExt as _};
+use futures_util::TryStreamExt as _;
 use object_store::path::Path as ObjPath;
 use object_store::{GetOptions, GetRange, ObjectStoreExt as _, PutPayload, WriteMultipart};
 
@@ -144,26 +142,9 @@ impl BodyStore for ObjectPacks {
         if got.range.end - got.range.start < want {
             return Err(short());
         }
-        let seen = Arc::new(AtomicU64::new(0));
-        let counted = seen.clone();
-        let chunks = got.into_stream().map(move |c| {
-            c.inspect(|c| {
-                counted.fetch_add(c.len() as u64, Ordering::Relaxed);
-            })
-            .map_err(std::io::Error::other)
-        });
-        // A connection cut mid-body must fail the stream, never end it early.
-        let check = futures_util::stream::once(async move {
-            let n = seen.load(Ordering::Relaxed);
-            (n < want).then(|| {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("pack object ended after {n} of {want} bytes"),
-                ))
-            })
-        })
-        .filter_map(std::future::ready);
-        Ok(Box::pin(chunks.chain(check)))
+        // A connection cut mid-body fails the stream, never ends it early.
+        let chunks = got.into_stream().map_err(std::io::Error::other);
+        Ok(super::exactly(chunks, want))
     }
 
     /// One `get_ranges` per run of refs in the same pack, which the store

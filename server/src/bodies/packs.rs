@@ -9,12 +9,9 @@
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use axum::body::Bytes;
-use futures_util::StreamExt as _;
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
 use super::{BodyError, BodyRef, BodyStore, BodyStream, PackName};
@@ -140,28 +137,10 @@ impl BodyStore for PackDir {
         }
         file.seek(std::io::SeekFrom::Start(r.offset)).await?;
         let want = r.len;
-        let got = Arc::new(AtomicU64::new(0));
-        let counted = got.clone();
-        let chunks =
-            tokio_util::io::ReaderStream::with_capacity(file.take(want), CHUNK).map(move |c| {
-                if let Ok(c) = &c {
-                    counted.fetch_add(c.len() as u64, Ordering::Relaxed);
-                }
-                c
-            });
         // The file was long enough when opened; if it shrank since (it never
-        // should), fail the stream instead of ending a body early.
-        let check = futures_util::stream::once(async move {
-            let n = got.load(Ordering::Relaxed);
-            (n < want).then(|| {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("pack ended after {n} of {want} bytes"),
-                ))
-            })
-        })
-        .filter_map(std::future::ready);
-        Ok(Box::pin(chunks.chain(check)))
+        // should), the stream fails instead of ending a body early.
+        let chunks = tokio_util::io::ReaderStream::with_capacity(file.take(want), CHUNK);
+        Ok(super::exactly(chunks, want))
     }
 
     /// One blocking task for the lot, each pack opened once, positioned
