@@ -274,7 +274,8 @@ impl TestServer {
     }
 
     /// Kills the process if it still runs (SIGKILL), then starts again on
-    /// the same data folder with these environment variables instead.
+    /// the same data folder with these environment variables instead (and
+    /// those that reach its bucket, if it has one).
     pub fn restart_env(&mut self, envs: &[(&str, &str)]) {
         let _ = self.child.kill();
         self.child.wait().unwrap();
@@ -282,6 +283,10 @@ impl TestServer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        if let Some(s3) = &self.s3 {
+            self.envs
+                .extend(s3.envs().into_iter().map(|(k, v)| (k.to_owned(), v)));
+        }
         let (child, addr) = spawn(self.root.path(), &self.args, &self.envs);
         self.child = child;
         self.addr = addr;
@@ -590,4 +595,97 @@ pub async fn eventually(mut f: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     f()
+}
+
+// ---------------------------------------------------------------------------
+// What a server holds, read behind its back on either backend, so that one
+// test checks the SQLite file and packs or the Postgres rows and bucket.
+
+/// One record row's body pointer: (user id, pack, offset, length).
+pub type BodyRow = (i64, String, i64, i64);
+
+impl TestServer {
+    /// Every record row whose body is in the body store, as the metadata
+    /// store holds it: rusqlite on the SQLite file, SQL on Postgres (both
+    /// schemas name the columns alike).
+    pub fn body_rows(&self) -> Vec<BodyRow> {
+        const SQL: &str = "SELECT user_id, body_pack, body_offset, body_len FROM records \
+                           WHERE body_pack IS NOT NULL ORDER BY user_id, seq";
+        match &self.db {
+            Some(db) => pg_exec(&db.url, SQL)
+                .into_iter()
+                .map(|r| {
+                    let int = |i: usize| r[i].as_deref().unwrap().parse::<i64>().unwrap();
+                    (int(0), r[1].clone().unwrap(), int(2), int(3))
+                })
+                .collect(),
+            None => {
+                let db = rusqlite::Connection::open_with_flags(
+                    self.data().join("evi-server.sqlite3"),
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .unwrap();
+                let mut st = db.prepare(SQL).unwrap();
+                st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+            }
+        }
+    }
+
+    /// Every record row's body is in place: its pack (a file in the data
+    /// folder, or an object in the bucket) exists and holds the bytes the
+    /// row points at. Returns how many rows point into packs.
+    pub fn assert_every_row_has_its_body(&self) -> usize {
+        let rows = self.body_rows();
+        for (user, pack, offset, len) in &rows {
+            let path = self
+                .store_dir()
+                .join("bodies")
+                .join(user.to_string())
+                .join(pack);
+            let size = std::fs::metadata(&path)
+                .unwrap_or_else(|e| panic!("row points at missing pack {}: {e}", path.display()))
+                .len();
+            assert!(size >= (offset + len) as u64, "pack {pack} too short");
+        }
+        rows.len()
+    }
+
+    /// Everything the server keeps, as (where, bytes): each file of its
+    /// data folder; with Postgres, a `pg_dump` of its database; with a
+    /// bucket, each object (a file of the S3 test server's folder).
+    pub fn stored_bytes(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out: Vec<(String, Vec<u8>)> = files_under(&self.data())
+            .into_iter()
+            .map(|f| (f.display().to_string(), std::fs::read(&f).unwrap()))
+            .collect();
+        if let Some(db) = &self.db {
+            let dump = Command::new("pg_dump")
+                .args(["--data-only", "--inserts", &db.url])
+                .output()
+                .expect("run pg_dump (apt-get install postgresql-client)");
+            assert!(
+                dump.status.success(),
+                "pg_dump: {}",
+                String::from_utf8_lossy(&dump.stderr)
+            );
+            out.push((format!("pg_dump of {}", db.name()), dump.stdout));
+        }
+        if let Some(s3) = &self.s3 {
+            for f in files_under(s3.root.path()) {
+                out.push((f.display().to_string(), std::fs::read(&f).unwrap()));
+            }
+        }
+        out
+    }
+
+    /// `--store`'s value as the start-up log shows it.
+    pub fn store_label(&self) -> String {
+        match self.s3 {
+            Some(_) => format!("s3://{}/server", crate::s3::BUCKET),
+            None => "data-folder".to_owned(),
+        }
+    }
 }

@@ -40,12 +40,36 @@ fn run(args: &[&str], data: &Path) -> (String, String, i32) {
     )
 }
 
+/// [`run`] on `srv`'s data folder and, on Postgres, its database (as the
+/// operator passes both to `invite`).
+fn run_on(args: &[&str], srv: &TestServer) -> (String, String, i32) {
+    let mut all = args.to_vec();
+    if let Some(db) = &srv.db {
+        all.extend(["--database", db.url.as_str()]);
+    }
+    run(&all, &srv.data())
+}
+
+/// `server_cmd()` for `invite` on `srv`'s data folder and database.
+fn invite_cmd(srv: &TestServer) -> Command {
+    let mut cmd = server_cmd();
+    cmd.args(["invite", "--data"]).arg(srv.data());
+    if let Some(db) = &srv.db {
+        cmd.args(["--database", &db.url]);
+    }
+    cmd
+}
+
 /// The server's log lines without their timestamps, once it has answered a
-/// request (so everything it logs before serving is written).
+/// request (so everything it logs before serving is written), from its
+/// `starting` line on. On Postgres the two lines before it are checked
+/// here: the migration run and the database used, named without its
+/// password.
 async fn start_lines(srv: &TestServer) -> Vec<String> {
     let (st, _) = srv.anon().get("/healthz").await;
     assert_eq!(st, StatusCode::OK);
-    srv.log()
+    let mut lines: Vec<String> = srv
+        .log()
         .lines()
         .map(|l| {
             l.split_once(' ')
@@ -53,7 +77,21 @@ async fn start_lines(srv: &TestServer) -> Vec<String> {
                 .trim_start()
                 .to_owned()
         })
-        .collect()
+        .collect();
+    if let Some(db) = &srv.db {
+        let before: Vec<String> = lines.drain(..2).collect();
+        assert_eq!(
+            before[0],
+            "INFO evi_server::store::postgres::migrate: applied database migration version=1 \
+             name=\"init\"",
+            "{before:#?}"
+        );
+        let used = before[1]
+            .strip_prefix("INFO evi_server: using Postgres database=")
+            .and_then(|rest| rest.strip_suffix(&format!("/{} pool_size=10", db.name())));
+        assert!(used.is_some_and(|host| !host.contains('@')), "{before:#?}");
+    }
+    lines
 }
 
 #[tokio::test]
@@ -67,10 +105,11 @@ async fn start_logs_version_data_folder_registration_and_limits() {
              max_batch_bytes=8388608 max_blob_bytes=67108864 max_page_records=1000 \
              max_page_bytes=4194304 quota_bytes=1000000 auth_rate_per_ip=60 \
              auth_rate_per_user=10 auth_rate_per_user_total=100 trust_forwarded_for=false \
-             public_url=none store=data-folder header_timeout_secs=30 body_timeout_secs=60 idle_timeout_secs=60 \
+             public_url=none store={} header_timeout_secs=30 body_timeout_secs=60 idle_timeout_secs=60 \
              request_timeout_secs=30 max_connections=8192 max_connections_per_ip=64 \
              max_header_bytes=65536 max_waiters=4096 max_wait_secs=60",
-            srv.data().display()
+            srv.data().display(),
+            srv.store_label()
         ),
         "{lines:#?}"
     );
@@ -97,7 +136,7 @@ async fn open_registration_logs_a_warning() {
 #[tokio::test]
 async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
     let srv = TestServer::start(&["--registration", "invite"]);
-    let (out, err, code) = run(&["invite"], &srv.data());
+    let (out, err, code) = run_on(&["invite"], &srv);
     assert_eq!(code, 0, "{err}");
     let invite = out.strip_suffix('\n').unwrap();
     assert!(
@@ -128,9 +167,7 @@ async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
 #[tokio::test]
 async fn invite_on_an_open_server_says_nobody_needs_the_code() {
     let srv = TestServer::start(&["--registration", "open"]);
-    let out = server_cmd()
-        .args(["invite", "--data"])
-        .arg(srv.data())
+    let out = invite_cmd(&srv)
         .env("EVI_SERVER_REGISTRATION", "open")
         .stdin(Stdio::null())
         .output()
@@ -147,9 +184,7 @@ async fn invite_on_an_open_server_says_nobody_needs_the_code() {
         "{err}"
     );
     // With the mode known to be invite, no note.
-    let out = server_cmd()
-        .args(["invite", "--data"])
-        .arg(srv.data())
+    let out = invite_cmd(&srv)
         .env("EVI_SERVER_REGISTRATION", "invite")
         .output()
         .unwrap();
@@ -190,11 +225,9 @@ async fn invite_refuses_closed_registration() {
                 EVI_SERVER_REGISTRATION=invite)\n";
     // The server's flag in front of the subcommand says the same as the
     // variable the deploy files set (`invite` itself takes no such flag).
-    let (out, err, code) = run(&["--registration", "closed", "invite"], &srv.data());
+    let (out, err, code) = run_on(&["--registration", "closed", "invite"], &srv);
     assert_eq!((out.as_str(), err.as_str(), code), ("", want, 2));
-    let out = server_cmd()
-        .args(["invite", "--data"])
-        .arg(srv.data())
+    let out = invite_cmd(&srv)
         .env("EVI_SERVER_REGISTRATION", "closed")
         .output()
         .unwrap();

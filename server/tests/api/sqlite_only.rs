@@ -1,10 +1,13 @@
 //! Tests that read or rewrite the SQLite file behind the server's back:
 //! only the SQLite target runs them.
 
+use evi_server::store::{blob_cost, record_cost};
 use reqwest::StatusCode;
 use serde_json::json;
+use sha2::Digest as _;
 
-use crate::common::{PASSWORD, TestServer, segment};
+use crate::common::{PASSWORD, TestServer, kid, segment};
+use crate::wire::seg;
 
 /// Device names of the account `user` logs in to with `password`.
 async fn devices_of(srv: &TestServer, user: &str) -> (StatusCode, Vec<String>) {
@@ -102,4 +105,133 @@ async fn a_stream_is_read_through_its_index() {
         plan.contains("records_by_stream") && !plan.contains("TEMP B-TREE"),
         "a full scan or a sort: {plan}"
     );
+}
+
+// A database from before packs, as bodies.rs once held: the SQLite file is
+// what such a server left (a Postgres database was never without packs; a
+// SQLite one is moved there by `evi-server migrate`, tests/tests/e2e/migrate.rs).
+
+const TOKEN: &str = "evi_0000000000000000000000000000000000000000000000000000000000000001";
+
+/// A data folder as the server before packs left it: the first two
+/// migrations, one user with a device (token [`TOKEN`]) and `n` records of
+/// inline ciphertext `[i; 100 + i]`, entry ids as [`segment`] makes them.
+fn old_data_folder(n: u64) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let db = rusqlite::Connection::open(data.join("evi-server.sqlite3")).unwrap();
+    db.execute_batch(include_str!("../../migrations/sqlite/0001_init.sql"))
+        .unwrap();
+    db.execute_batch(include_str!(
+        "../../migrations/sqlite/0002_record_device.sql"
+    ))
+    .unwrap();
+    db.pragma_update(None, "user_version", 2).unwrap();
+    let hash: [u8; 32] = sha2::Sha256::digest(TOKEN.as_bytes()).into();
+    let mut bytes = 0;
+    db.execute(
+        "INSERT INTO users (id, name, password_hash, created_at) VALUES (1, 'old', 'x', 0)",
+        [],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at)
+         VALUES ('dev-old', 1, 'old', ?1, 0, 0)",
+        [&hash[..]],
+    )
+    .unwrap();
+    for i in 1..=n {
+        let s = segment(1, i, 0);
+        let entry = s["entry_ids"][0].as_str().unwrap();
+        let ct = vec![i as u8; 100 + i as usize];
+        bytes += ct.len() as i64;
+        db.execute(
+            "INSERT INTO records (user_id, seq, stream, kind, entry_ids, ciphertext, created_at, device_id)
+             VALUES (1, ?1, ?2, 'entries', ?3, ?4, 0, 'dev-old')",
+            rusqlite::params![i as i64, s["stream"].as_str().unwrap(), entry, ct],
+        )
+        .unwrap();
+        db.execute(
+            "INSERT INTO entries (user_id, entry_id, seq) VALUES (1, ?1, ?2)",
+            rusqlite::params![hex::decode(entry).unwrap(), i as i64],
+        )
+        .unwrap();
+    }
+    // And one blob of 1000 bytes (its row: status only reads the counters).
+    db.execute(
+        "INSERT INTO blobs (user_id, name, size, created_at) VALUES (1, ?1, 1000, 0)",
+        [kid(4, 1)],
+    )
+    .unwrap();
+    bytes += 1000;
+    db.execute(
+        "UPDATE users SET newest_seq = ?1, record_count = ?1, entry_count = ?1, blob_count = 1,
+         bytes_used = ?2",
+        rusqlite::params![n as i64, bytes],
+    )
+    .unwrap();
+    root
+}
+
+#[tokio::test]
+async fn a_database_from_before_packs_still_serves_its_records() {
+    let srv = TestServer::start_in(old_data_folder(5), &[], &[]);
+    let a = srv.anon().with_token(TOKEN);
+    let (st, status) = a.get("/api/v1/status").await;
+    assert_eq!(st, StatusCode::OK, "{status}");
+    assert_eq!(status["records"], 5);
+    // Usage counted again as the quota counts it now: rows and ids too.
+    let bodies: u64 = (1..=5).map(|i| 100 + i).sum();
+    assert_eq!(
+        status["bytes_used"],
+        bodies + 5 * record_cost(0, 1) + blob_cost(1000)
+    );
+
+    // Old records, inline in their rows, on both wires.
+    let (json_all, _) = a.pull_all(None).await;
+    assert_eq!(json_all.len(), 5);
+    let p = a.pull_frames_page(0, None).await;
+    assert_eq!(p.records.len(), 5);
+    for (i, (h, body)) in p.records.iter().enumerate() {
+        let n = i as u64 + 1;
+        assert_eq!(h.seq, n);
+        assert_eq!(h.device.as_deref(), Some("dev-old"));
+        assert_eq!(body, &vec![n as u8; 100 + n as usize]);
+    }
+
+    // Their entry ids are still known: a retry of an old one is dropped, a
+    // new one goes into a pack after them.
+    let v = a.push(vec![segment(1, 3, 10), segment(1, 6, 10)]).await;
+    assert_eq!(
+        (
+            v["stored"].as_u64(),
+            v["dropped"].as_u64(),
+            v["newest_seq"].as_u64()
+        ),
+        (Some(1), Some(1), Some(6))
+    );
+    let mut new = seg(1, 7, 50);
+    new.body = vec![0xee; 50];
+    a.push_frames(&[new]).await;
+    let (all, _) = a.pull_all_frames().await;
+    let seqs: Vec<u64> = all.iter().map(|(h, _)| h.seq).collect();
+    assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
+    assert_eq!(all[5].1, vec![6u8; 10]);
+    assert_eq!(all[6].1, vec![0xee; 50]);
+    assert_eq!(srv.packs().len(), 2);
+    assert_eq!(srv.assert_every_row_has_its_body(), 2);
+    // Old rows keep their ids as hex text; new ones hold the raw MACs, half
+    // the bytes.
+    let db = rusqlite::Connection::open(srv.data().join("evi-server.sqlite3")).unwrap();
+    let forms: Vec<(i64, i64, Option<i64>)> = db
+        .prepare("SELECT seq, length(entry_ids), length(entry_id_bytes) FROM records ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut want: Vec<(i64, i64, Option<i64>)> = (1..=5).map(|i| (i, 64, None)).collect();
+    want.extend([(6, 0, Some(32)), (7, 0, Some(32))]);
+    assert_eq!(forms, want);
 }

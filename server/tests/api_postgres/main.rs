@@ -9,24 +9,34 @@
 mod accounts;
 #[path = "../api/blobs.rs"]
 mod blobs;
+#[path = "../api/bodies.rs"]
+mod bodies;
 #[path = "../api/common.rs"]
 mod common;
+#[path = "../api/crash.rs"]
+mod crash;
 #[path = "../api/crosssite.rs"]
 mod crosssite;
 #[path = "../api/framed.rs"]
 mod framed;
 #[path = "../api/hardening.rs"]
 mod hardening;
+#[path = "../api/hygiene.rs"]
+mod hygiene;
 #[path = "../api/limiter.rs"]
 mod limiter;
 #[path = "../api/meta.rs"]
 mod meta;
 #[path = "../api/openapi.rs"]
 mod openapi;
+#[path = "../api/operator.rs"]
+mod operator;
 #[path = "../api/quota.rs"]
 mod quota;
 #[path = "../api/records.rs"]
 mod records;
+#[path = "../api/secrets.rs"]
+mod secrets;
 // The bucket behind every server here; its inspection helpers are for
 // the SQLite target's bucket tests.
 #[allow(dead_code)]
