@@ -89,6 +89,24 @@ pub fn copy_dir(from: &Path, to: &Path) {
     assert!(ok.success(), "cp -a {} {}", from.display(), to.display());
 }
 
+/// A backup of a server, from [`TestServer::back_up`].
+pub struct Backup {
+    dir: tempfile::TempDir,
+}
+
+/// Runs a tool (`pg_dump`, `psql`) that must succeed; its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (apt-get install postgresql-client)"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Path of a workspace binary (`evi`, `evi-server`).
 pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
@@ -461,6 +479,86 @@ impl TestServer {
         );
         assert_eq!(url, self.url);
         self.child = child;
+    }
+
+    /// Backs up everything the server stores as its operator would, with
+    /// it stopped: the data folder; on Postgres a `pg_dump` of its
+    /// database and a copy of the bucket. Restarts it after.
+    pub fn back_up(&mut self) -> Backup {
+        self.kill();
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(self.data.path(), &dir.path().join("data"));
+        if let Some(db) = &self.db {
+            let dump = dir.path().join("database.sql");
+            run_ok(
+                Command::new("pg_dump")
+                    .args(["--clean", "--if-exists", "--file"])
+                    .arg(&dump)
+                    .arg(&db.url),
+            );
+        }
+        if let Some(bucket) = self.bucket_dir() {
+            copy_dir(&bucket, &dir.path().join("bucket"));
+        }
+        self.restart();
+        Backup { dir }
+    }
+
+    /// Puts `backup` back in place of everything the server stores now
+    /// (stopped meanwhile), then restarts it.
+    pub fn restore(&mut self, backup: &Backup) {
+        self.kill();
+        std::fs::remove_dir_all(self.data.path()).unwrap();
+        copy_dir(&backup.dir.path().join("data"), self.data.path());
+        if let Some(db) = &self.db {
+            run_ok(
+                Command::new("psql")
+                    .args(["--quiet", "-v", "ON_ERROR_STOP=1", "--file"])
+                    .arg(backup.dir.path().join("database.sql"))
+                    .arg(&db.url),
+            );
+        }
+        if let Some(bucket) = self.bucket_dir() {
+            std::fs::remove_dir_all(&bucket).unwrap();
+            copy_dir(&backup.dir.path().join("bucket"), &bucket);
+        }
+        self.restart();
+    }
+
+    /// The folders holding what the server stores as files, each with what
+    /// it is: its data folder, and the bucket's when it has one.
+    pub fn file_roots(&self) -> Vec<(PathBuf, &'static str)> {
+        let mut out = vec![(self.data.path().to_owned(), "data folder")];
+        out.extend(self.bucket_dir().map(|b| (b, "bucket")));
+        out
+    }
+
+    /// The folder the S3 test server keeps this server's bucket in.
+    fn bucket_dir(&self) -> Option<PathBuf> {
+        let (s3, _) = self.s3.as_ref()?;
+        Some(s3.root.path().join(crate::s3::BUCKET))
+    }
+
+    /// Everything the server stores, as files: its data folder
+    /// (`data/…`), on Postgres a dump of its database's rows
+    /// (`database.sql`), and the bucket's objects (`bucket/…`).
+    pub fn stored(&self) -> Tree {
+        let mut out: Tree = tree(self.data.path())
+            .into_iter()
+            .map(|(k, v)| (format!("data/{k}"), v))
+            .collect();
+        if let Some(db) = &self.db {
+            let dump = run_ok(Command::new("pg_dump").args(["--data-only", "--inserts", &db.url]));
+            out.insert("database.sql".to_owned(), Some(dump.into_bytes()));
+        }
+        if let Some(bucket) = self.bucket_dir() {
+            out.extend(
+                tree(&bucket)
+                    .into_iter()
+                    .map(|(k, v)| (format!("bucket/{k}"), v)),
+            );
+        }
+        out
     }
 
     /// `GET /api/v1/<path>` with a device's token, as JSON.

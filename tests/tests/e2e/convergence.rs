@@ -33,14 +33,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use base64::Engine as _;
 
-use crate::common::{Device, Run, bin, derive_id, named};
+use crate::common::{Device, Run, TestServer, derive_id, named};
 
 const DEVICES: usize = 3;
 const SESSIONS: usize = 2;
@@ -105,52 +104,27 @@ impl Rng {
     }
 }
 
-/// The real `evi-server` on a free loopback port, open registration and
-/// auth rate limits out of the way.
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
+/// The real `evi-server` on a free loopback port (with the target's
+/// backend), open registration and auth rate limits out of the way.
+struct Server(TestServer);
 
 impl Server {
     fn start() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = std::fs::File::create(dir.path().join("server.log")).expect("server log");
-        let child = Command::new(bin("evi-server"))
-            .args(["--listen", "127.0.0.1:0", "--data"])
-            .arg(dir.path().join("data"))
-            .args(["--registration", "open"])
-            .args(["--auth-rate-per-user", "100000"])
-            .args(["--auth-rate-per-ip", "100000"])
-            .args(["--max-batch-bytes", &MAX_BATCH_BYTES.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start evi-server");
-        let mut server = Self {
-            child,
-            url: String::new(),
-            _dir: dir,
-        };
-        let mut out = BufReader::new(server.child.stdout.take().expect("piped stdout"));
-        let mut first = String::new();
-        out.read_line(&mut first).expect("read evi-server stdout");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("evi-server did not say where it listens: {first:?}"));
-        server.url = format!("http://{addr}");
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        server
+        Self(TestServer::start_with(&[
+            "--auth-rate-per-user",
+            "100000",
+            "--auth-rate-per-ip",
+            "100000",
+            "--max-batch-bytes",
+            &MAX_BATCH_BYTES.to_string(),
+        ]))
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Server {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
     }
 }
 

@@ -242,16 +242,16 @@ fn drift_pull_never_glues_into_a_writer_that_never_pauses() {
     }
 }
 
-/// Flips one bit in the middle of record `seq`'s body, in its pack file on
-/// the server's disk, as a failing disk would.
+/// Flips one bit in the middle of record `seq`'s body, in its pack (a file
+/// on the server's disk, or the bucket's object), as a failing disk would.
 fn damage_body(server: &TestServer, seq: u64) {
-    let data = server.data.path();
-    let row = crate::server_data::rows(data)
+    let at = server.stores();
+    let row = crate::server_data::rows(&at)
         .into_iter()
         .find(|r| r.seq as u64 == seq)
         .expect("the record's row");
     let (pack, offset, len) = row.body.expect("a body in a pack");
-    let path = data.join("bodies").join(row.user.to_string()).join(pack);
+    let path = crate::server_data::pack_path(&at, row.user, &pack);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[(offset + len / 2) as usize] ^= 0x01;
     std::fs::write(&path, bytes).unwrap();

@@ -769,15 +769,16 @@ fn the_server_keeps_no_path_branch_or_content_of_the_repository() {
         "CANARY-UNSTAGED-3b9f",
         "CANARY-UNTRACKED-6a1c",
     ];
-    let data = s.server.data.path();
-    let mut hay: Vec<(String, Vec<u8>)> = vec![(
-        "the database".into(),
-        database_dump(&data.join("evi-server.sqlite3")),
-    )];
-    for (rel, bytes) in tree(data) {
-        hay.push((format!("the name {rel}"), rel.clone().into_bytes()));
-        if let Some(b) = bytes {
-            hay.push((rel, b));
+    let mut hay: Vec<(String, Vec<u8>)> = vec![("the database".into(), database_dump(&s.server))];
+    for (root, what) in s.server.file_roots() {
+        for (rel, bytes) in tree(&root) {
+            hay.push((
+                format!("the name {rel} in the {what}"),
+                rel.clone().into_bytes(),
+            ));
+            if let Some(b) = bytes {
+                hay.push((format!("{what}: {rel}"), b));
+            }
         }
     }
     assert!(

@@ -86,9 +86,47 @@ fn secrets_of(dev: &Device, n: &mut Needles) {
     }
 }
 
-/// Every table of the server's database, row by row, each value as text and
-/// as its raw bytes (blobs also in hex, integers also as their bytes).
-pub(crate) fn database_dump(db: &Path) -> Vec<u8> {
+/// Every table of the server's database (the SQLite file, or its Postgres
+/// database), row by row, each value as text and as its raw bytes (blobs
+/// also in hex, integers also as their bytes).
+pub(crate) fn database_dump(srv: &TestServer) -> Vec<u8> {
+    match &srv.db {
+        Some(db) => postgres_dump(&db.url),
+        None => sqlite_dump(&srv.data.path().join("evi-server.sqlite3")),
+    }
+}
+
+/// [`database_dump`] of a Postgres database: values come as Postgres
+/// prints them (`bytea` as `\x` and hex), so each is also added decoded.
+fn postgres_dump(url: &str) -> Vec<u8> {
+    let tables: Vec<String> = crate::pg_db::query(
+        url,
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'",
+    )
+    .into_iter()
+    .filter_map(|r| r[0].clone())
+    .collect();
+    assert!(tables.iter().any(|t| t == "records"), "{tables:?}");
+    let mut out = Vec::new();
+    for t in &tables {
+        for row in crate::pg_db::query(url, &format!("SELECT * FROM \"{t}\"")) {
+            for v in row.into_iter().flatten() {
+                out.push(0);
+                out.extend(v.as_bytes());
+                if let Some(raw) = v.strip_prefix("\\x").and_then(|h| hex::decode(h).ok()) {
+                    out.push(0);
+                    out.extend(raw);
+                } else if let Ok(n) = v.parse::<i64>() {
+                    out.extend(n.to_le_bytes());
+                    out.extend(n.to_be_bytes());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn sqlite_dump(db: &Path) -> Vec<u8> {
     use rusqlite::types::ValueRef;
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -190,11 +228,10 @@ fn the_server_keeps_no_id_path_content_host_or_plain_hash() {
     }
 
     let mut hay: Vec<(String, Vec<u8>)> = Vec::new();
-    hay.push((
-        "the database, table by table".into(),
-        database_dump(&srv.data.path().join("evi-server.sqlite3")),
-    ));
-    for (root, what) in [(srv.data.path(), "data folder"), (logs.path(), "output")] {
+    hay.push(("the database, table by table".into(), database_dump(&srv)));
+    let mut roots = srv.file_roots();
+    roots.push((logs.path().to_owned(), "output"));
+    for (root, what) in &roots {
         // File names too: a blob or pack named by a plain hash would leak it.
         let names: Vec<u8> = tree(root)
             .keys()

@@ -56,6 +56,38 @@ fn exec(url: &str, sql: &str) {
     .unwrap()
 }
 
+/// Runs `sql` (one or more statements) on the database `url` names; the
+/// rows the statements return, each value as Postgres prints it. A thread
+/// of its own, so it works wherever a test is.
+pub fn query(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| panic!("cannot connect to the test Postgres: {e}"));
+            tokio::spawn(conn);
+            let mut rows = Vec::new();
+            for m in client
+                .simple_query(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            {
+                if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+                    rows.push((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect());
+                }
+            }
+            rows
+        })
+    })
+    .join()
+    .unwrap()
+}
+
 /// A database of its own on the test Postgres, dropped with the value.
 pub struct TestDb {
     pub url: String,

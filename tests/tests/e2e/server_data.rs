@@ -1,10 +1,47 @@
-//! The server's data folder read as an operator would, behind its back: the
-//! record rows in `evi-server.sqlite3` and the body packs under
-//! `bodies/<user id>/<pack>`. Crash tests check what survives a kill here,
-//! not what the API chooses to show.
+//! What a server stores, read as an operator would, behind its back: the
+//! record rows (in `evi-server.sqlite3`, or the server's Postgres database)
+//! and the body packs under `bodies/<user id>/<pack>` (in the data folder,
+//! or the bucket: the S3 test server keeps each object as a file). Crash
+//! tests check what survives a kill here, not what the API chooses to show.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use crate::common::TestServer;
+
+/// Where one server keeps its rows and bodies; see [`TestServer::stores`].
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// The data folder (the SQLite file is there without a database URL).
+    pub data: PathBuf,
+    /// The Postgres database, when the server has one.
+    pub db: Option<String>,
+    /// The folder holding the bucket's objects under the server's prefix,
+    /// when bodies go to a bucket.
+    pub bucket: Option<PathBuf>,
+}
+
+impl TestServer {
+    /// Where this server keeps its rows and bodies (a value: it stays right
+    /// across restarts).
+    pub fn stores(&self) -> Stores {
+        Stores {
+            data: self.data.path().to_owned(),
+            db: self.db.as_ref().map(|d| d.url.clone()),
+            bucket: self
+                .s3
+                .as_ref()
+                .map(|(s3, _)| s3.root.path().join(crate::s3::BUCKET).join("server")),
+        }
+    }
+}
+
+impl Stores {
+    /// The folder of the body packs, `<user id>/<pack>` under it.
+    pub fn bodies(&self) -> PathBuf {
+        self.bucket.as_ref().unwrap_or(&self.data).join("bodies")
+    }
+}
 
 /// One record row's metadata (no body).
 #[derive(Debug, Clone)]
@@ -19,10 +56,37 @@ pub struct Row {
 }
 
 /// Every record row, in seq order per user. Reads a live server's database
-/// too (WAL mode: a reader never blocks the writer nor sees half a commit).
-pub fn rows(data: &Path) -> Vec<Row> {
+/// too (SQLite in WAL mode, or Postgres: a reader never blocks the writer
+/// nor sees half a commit).
+pub fn rows(at: &Stores) -> Vec<Row> {
+    if let Some(url) = &at.db {
+        return crate::pg_db::query(
+            url,
+            "SELECT user_id, seq, kind, encode(entry_id_bytes, 'hex'), body_pack, body_offset, \
+             body_len FROM records ORDER BY user_id, seq",
+        )
+        .into_iter()
+        .map(|r| {
+            let int = |i: usize| r[i].as_deref().map(|v| v.parse::<i64>().unwrap());
+            let hex = r[3].clone().unwrap_or_default();
+            Row {
+                user: int(0).unwrap(),
+                seq: int(1).unwrap(),
+                kind: r[2].clone().unwrap(),
+                entry_ids: hex
+                    .as_bytes()
+                    .chunks(64)
+                    .map(|c| String::from_utf8(c.to_vec()).unwrap())
+                    .collect(),
+                body: r[4]
+                    .clone()
+                    .map(|p| (p, int(5).unwrap_or(0) as u64, int(6).unwrap_or(0) as u64)),
+            }
+        })
+        .collect();
+    }
     let db = rusqlite::Connection::open_with_flags(
-        data.join("evi-server.sqlite3"),
+        at.data.join("evi-server.sqlite3"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .expect("open the server's database");
@@ -61,9 +125,9 @@ pub fn rows(data: &Path) -> Vec<Row> {
 }
 
 /// Every pack file, as `(user id, pack name)`.
-pub fn packs(data: &Path) -> BTreeSet<(i64, String)> {
+pub fn packs(at: &Stores) -> BTreeSet<(i64, String)> {
     let mut out = BTreeSet::new();
-    let Ok(users) = std::fs::read_dir(data.join("bodies")) else {
+    let Ok(users) = std::fs::read_dir(at.bodies()) else {
         return out;
     };
     for user in users {
@@ -78,19 +142,20 @@ pub fn packs(data: &Path) -> BTreeSet<(i64, String)> {
     out
 }
 
-fn pack_path(data: &Path, user: i64, pack: &str) -> PathBuf {
-    data.join("bodies").join(user.to_string()).join(pack)
+/// The file of one pack (in the data folder, or the bucket's object).
+pub fn pack_path(at: &Stores, user: i64, pack: &str) -> PathBuf {
+    at.bodies().join(user.to_string()).join(pack)
 }
 
 /// No row points at a missing body: each row's pack exists and holds the
 /// bytes the row points at. Returns the rows.
-pub fn assert_every_row_has_its_body(data: &Path, what: &str) -> Vec<Row> {
-    let rows = rows(data);
+pub fn assert_every_row_has_its_body(at: &Stores, what: &str) -> Vec<Row> {
+    let rows = rows(at);
     for r in &rows {
         let Some((pack, offset, len)) = &r.body else {
             continue;
         };
-        let path = pack_path(data, r.user, pack);
+        let path = pack_path(at, r.user, pack);
         let size = std::fs::metadata(&path)
             .unwrap_or_else(|e| {
                 panic!(
@@ -110,12 +175,12 @@ pub fn assert_every_row_has_its_body(data: &Path, what: &str) -> Vec<Row> {
 }
 
 /// Packs no row points at.
-pub fn orphans(data: &Path) -> BTreeSet<(i64, String)> {
-    let referenced: BTreeSet<(i64, String)> = rows(data)
+pub fn orphans(at: &Stores) -> BTreeSet<(i64, String)> {
+    let referenced: BTreeSet<(i64, String)> = rows(at)
         .into_iter()
         .filter_map(|r| r.body.map(|(p, _, _)| (r.user, p)))
         .collect();
-    packs(data).difference(&referenced).cloned().collect()
+    packs(at).difference(&referenced).cloned().collect()
 }
 
 /// Keyed entry id → how many rows hold it.
@@ -130,9 +195,17 @@ pub fn entry_counts(rows: &[Row]) -> BTreeMap<String, usize> {
 }
 
 /// The id of the account `name`.
-pub fn user_id(data: &Path, name: &str) -> i64 {
+pub fn user_id(at: &Stores, name: &str) -> i64 {
+    if let Some(url) = &at.db {
+        let rows = crate::pg_db::query(url, &format!("SELECT id FROM users WHERE name = '{name}'"));
+        let id = rows.first().and_then(|r| r[0].as_deref());
+        return id
+            .unwrap_or_else(|| panic!("no account {name:?}"))
+            .parse()
+            .unwrap();
+    }
     let db = rusqlite::Connection::open_with_flags(
-        data.join("evi-server.sqlite3"),
+        at.data.join("evi-server.sqlite3"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .expect("open the server's database");
@@ -169,17 +242,33 @@ pub fn repeating_rows(rows: &[Row]) -> (Vec<i64>, Vec<i64>) {
 /// orphans older than the server's `ORPHAN_MIN_AGE`. Call only while no
 /// push is in flight (an unreferenced pack of a running push is not an
 /// orphan). Returns the new names.
-pub fn backdate_orphans(data: &Path) -> BTreeSet<(i64, String)> {
+pub fn backdate_orphans(at: &Stores) -> BTreeSet<(i64, String)> {
     let two_hours_ms = 2 * 60 * 60 * 1000;
     let mut out = BTreeSet::new();
-    for (user, pack) in orphans(data) {
+    for (user, pack) in orphans(at) {
         let Ok(id) = ulid::Ulid::from_string(&pack) else {
             continue;
         };
         let old = ulid::Ulid::from_parts(id.timestamp_ms() - two_hours_ms, id.random());
         let name = old.to_string();
-        std::fs::rename(pack_path(data, user, &pack), pack_path(data, user, &name)).unwrap();
+        std::fs::rename(pack_path(at, user, &pack), pack_path(at, user, &name)).unwrap();
         out.insert((user, name));
     }
     out
+}
+
+/// Runs `sql` on the server's database behind its back (the SQLite file or
+/// its Postgres database; both schemas name tables and columns alike), as
+/// a restore of an older database or a bad hand would change it. Call with
+/// the server stopped.
+pub fn execute(at: &Stores, sql: &str) {
+    match &at.db {
+        Some(url) => {
+            crate::pg_db::query(url, sql);
+        }
+        None => rusqlite::Connection::open(at.data.join("evi-server.sqlite3"))
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap(),
+    }
 }

@@ -3,7 +3,7 @@
 //! `evi sync pull --all` then `evi sync push` put back what it lost
 //! (SECURITY.md, "Roll-back"; `cli/src/sync/high_water.rs`).
 
-use crate::common::{Device, TestServer, assert_converged, copy_dir, today};
+use crate::common::{Device, TestServer, assert_converged, today};
 
 const WENT_BACK: &str = "warning: the server's history went backwards";
 
@@ -20,12 +20,9 @@ fn a_server_restored_from_an_older_backup_is_noticed_and_mended() {
     a.write(&day, "early", line("before the backup").as_bytes());
     a.sync_ok(&["push"]);
 
-    // The operator backs up the data folder (server stopped), then more
-    // is pushed and pulled.
-    srv.kill();
-    let backup = tempfile::tempdir().unwrap();
-    copy_dir(srv.data.path(), &backup.path().join("data"));
-    srv.restart();
+    // The operator backs up the server (stopped), then more is pushed and
+    // pulled.
+    let backup = srv.back_up();
     a.append(
         &format!("transcripts/{day}/early.jsonl"),
         line("after the backup").as_bytes(),
@@ -39,11 +36,8 @@ fn a_server_restored_from_an_older_backup_is_noticed_and_mended() {
     let json: serde_json::Value = serde_json::from_str(&st.stdout).unwrap();
     assert_eq!(json["server_went_back"], serde_json::Value::Null);
 
-    // The folder is restored from the backup.
-    srv.kill();
-    std::fs::remove_dir_all(srv.data.path()).unwrap();
-    copy_dir(&backup.path().join("data"), srv.data.path());
-    srv.restart();
+    // The server is restored from the backup.
+    srv.restore(&backup);
 
     let st = a.sync(&["sync", "status"]);
     assert_eq!(st.code, 0, "{}", st.stderr);

@@ -242,11 +242,11 @@ fn server_killed_mid_push_then_restarted() {
         // than the sweep's minimum age: aged here (no push is in flight), it
         // goes at the next start.
         let what = format!("restart {round}");
-        server_data::assert_every_row_has_its_body(server.data.path(), &what);
-        server_data::backdate_orphans(server.data.path());
+        server_data::assert_every_row_has_its_body(&server.stores(), &what);
+        server_data::backdate_orphans(&server.stores());
     }
     server.restart();
-    let orphans = server_data::orphans(server.data.path());
+    let orphans = server_data::orphans(&server.stores());
     assert!(
         orphans.is_empty(),
         "packs no row points at after the last start: {orphans:?}"
@@ -285,7 +285,7 @@ fn server_aborted_between_body_and_row_then_restarted() {
     const SEED: u64 = 0x5eed_0003;
     // Small batches: a push is several of them, two in flight at once.
     let mut server = TestServer::start_with(&["--max-batch-bytes", "262144"]);
-    let data = server.data.path().to_owned();
+    let data = server.stores();
     let a = Device::new();
     let mut rng = Rng::new(SEED);
     let mut local = corpus(&a, &mut rng, 100);

@@ -123,6 +123,14 @@ fn a_pull_onto_a_full_disk_stops_cleanly_and_the_next_one_completes() {
 #[test]
 fn a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room() {
     let test = "a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room";
+    // On Postgres and a bucket the server's disk holds no record or blob:
+    // there is no disk of its to fill. What stands for it there, the
+    // bucket out of reach and Postgres gone, is in sync_bucket.rs and
+    // replicas.rs.
+    if crate::BACKEND == crate::pg_db::Backend::Postgres {
+        eprintln!("{test}: not a case on Postgres and a bucket (see the comment)");
+        return;
+    }
     let data = tempfile::tempdir().unwrap();
     let Some(disk) = Tmpfs::mount(test, data.path(), 24 << 20) else {
         return;
@@ -140,7 +148,7 @@ fn a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room() {
         "31",
     ]);
     a.init(&server, "max", "a");
-    let user = server_data::user_id(server.data.path(), "max");
+    let user = server_data::user_id(&server.stores(), "max");
 
     // Room for a batch or two, not for the home.
     let ballast = disk.fill_leaving(600 << 10);
@@ -196,7 +204,7 @@ fn a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room() {
         "every entry and the journal line"
     );
     assert!(a.keyed_entries().is_subset(&stored));
-    assert!(server_data::orphans(server.data.path()).is_empty());
+    assert!(server_data::orphans(&server.stores()).is_empty());
     println!(
         "server disk full: {} entries stored once each for user {user}",
         ids.len()
@@ -224,9 +232,9 @@ fn a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room() {
 /// Every row has its body, no pack is without a row, no entry is in two
 /// rows.
 fn nothing_half_stored(server: &TestServer, what: &str) {
-    let data = server.data.path();
-    let rows = server_data::assert_every_row_has_its_body(data, what);
-    let orphans = server_data::orphans(data);
+    let data = server.stores();
+    let rows = server_data::assert_every_row_has_its_body(&data, what);
+    let orphans = server_data::orphans(&data);
     assert!(
         orphans.is_empty(),
         "{what}: packs no row points at: {orphans:?}"

@@ -112,8 +112,8 @@ impl Keyed {
 
 /// The account's record rows.
 fn rows_of(server: &TestServer, user: &str) -> Vec<Row> {
-    let id = server_data::user_id(server.data.path(), user);
-    server_data::rows(server.data.path())
+    let id = server_data::user_id(&server.stores(), user);
+    server_data::rows(&server.stores())
         .into_iter()
         .filter(|r| r.user == id)
         .collect()
@@ -231,8 +231,8 @@ fn killed_pushes(seed: u64) -> KilledPushes {
     let full = full_push_time(&server, |d| home(d, &mut Rng::new(seed)));
     // The server keeps one pack per push request: the probe's whole push
     // was that many batches.
-    let probe = server_data::user_id(server.data.path(), "probe");
-    let batches = server_data::packs(server.data.path())
+    let probe = server_data::user_id(&server.stores(), "probe");
+    let batches = server_data::packs(&server.stores())
         .iter()
         .filter(|(user, _)| *user == probe)
         .count();

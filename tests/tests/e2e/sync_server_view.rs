@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use evi::sync::{Identity, SyncKeys};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Device, TestServer, tool_present, tree};
+use crate::common::{Device, TestServer, tool_present};
 
 const DAY: &str = "2026-06-09";
 
@@ -62,7 +62,7 @@ fn server_stores_no_plaintext_and_age_opens_it() {
         needles.push(e["id"].as_str().unwrap().to_owned());
     }
     assert_eq!(needles.len(), 8);
-    let files = tree(server.data.path());
+    let files = server.stored();
     assert!(files.values().flatten().count() >= 2, "{:?}", files.keys());
     for (path, bytes) in &files {
         let Some(bytes) = bytes else { continue };

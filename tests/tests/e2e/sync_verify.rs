@@ -156,14 +156,13 @@ fn what_the_server_or_a_device_lacks_is_reported_and_repaired_by_id() {
         .collect();
     assert_eq!(lost.len(), 2);
     server.kill();
-    {
-        let db = rusqlite::Connection::open(server.data.path().join("evi-server.sqlite3")).unwrap();
-        for seq in lost {
-            db.execute("DELETE FROM records WHERE seq = ?1", [seq])
-                .unwrap();
-            db.execute("DELETE FROM entries WHERE seq = ?1", [seq])
-                .unwrap();
-        }
+    for seq in lost {
+        crate::server_data::execute(
+            &server.stores(),
+            &format!(
+                "DELETE FROM records WHERE seq = {seq}; DELETE FROM entries WHERE seq = {seq};"
+            ),
+        );
     }
     server.restart();
     let s4: String = (0..5).map(|n| line("S4", n)).collect();

@@ -8,28 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Device, TestServer, copy_dir, held, today, two_devices};
+use crate::common::{Device, TestServer, held, today, two_devices};
 use crate::watch::{converged, line, until, watch_with};
 
 const WENT_BACK: &str = "the server's history went backwards";
-
-/// A copy of the server's data folder, taken with the server stopped (as
-/// an operator backs it up).
-fn back_up(srv: &mut TestServer) -> tempfile::TempDir {
-    srv.kill();
-    let backup = tempfile::tempdir().unwrap();
-    copy_dir(srv.data.path(), &backup.path().join("data"));
-    srv.restart();
-    backup
-}
-
-/// The server's data folder replaced by `backup`, the server restarted.
-fn restore(srv: &mut TestServer, backup: &tempfile::TempDir) {
-    srv.kill();
-    std::fs::remove_dir_all(srv.data.path()).unwrap();
-    copy_dir(&backup.path().join("data"), srv.data.path());
-    srv.restart();
-}
 
 /// Whether `dev` holds a line of `session` whose content has `text`.
 fn holds(dev: &Device, session: &str, text: &str) -> bool {
@@ -56,14 +38,14 @@ fn push_lines(dev: &Device, session: &str, what: &str, n: usize) {
 fn watcher_reports_a_server_restored_from_a_backup_and_gets_every_new_line() {
     let (mut srv, a, b) = two_devices();
     push_lines(&a, "OLD", "before the backup", 1);
-    let backup = back_up(&mut srv);
+    let backup = srv.back_up();
     // Records the backup lacks: the desktop's cursor goes past them.
     push_lines(&a, "OLD", "after the backup", 6);
     b.sync_ok(&["pull"]);
     assert!(b.state()["cursor"].as_u64().unwrap() >= 7, "{}", b.state());
 
     let w = watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
-    restore(&mut srv, &backup);
+    srv.restore(&backup);
     // New records whose seqs fall below the desktop's cursor.
     push_lines(&a, "OLD", "after the restore", 2);
     push_lines(&a, "NEW", "a new session after the restore", 2);
@@ -101,10 +83,10 @@ fn watcher_reports_a_server_restored_from_a_backup_and_gets_every_new_line() {
 fn pull_session_after_a_server_restore_warns_and_gets_the_new_records() {
     let (mut srv, a, b) = two_devices();
     push_lines(&a, "ONE", "before the backup", 1);
-    let backup = back_up(&mut srv);
+    let backup = srv.back_up();
     push_lines(&a, "ONE", "after the backup", 4);
     b.sync_ok(&["pull"]);
-    restore(&mut srv, &backup);
+    srv.restore(&backup);
     push_lines(&a, "ONE", "after the restore", 2);
 
     let run = b.sync(&["sync", "pull", "--session", "ONE"]);
@@ -128,12 +110,12 @@ fn pull_session_after_a_server_restore_warns_and_gets_the_new_records() {
 fn pull_all_after_a_server_restore_resets_the_session_cursors() {
     let (mut srv, a, b) = two_devices();
     push_lines(&a, "ONE", "before the backup", 1);
-    let backup = back_up(&mut srv);
+    let backup = srv.back_up();
     push_lines(&a, "ONE", "after the backup", 4);
     // The desktop fetched this session alone: its own cursor is past the
     // backup, the global one is not.
     b.sync_ok(&["pull", "--session", "ONE"]);
-    restore(&mut srv, &backup);
+    srv.restore(&backup);
     let all = b.sync(&["sync", "pull", "--all"]);
     assert_eq!(all.code, 0, "{}", all.stderr);
     assert!(all.stderr.contains(WENT_BACK), "{}", all.stderr);
