@@ -17,6 +17,7 @@ mod meta;
 mod openapi;
 mod operator;
 mod quota;
+mod read_ahead;
 mod records;
 mod s3;
 mod secrets;

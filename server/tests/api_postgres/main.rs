@@ -25,6 +25,8 @@ mod meta;
 mod openapi;
 #[path = "../api/quota.rs"]
 mod quota;
+#[path = "../api/read_ahead.rs"]
+mod read_ahead;
 #[path = "../api/records.rs"]
 mod records;
 // The bucket behind every server here; its inspection helpers are for
