@@ -43,6 +43,7 @@ mod wait;
 #[path = "../api/wire.rs"]
 mod wire;
 
+mod empty_database;
 mod replicas;
 
 /// A fresh Postgres database per server.
