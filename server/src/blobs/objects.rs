@@ -199,6 +199,15 @@ impl BlobStore for ObjectBlobs {
         }
     }
 
+    async fn stored_bytes(&self) -> Option<Result<u64, BlobError>> {
+        Some(
+            self.bucket
+                .bytes_under(AREA)
+                .await
+                .map_err(|e| BlobError::Unavailable(e.to_string())),
+        )
+    }
+
     async fn remove(&self, user: UserId, name: &KeyedId) -> Result<(), BlobError> {
         match self.bucket.store.delete(&self.path(user, name)).await {
             Err(e) if !is_not_found(&e) => Err(BlobError::Unavailable(e.to_string())),

@@ -5,6 +5,7 @@ mod accounts;
 mod blobs;
 mod bodies;
 mod bucket;
+mod bucket_usage;
 mod common;
 mod crash;
 mod crosssite;
