@@ -43,6 +43,7 @@ mod wait;
 #[path = "../api/wire.rs"]
 mod wire;
 
+mod blob_race;
 mod empty_database;
 mod replicas;
 
