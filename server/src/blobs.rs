@@ -55,6 +55,11 @@ pub trait BlobStore: Send + Sync + 'static {
     ) -> Result<Option<(u64, BlobStream)>, BlobError>;
     /// Deletes the blob (nothing if it is gone already).
     async fn remove(&self, user: UserId, name: &KeyedId) -> Result<(), BlobError>;
+    /// The bytes of every blob, when the store is not the data folder
+    /// (whose files [`crate::disk_usage`] walks itself): `None` there.
+    async fn stored_bytes(&self) -> Option<Result<u64, BlobError>> {
+        None
+    }
 }
 
 /// Why a stored blob could not be read or deleted.

@@ -6,7 +6,8 @@
 //! users, devices, records, entries, blobs), which build runs, how full
 //! its bounds are (connections, waits, limiter buckets) and what it refused.
 //! A scrape costs one read of the users table and three `stat`s; the
-//! folder sums are reused for a minute (see [`crate::disk_usage`]).
+//! folder sums are reused for a minute, a bucket's for ten (see
+//! [`crate::disk_usage`]).
 
 use std::time::Instant;
 
@@ -195,8 +196,10 @@ impl Held {
     fn register(&self, r: &mut Registry) {
         r.register(
             "storage_bytes",
-            "Bytes the data folder takes on disk, by part: database (with its -wal and -shm \
-             files), bodies (record body packs), blobs; bodies and blobs at most 60 s old",
+            "Bytes stored, by part: database (the SQLite file with its -wal and -shm files; 0 \
+             with --database), bodies (record body packs), blobs; in the data folder or a file:// \
+             store at most 60 s old, in an s3:// store the objects under its prefix, listed at \
+             most every 10 min",
             self.storage_bytes.clone(),
         );
         r.register("users", "Accounts", self.users.clone());
@@ -274,7 +277,10 @@ async fn read_held(state: &AppState) {
         // The scrape still answers; the figures keep their last values.
         Err(e) => tracing::warn!(error = %e, "metrics: cannot read the totals"),
     }
-    let disk = m.disk.read(&state.config).await;
+    let disk = m
+        .disk
+        .read(&state.config, &*state.bodies, &*state.blobs)
+        .await;
     for (part, bytes) in [
         ("database", disk.database),
         ("bodies", disk.bodies),

@@ -156,6 +156,19 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// The bytes of every object under `PREFIX/AREA` (one LIST request per
+    /// 1,000 objects), for the `storage_bytes` metric.
+    pub async fn bytes_under(&self, area: &str) -> Result<u64, object_store::Error> {
+        use futures_util::TryStreamExt as _;
+        let root = self.prefix.clone().join(area);
+        let mut listing = self.store.list(Some(&root));
+        let mut total = 0u64;
+        while let Some(meta) = listing.try_next().await? {
+            total = total.saturating_add(meta.size);
+        }
+        Ok(total)
+    }
+
     /// Builds the client from the `AWS_*` variables and lists the prefix
     /// once. Never puts a key in an error: the store's own messages name
     /// the endpoint and the bucket, not the credentials.

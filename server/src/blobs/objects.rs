@@ -23,6 +23,8 @@
 //! content, made by the user's own devices: both uploads carry the same
 //! content, encrypted for the same key, of the same length, and either
 //! object decrypts to what the name promises.
+//! `server/tests/api_postgres/blob_race.rs` races two uploads of one name
+//! on two replicas: both answered, one created, the object one upload whole.
 
 use async_trait::async_trait;
 use axum::body::{Body, Bytes};
@@ -197,6 +199,15 @@ impl BlobStore for ObjectBlobs {
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(BlobError::Unavailable(e.to_string())),
         }
+    }
+
+    async fn stored_bytes(&self) -> Option<Result<u64, BlobError>> {
+        Some(
+            self.bucket
+                .bytes_under(AREA)
+                .await
+                .map_err(|e| BlobError::Unavailable(e.to_string())),
+        )
     }
 
     async fn remove(&self, user: UserId, name: &KeyedId) -> Result<(), BlobError> {

@@ -173,6 +173,11 @@ pub trait BodyStore: Send + Sync + 'static {
     async fn list_packs(&self) -> Result<Vec<(UserId, PackName)>, BodyError>;
     /// Deletes a pack (nothing if it is gone already).
     async fn remove_pack(&self, user: UserId, pack: &PackName) -> Result<(), BodyError>;
+    /// The bytes of every pack, when the store is not the data folder
+    /// (whose files [`crate::disk_usage`] walks itself): `None` there.
+    async fn stored_bytes(&self) -> Option<Result<u64, BodyError>> {
+        None
+    }
 }
 
 /// How old an unreferenced pack must be before the sweep removes it.

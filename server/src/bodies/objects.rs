@@ -213,6 +213,10 @@ impl BodyStore for ObjectPacks {
         Ok(out)
     }
 
+    async fn stored_bytes(&self) -> Option<Result<u64, BodyError>> {
+        Some(self.bucket.bytes_under(AREA).await.map_err(body_error))
+    }
+
     async fn remove_pack(&self, user: UserId, pack: &PackName) -> Result<(), BodyError> {
         match self.bucket.store.delete(&self.path(user, pack)).await {
             Err(e) if !is_not_found(&e) => Err(body_error(e)),

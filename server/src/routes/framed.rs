@@ -133,8 +133,19 @@ pub fn page_budget(max_page_bytes: u64) -> (u64, PageCost) {
 
 /// Bodies up to this size are read whole, several at once (up to this
 /// total per read), and go out as one chunk with their frame prefixes; larger
-/// ones stream in chunks. So at most about this much of a page is in memory.
-const SMALL_RUN_BYTES: u64 = 256 * 1024;
+/// ones stream in chunks. A run of neighbours in one pack is one ranged read
+/// (one GET on a bucket, see [`crate::bodies::objects`]).
+const SMALL_RUN_BYTES: u64 = 512 * 1024;
+
+/// Runs fetched ahead of the one being sent, in order. Each read from a
+/// bucket waits a round trip before its first byte (tens of ms on S3, and
+/// on a server that delays small writes), so reading one run after the
+/// other left a page waiting on the sum of them; with this many in flight
+/// a page of the default 4 MiB is about one round trip. It bounds memory
+/// too: at most `RUNS_AHEAD` x [`SMALL_RUN_BYTES`] (4 MiB, the default
+/// page) of read-ahead per pull, and a large body opened ahead holds only
+/// what its connection buffers until it is its turn.
+const RUNS_AHEAD: usize = 8;
 
 /// Consecutive records sent together: small ones read in one go, or one
 /// large body streamed.
@@ -208,7 +219,33 @@ async fn small_run(
     Ok(Bytes::from(out))
 }
 
-/// The framed page body, streamed.
+/// The chunks of one run: its read starts when the run is fetched ahead,
+/// and its bytes go out when the runs before it have.
+async fn run_chunks(bodies: Arc<dyn BodyStore>, user: UserId, run: Run) -> ChunkStream {
+    match run {
+        Run::Small(records) => {
+            let chunk = small_run(&*bodies, user, records).await;
+            stream::once(async move { chunk }).boxed()
+        }
+        Run::Large(r) => {
+            let prefix = stream::once(std::future::ready(Ok(Bytes::from(prefix_of(&r)))));
+            match r.body {
+                StoredBody::Inline(b) => prefix
+                    .chain(stream::once(async move { Ok(Bytes::from(b)) }))
+                    .boxed(),
+                StoredBody::Stored(rf) => match bodies.open(user, &rf).await {
+                    Ok(body) => prefix.chain(body).boxed(),
+                    Err(e) => stream::once(async move { Err(std::io::Error::other(e)) }).boxed(),
+                },
+            }
+        }
+    }
+}
+
+type ChunkStream = futures_util::stream::BoxStream<'static, std::io::Result<Bytes>>;
+
+/// The framed page body, streamed, with up to [`RUNS_AHEAD`] runs read
+/// ahead of the one going out, in seq order.
 pub fn page_body(
     bodies: Arc<dyn BodyStore>,
     user: UserId,
@@ -217,29 +254,8 @@ pub fn page_body(
 ) -> Body {
     let start = stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(frames::MAGIC)) });
     let records = stream::iter(runs(records))
-        .map(move |run| {
-            let bodies = bodies.clone();
-            match run {
-                Run::Small(records) => {
-                    stream::once(async move { small_run(&*bodies, user, records).await }).boxed()
-                }
-                Run::Large(r) => {
-                    let prefix = Bytes::from(prefix_of(&r));
-                    let prefix = stream::once(async move { Ok(prefix) });
-                    let body = match r.body {
-                        StoredBody::Inline(b) => {
-                            stream::once(async move { Ok(Bytes::from(b)) }).boxed()
-                        }
-                        StoredBody::Stored(rf) => stream::once(async move {
-                            bodies.open(user, &rf).await.map_err(std::io::Error::other)
-                        })
-                        .try_flatten()
-                        .boxed(),
-                    };
-                    prefix.chain(body).boxed()
-                }
-            }
-        })
+        .map(move |run| run_chunks(bodies.clone(), user, run))
+        .buffered(RUNS_AHEAD)
         .flatten();
     let mut end_frame = Vec::new();
     frames::write_frame(&mut end_frame, Tag::End, &end, &[]);

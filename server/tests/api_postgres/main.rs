@@ -33,6 +33,8 @@ mod openapi;
 mod operator;
 #[path = "../api/quota.rs"]
 mod quota;
+#[path = "../api/read_ahead.rs"]
+mod read_ahead;
 #[path = "../api/records.rs"]
 mod records;
 #[path = "../api/secrets.rs"]
@@ -51,6 +53,8 @@ mod wait;
 #[path = "../api/wire.rs"]
 mod wire;
 
+mod blob_race;
+mod empty_database;
 mod replicas;
 
 /// A fresh Postgres database per server.

@@ -157,9 +157,12 @@ pub enum Fetched {
 }
 
 /// Blob transfers in flight at once: each mostly waits for the other side
-/// (the server making an upload durable, a download's fsync here), so a few
-/// at once keep both busy; more only hold more buffers.
-const TRANSFERS: usize = 3;
+/// (the server making an upload durable, a download's fsync here, and on a
+/// server whose blobs are in object storage, the bucket's wait before the
+/// first byte of every GET: about 45 ms per blob on the bench's s3s-fs
+/// against 1 ms from a folder), so several at once keep both busy; more
+/// only hold more buffers (one per transfer) and threads.
+const TRANSFERS: usize = 8;
 
 /// `f` over `items` on [`TRANSFERS`] threads; results in the order of
 /// `items`. Items are taken in order and none is started after a failure,
