@@ -33,6 +33,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::paths::PathMap;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
 use crate::sync::context::SyncContext;
@@ -50,6 +51,8 @@ pub struct AgentApplied {
     pub waiting: u64,
     /// Sessions of agents not turned on here, by agent.
     pub not_enabled: BTreeMap<Agent, u64>,
+    /// What people should know (a Codex index left alone, and why).
+    pub notes: Vec<String>,
 }
 
 /// A session file as read before an append.
@@ -61,7 +64,7 @@ struct Seen {
     partial: bool,
 }
 
-fn read_file(agent: Agent, path: &Path) -> io::Result<Option<Seen>> {
+fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen>> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -70,7 +73,8 @@ fn read_file(agent: Agent, path: &Path) -> io::Result<Option<Seen>> {
     let mut chain = IdChain::default();
     let mut known = HashSet::new();
     let end = walk_file(path, 0, |_, raw| {
-        known.insert(chain.place(raw, agent.explicit_ids(raw)).id);
+        let raw = agent.canonical(raw, map);
+        known.insert(chain.place(&raw, agent.explicit_ids(&raw)).id);
         ControlFlow::Continue(())
     })?;
     Ok(Some(Seen {
@@ -83,7 +87,12 @@ fn read_file(agent: Agent, path: &Path) -> io::Result<Option<Seen>> {
 }
 
 /// The bytes to append for `entries` after what `r` holds, and the tip after.
-fn plan(agent: Agent, r: &Seen, entries: &[Entry]) -> (Vec<u8>, Option<String>, u64) {
+fn plan(
+    agent: Agent,
+    map: &PathMap,
+    r: &Seen,
+    entries: &[Entry],
+) -> (Vec<u8>, Option<String>, u64) {
     let mut out = Vec::new();
     let mut tip = r.tip.clone();
     let mut known = r.known.clone();
@@ -100,7 +109,7 @@ fn plan(agent: Agent, r: &Seen, entries: &[Entry]) -> (Vec<u8>, Option<String>, 
             _ => false,
         };
         if verbatim {
-            out.extend_from_slice(&e.line);
+            out.extend_from_slice(&agent.localize(&e.line, map));
             out.push(b'\n');
             if own.parent.is_none() {
                 tip = Some(e.id.clone());
@@ -109,7 +118,8 @@ fn plan(agent: Agent, r: &Seen, entries: &[Entry]) -> (Vec<u8>, Option<String>, 
             let is_object =
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.line)
                     .is_ok();
-            out.extend(crate::sync::apply::with_ids(e, own.id.is_some(), is_object));
+            let line = crate::sync::apply::with_ids(e, own.id.is_some(), is_object);
+            out.extend_from_slice(&agent.localize(&line, map));
         }
     }
     (out, tip, n)
@@ -228,6 +238,15 @@ pub fn apply(
                     done.entries += n;
                     done.sessions += 1;
                 }
+                if stream.agent == Agent::Codex
+                    && let Some(p) = files.get(&stream).cloned().or_else(|| {
+                        let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
+                        source.target(&stream, &lines, &ctx.path_map)
+                    })
+                {
+                    done.notes
+                        .extend(enter_in_codex_index(ctx, &source.root, &stream, &p));
+                }
                 if let Some(p) = files.get(&stream).cloned().or_else(|| {
                     let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
                     source.target(&stream, &lines, &ctx.path_map)
@@ -247,6 +266,43 @@ pub fn apply(
     Ok(done)
 }
 
+/// Enters a Codex session in Codex's index; a note when that could not be.
+fn enter_in_codex_index(
+    ctx: &SyncContext,
+    root: &Path,
+    stream: &StreamName,
+    rollout: &Path,
+) -> Option<String> {
+    use super::codex_index::{Outcome, Thread, enter};
+    let text = std::fs::read(rollout).ok()?;
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let meta = super::codex::meta(lines.iter().copied())?;
+    let cwd = ctx.path_map.local(meta.cwd.as_deref().unwrap_or(""));
+    let first = super::codex::first_user_message(lines.iter().copied());
+    let t = Thread {
+        meta: &meta,
+        rollout,
+        cwd: &cwd,
+        model_provider: meta.model_provider.as_deref(),
+        cli_version: meta.cli_version.as_deref(),
+        first_user_message: first.as_deref(),
+    };
+    let session = &stream.session;
+    match enter(root, &t) {
+        Ok(Outcome::Added(_) | Outcome::Present | Outcome::NoDatabase) => None,
+        Ok(Outcome::UnknownSchema { db, why }) => Some(format!(
+            "Codex session {session} is at {}, but Codex's index {} was left alone: {why}; \
+             a Codex that re-indexes its sessions folder lists it, or open the rollout file",
+            rollout.display(),
+            db.display()
+        )),
+        Err(e) => Some(format!(
+            "Codex session {session} is at {}, but it could not be entered in Codex's index: {e}",
+            rollout.display()
+        )),
+    }
+}
+
 /// Appends what `entries` add to `path`: `Some(count)` once durable, `None`
 /// when the file ends in a line being written (the entries wait).
 fn append(
@@ -257,7 +313,8 @@ fn append(
 ) -> Result<Option<u64>, SyncError> {
     let what = || format!("cannot append to {}", path.display());
     for _ in 0..3 {
-        let before = read_file(stream.agent, path).ctx(what)?;
+        let map = ctx.path_map.clone();
+        let before = read_file(stream.agent, &map, path).ctx(what)?;
         let empty = Seen {
             known: HashSet::new(),
             tip: None,
@@ -269,7 +326,7 @@ fn append(
         if r.partial {
             return Ok(None);
         }
-        let (bytes, tip, n) = plan(stream.agent, r, entries);
+        let (bytes, tip, n) = plan(stream.agent, &map, r, entries);
         if bytes.is_empty() {
             return Ok(Some(0));
         }

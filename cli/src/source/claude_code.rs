@@ -117,6 +117,60 @@ pub fn cwd<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
     })
 }
 
+/// `raw` with the value of every `"cwd":"…"` passed through `f` (bytes
+/// untouched where `f` leaves the path as it is). Claude Code checks that
+/// a session it resumes is from the directory it runs in, by the `cwd` its
+/// lines record, so a session pulled into another checkout has them
+/// rewritten; the rewrite is undone before ids and content are taken
+/// ([`super::Agent::canonical`]), so both sides agree on both.
+pub fn map_cwd<'a>(raw: &'a [u8], f: impl Fn(&str) -> String) -> std::borrow::Cow<'a, [u8]> {
+    const KEY: &[u8] = b"\"cwd\":\"";
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some(pos) = memfind(&raw[at..], KEY).map(|p| p + at) {
+        let start = pos + KEY.len() - 1;
+        let Some(end) = string_end(raw, start + 1) else {
+            break;
+        };
+        at = end + 1;
+        let Ok(path) = serde_json::from_slice::<String>(&raw[start..=end]) else {
+            continue;
+        };
+        let mapped = f(&path);
+        if mapped == path {
+            continue;
+        }
+        let o = out.get_or_insert_with(|| Vec::with_capacity(raw.len() + 64));
+        o.extend_from_slice(&raw[copied..start]);
+        o.extend_from_slice(serde_json::to_string(&mapped).expect("a string").as_bytes());
+        copied = end + 1;
+    }
+    match out {
+        None => std::borrow::Cow::Borrowed(raw),
+        Some(mut o) => {
+            o.extend_from_slice(&raw[copied..]);
+            std::borrow::Cow::Owned(o)
+        }
+    }
+}
+
+fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The index of the `"` closing the JSON string whose content starts at `i`.
+fn string_end(raw: &[u8], mut i: usize) -> Option<usize> {
+    while i < raw.len() {
+        match raw[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 /// Where a pulled session lands: the folder of its project as mapped here.
 pub fn target(root: &Path, stream: &StreamName, lines: &[&[u8]], map: &PathMap) -> Option<PathBuf> {
     let project = map.local(&cwd(lines.iter().copied())?);
@@ -142,5 +196,23 @@ mod tests {
         let ids = uuid_ids(br#"{"parentUuid":"u1","uuid":"u2"}"#).unwrap();
         assert_eq!(ids.parent, Some(Some("u1".into())));
         assert!(uuid_ids(br#"{"type":"summary","leafUuid":"u2"}"#).is_none());
+    }
+
+    #[test]
+    fn cwd_rewrite_goes_both_ways() {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("/home/a/proj".to_owned(), "/srv/b/proj".to_owned());
+        let map = PathMap::new(&m);
+        let line = br#"{"cwd":"/home/a/proj/x","message":{"content":"say \"cwd\":\"/home/a/proj\""},"n":{"cwd":"/other"}}"#;
+        let here = map_cwd(line, |p| map.local(p));
+        assert_eq!(
+            std::str::from_utf8(&here).unwrap(),
+            r#"{"cwd":"/srv/b/proj/x","message":{"content":"say \"cwd\":\"/home/a/proj\""},"n":{"cwd":"/other"}}"#
+        );
+        assert_eq!(&map_cwd(&here, |p| map.original(p))[..], &line[..]);
+        assert!(matches!(
+            map_cwd(line, |p| p.to_owned()),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -63,6 +63,10 @@ pub struct Meta {
     pub timestamp: String,
     #[serde(default)]
     pub cwd: Option<String>,
+    #[serde(default)]
+    pub model_provider: Option<String>,
+    #[serde(default)]
+    pub cli_version: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +82,37 @@ pub fn meta<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Option<Meta> {
         let line: Line = serde_json::from_slice(l).ok()?;
         (line.kind.as_deref() == Some("session_meta")).then_some(line.payload?)
     })
+}
+
+/// The first thing the user asked: an `event_msg` `user_message`, else the
+/// first user `input_text` that is not context Codex put there (`<…>`).
+pub fn first_user_message<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
+    let mut fallback = None;
+    for l in lines {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(l) else {
+            continue;
+        };
+        let p = &v["payload"];
+        match (v["type"].as_str(), p["type"].as_str()) {
+            (Some("event_msg"), Some("user_message")) => {
+                if let Some(m) = p["message"].as_str() {
+                    return Some(m.to_owned());
+                }
+            }
+            (Some("response_item"), Some("message"))
+                if p["role"] == "user" && fallback.is_none() =>
+            {
+                fallback = p["content"].as_array().and_then(|c| {
+                    c.iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .find(|t| !t.trim_start().starts_with('<') && !t.starts_with("# AGENTS.md"))
+                        .map(str::to_owned)
+                });
+            }
+            _ => {}
+        }
+    }
+    fallback
 }
 
 /// `sessions/YYYY/MM/DD/rollout-YYYY-MM-DDTHH-MM-SS-<id>.jsonl` from the

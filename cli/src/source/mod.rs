@@ -12,8 +12,10 @@
 pub mod apply;
 pub mod claude_code;
 pub mod codex;
+pub mod codex_index;
 pub mod paths;
 pub mod stream;
+pub mod summary;
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +63,26 @@ impl Agent {
             return ids;
         }
         crate::transcript::line::parse_head(raw).ids
+    }
+
+    /// A line of this device as every device agrees on it: for Claude Code,
+    /// `cwd` values mapped back through `[paths]` (see
+    /// [`claude_code::map_cwd`]); every other line as it is. Ids are taken
+    /// from, and content pushed as, this form.
+    pub fn canonical<'a>(self, raw: &'a [u8], map: &paths::PathMap) -> std::borrow::Cow<'a, [u8]> {
+        match self {
+            Self::ClaudeCode if !map.is_empty() => claude_code::map_cwd(raw, |p| map.original(p)),
+            _ => std::borrow::Cow::Borrowed(raw),
+        }
+    }
+
+    /// A canonical line as this device writes it: the inverse of
+    /// [`Self::canonical`].
+    pub fn localize<'a>(self, raw: &'a [u8], map: &paths::PathMap) -> std::borrow::Cow<'a, [u8]> {
+        match self {
+            Self::ClaudeCode if !map.is_empty() => claude_code::map_cwd(raw, |p| map.local(p)),
+            _ => std::borrow::Cow::Borrowed(raw),
+        }
     }
 
     /// The command that resumes `session` in this agent, from its project.
@@ -117,6 +139,15 @@ impl Source {
             Agent::Evi => Vec::new(),
             Agent::ClaudeCode => claude_code::sessions(&self.root),
             Agent::Codex => codex::sessions(&self.root),
+        }
+    }
+
+    /// The folder that holds the sessions (what `evi sync watch` watches).
+    pub fn sessions_dir(&self) -> PathBuf {
+        match self.agent {
+            Agent::Evi => self.root.clone(),
+            Agent::ClaudeCode => self.root.join("projects"),
+            Agent::Codex => self.root.join("sessions"),
         }
     }
 

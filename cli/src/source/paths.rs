@@ -10,6 +10,8 @@ use std::path::PathBuf;
 pub struct PathMap {
     /// (from, to), longest `from` first.
     prefixes: Vec<(String, String)>,
+    /// (to, from), longest `to` first: the way back.
+    inverse: Vec<(String, String)>,
 }
 
 impl PathMap {
@@ -18,13 +20,37 @@ impl PathMap {
             .iter()
             .map(|(k, v)| (trim(k).to_owned(), trim(v).to_owned()))
             .collect();
-        prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        Self { prefixes }
+        let by_len = |a: &(String, String), b: &(String, String)| {
+            b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0))
+        };
+        prefixes.sort_by(by_len);
+        let mut inverse: Vec<(String, String)> = prefixes
+            .iter()
+            .map(|(f, t)| (t.clone(), f.clone()))
+            .collect();
+        inverse.sort_by(by_len);
+        Self { prefixes, inverse }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prefixes.is_empty()
     }
 
     /// `path` as it is on this device.
     pub fn local(&self, path: &str) -> String {
-        for (from, to) in &self.prefixes {
+        map_by(&self.prefixes, path)
+    }
+
+    /// A path of this device as the map's other side writes it: the way
+    /// back of [`Self::local`].
+    pub fn original(&self, path: &str) -> String {
+        map_by(&self.inverse, path)
+    }
+}
+
+fn map_by(prefixes: &[(String, String)], path: &str) -> String {
+    {
+        for (from, to) in prefixes {
             if let Some(rest) = path.strip_prefix(from.as_str())
                 && (rest.is_empty() || rest.starts_with('/') || from == "/")
             {
@@ -68,5 +94,7 @@ mod tests {
         assert_eq!(m.local("/home/a/other"), "/srv/x/other");
         assert_eq!(m.local("/home/ab"), "/home/ab");
         assert_eq!(m.local("/elsewhere"), "/elsewhere");
+        assert_eq!(m.original("/srv/b/proj/sub"), "/home/a/proj/sub");
+        assert_eq!(m.original("/srv/x/other"), "/home/a/other");
     }
 }

@@ -55,6 +55,8 @@ pub struct PullReport {
     /// Of `entries` and `sessions`: those of other agents' sessions.
     pub agent_entries: u64,
     pub agent_sessions: u64,
+    /// What people should know about other agents' sessions.
+    pub agent_notes: Vec<String>,
     /// Entries of other agents' sessions kept in `sync/pending-agents/`.
     pub waiting_agents: u64,
     /// Sessions of agents not turned on here, passed over (`[agents]`).
@@ -351,6 +353,7 @@ fn apply_opened(
     report.agent_entries += done.entries;
     report.agent_sessions += done.sessions;
     report.waiting_agents = done.waiting;
+    report.agent_notes.extend(done.notes);
     for (a, n) in done.not_enabled {
         *report.agents_not_enabled.entry(a).or_default() += n;
     }

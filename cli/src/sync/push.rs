@@ -304,6 +304,7 @@ fn push_files(
     files: &[PushFile],
 ) -> Result<(), SyncError> {
     let agent = g.agent;
+    let map = ctx.path_map.clone();
     let mut chain = IdChain::default();
     // Another agent may write one id twice in a file (eVi never does): the
     // first is the entry, a repeat is passed over.
@@ -350,17 +351,21 @@ fn push_files(
             fs
         };
         let end = walk_file(&file.path, start, |offset, raw| {
+            // Ids and content from the form every device agrees on (another
+            // agent's lines may have paths rewritten for this device); the
+            // offsets and hashes of the state stay those of the file.
+            let canon = agent.canonical(raw, &map);
             let ids = match agent {
                 Agent::Evi => parse_head(raw).ids,
-                a => a.explicit_ids(raw),
+                a => a.explicit_ids(&canon),
             };
-            let placed = chain.place(raw, ids);
+            let placed = chain.place(&canon, ids);
             let repeat = agent != Agent::Evi && !seen.insert(placed.id.clone());
             let skipped = skip.remove(&placed.id) || repeat;
             // A line too large for a segment goes up as a blob first; the
             // segment carries its hash.
-            let big = !skipped && raw.len() > budget;
-            let size = if big { 128 } else { raw.len() };
+            let big = !skipped && canon.len() > budget;
+            let size = if big { 128 } else { canon.len() };
             // The server takes at most so many entry ids per segment.
             let full = g.bytes + size > budget || g.entries.len() >= MAX_ENTRY_IDS_PER_SEGMENT;
             if !skipped && !g.entries.is_empty() && full {
@@ -372,7 +377,7 @@ fn push_files(
                 }
             }
             let line_blob = if big {
-                match upload_line(ctx, raw) {
+                match upload_line(ctx, &canon) {
                     Ok(lb) => {
                         report.line_blobs += 1;
                         Some(lb)
@@ -406,7 +411,7 @@ fn push_files(
                     line: if line_blob.is_some() {
                         Vec::new()
                     } else {
-                        raw.to_vec()
+                        canon.to_vec()
                     },
                     line_blob,
                 });
@@ -462,6 +467,12 @@ pub fn changed_files(ctx: &SyncContext) -> Result<u64, SyncError> {
             if !file_pushed(ctx, session, f)? {
                 n += 1;
             }
+        }
+    }
+    for f in agent_files(ctx) {
+        let known = ctx.state.files.get(&f.stream.state_key());
+        if !Stat::of(&f.path).is_ok_and(|st| known.is_some_and(|k| st.matches(k))) {
+            n += 1;
         }
     }
     Ok(n)

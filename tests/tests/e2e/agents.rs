@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::common::{Device, derive_id, two_devices};
 
 const CLAUDE_ID: &str = "d284f444-9e56-4318-a472-bc18481b7793";
+const CODEX_ID: &str = "019bd6d8-b99b-7eb1-847c-87c3da10673a";
 const CODEX_REL: &str =
     "sessions/2026/01/19/rollout-2026-01-19T15-21-26-019bd6d8-b99b-7eb1-847c-87c3da10673a.jsonl";
 
@@ -51,6 +52,45 @@ fn project(d: &Device, p: &str) -> String {
     d.dir.path().join(p).display().to_string()
 }
 
+/// The `threads` table of Codex's first state migration
+/// (`codex-rs/state/migrations/0001_threads.sql`), plus `extra` columns.
+fn codex_index(d: &Device, extra: &str) -> PathBuf {
+    std::fs::create_dir_all(codex(d)).unwrap();
+    let db = codex(d).join("state_5.sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE threads (
+            id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL, source TEXT NOT NULL, model_provider TEXT NOT NULL,
+            cwd TEXT NOT NULL, title TEXT NOT NULL, sandbox_policy TEXT NOT NULL,
+            approval_mode TEXT NOT NULL, tokens_used INTEGER NOT NULL DEFAULT 0,
+            archived INTEGER NOT NULL DEFAULT 0, archived_at INTEGER, git_sha TEXT,
+            git_branch TEXT, git_origin_url TEXT{extra});
+         CREATE INDEX idx_threads_updated_at ON threads(updated_at DESC, id DESC);"
+    ))
+    .unwrap();
+    db
+}
+
+/// The threads Codex would list: (id, rollout_path, cwd, title), newest first.
+fn codex_threads(db: &Path) -> Vec<(String, String, String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT id, rollout_path, cwd, title FROM threads WHERE archived = 0 \
+             ORDER BY updated_at DESC, id DESC",
+        )
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn cwd(p: &str) -> String {
+    format!("\"cwd\":\"{p}\"")
+}
+
 fn claude_file(d: &Device, project: &str) -> PathBuf {
     claude(d)
         .join("projects")
@@ -67,7 +107,10 @@ fn append(path: &Path, line: &str) {
 /// (id, parent, content less what pull added) of every line, Claude Code's
 /// `uuid`s explicit, `id`/`parentId` as pull adds them, the rest derived.
 fn entries(path: &Path) -> Vec<(String, Option<String>, Value)> {
-    let text = std::fs::read_to_string(path).unwrap();
+    entries_of(&std::fs::read_to_string(path).unwrap())
+}
+
+fn entries_of(text: &str) -> Vec<(String, Option<String>, Value)> {
     let mut tip: Option<String> = None;
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -97,7 +140,16 @@ fn entries(path: &Path) -> Vec<(String, Option<String>, Value)> {
 }
 
 fn entry_set(path: &Path) -> BTreeSet<(String, String)> {
-    entries(path)
+    entry_set_as(path, ("", ""))
+}
+
+/// [`entry_set`] of the file with the `cwd`s `swap.0` read as `swap.1`.
+fn entry_set_as(path: &Path, swap: (&str, &str)) -> BTreeSet<(String, String)> {
+    let mut text = std::fs::read_to_string(path).unwrap();
+    if !swap.0.is_empty() {
+        text = text.replace(&cwd(swap.0), &cwd(swap.1));
+    }
+    entries_of(&text)
         .into_iter()
         .map(|(id, _, v)| (id, v.to_string()))
         .collect()
@@ -110,6 +162,7 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
     let proj_b = project(&b, "srv/b/proj");
     enable(&a, "");
     enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    let index_b = codex_index(&b, "");
 
     let cc_a = claude_file(&a, &proj_a);
     std::fs::create_dir_all(cc_a.parent().unwrap()).unwrap();
@@ -126,12 +179,71 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
         b.sync_ok(&["pull"]),
         "pulled 6 entries in 2 sessions, 0 blobs; 0 sessions diverged (both branches kept)\n"
     );
-    // B's Claude Code finds it in the folder of B's own checkout; byte for byte.
+    // B's Claude Code finds it in the folder of B's own checkout, and its
+    // lines name B's checkout as their `cwd` (Claude Code resumes only a
+    // session of the directory it runs in); nothing else changed.
     let cc_b = claude_file(&b, &proj_b);
-    assert_eq!(std::fs::read(&cc_b).unwrap(), std::fs::read(&cc_a).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(&cc_b).unwrap(),
+        std::fs::read_to_string(&cc_a)
+            .unwrap()
+            .replace(&cwd(&proj_a), &cwd(&proj_b))
+    );
     assert!(!claude_file(&b, &proj_a).exists(), "not under A's path");
     let cx_b = codex(&b).join(CODEX_REL);
     assert_eq!(std::fs::read(&cx_b).unwrap(), std::fs::read(&cx_a).unwrap());
+    // Codex's index on B lists it, at B's rollout and B's project path.
+    assert_eq!(
+        codex_threads(&index_b),
+        vec![(
+            CODEX_ID.to_owned(),
+            cx_b.display().to_string(),
+            proj_b.clone(),
+            "Find where the parser drops the last token".to_owned()
+        )]
+    );
+    // Listed with their agent and project, and handed off with each
+    // agent's own resume command, from B's checkout.
+    let run = b.evi(&["sessions", "list", "--days", "3650", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let listed: Value = serde_json::from_str(&run.stdout).unwrap();
+    let mut seen: Vec<(String, String, String)> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let f = |k: &str| s[k].as_str().unwrap_or_default().to_owned();
+            (f("agent"), f("id"), f("project"))
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("claude-code".into(), CLAUDE_ID.into(), proj_b.clone()),
+            ("codex".into(), CODEX_ID.into(), proj_b.clone()),
+        ]
+    );
+    let run = b.evi(&["sessions", "list", "--agent", "codex", "--days", "3650"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("AGENT"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("codex") && !run.stdout.contains("claude-code"),
+        "{}",
+        run.stdout
+    );
+    for (id, cmd) in [(CLAUDE_ID, "claude --resume"), (CODEX_ID, "codex resume")] {
+        let run = b.sync(&["sessions", "handoff", &id[..8], "--no-push", "--json"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let h: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(
+            h["resume_command"],
+            format!("cd {proj_b} && {cmd} {id}"),
+            "{h}"
+        );
+        assert_eq!(h["project"], proj_b.as_str());
+    }
+
     // What pull wrote is what push skips.
     assert_eq!(
         b.sync_ok(&["push"]),
@@ -176,20 +288,43 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
         d.sync_ok(&["push"]);
         d.sync_ok(&["pull"]);
     }
-    for (pa, pb, n) in [(&cc_a, &cc_b, 6), (&cx_a, &cx_b, 5)] {
+    for (pa, pb, n, swap) in [
+        (&cc_a, &cc_b, 6, (proj_b.as_str(), proj_a.as_str())),
+        (&cx_a, &cx_b, 5, ("", "")),
+    ] {
         let (ea, eb) = (entries(pa), entries(pb));
         assert_eq!(ea.len(), n, "{}", std::fs::read_to_string(pa).unwrap());
         assert_eq!(eb.len(), n, "{}", std::fs::read_to_string(pb).unwrap());
         let ids: BTreeSet<_> = ea.iter().map(|e| e.0.clone()).collect();
         assert_eq!(ids.len(), n, "no entry twice");
-        assert_eq!(entry_set(pa), entry_set(pb), "converged");
+        assert_eq!(entry_set(pa), entry_set_as(pb, swap), "converged");
     }
+    // Every line of the session on B names B's checkout, the desktop's own
+    // and the laptop's alike; on A, A's.
+    let on_b = std::fs::read_to_string(&cc_b).unwrap();
+    assert_eq!(on_b.matches(&cwd(&proj_b)).count(), 4, "{on_b}");
+    assert!(!on_b.contains(&proj_a), "{on_b}");
+    let on_a = std::fs::read_to_string(&cc_a).unwrap();
+    assert!(!on_a.contains(&proj_b), "{on_a}");
 
-    // A third device with no map keeps the original project path.
+    // The index still holds one row for it.
+    assert_eq!(codex_threads(&index_b).len(), 1);
+
+    // A third device with no map keeps the original project path; its Codex
+    // index has a column this version does not know: it is left alone, and
+    // the user is told.
     let c = Device::new();
     c.join_copying_key(&a, &server.url, "pat", "server");
     enable(&c, "");
-    c.sync_ok(&["pull"]);
+    let index_c = codex_index(&c, ", workspace_id TEXT NOT NULL");
+    let pulled = c.sync(&["sync", "pull"]);
+    assert_eq!(pulled.code, 0, "{}", pulled.stderr);
+    assert!(
+        pulled.stderr.contains("index") && pulled.stderr.contains("workspace_id"),
+        "{}",
+        pulled.stderr
+    );
+    assert!(codex_threads(&index_c).is_empty());
     let cc_c = claude_file(&c, &proj_a);
     assert_eq!(entry_set(&cc_c), entry_set(&cc_a));
     assert_eq!(entry_set(&codex(&c).join(CODEX_REL)), entry_set(&cx_a));
