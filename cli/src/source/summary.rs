@@ -22,16 +22,31 @@ pub fn summarize(file: &AgentFile, map: &PathMap) -> io::Result<SessionSummary> 
     let mut order = Vec::new();
     let (mut start, mut end, mut first, mut project) = (None, None, None, None);
     let mut invalid = 0;
+    let mut messages_ids: HashSet<String> = HashSet::new();
     let mut codex_lines = Vec::new();
     walk_file(&file.path, 0, |_, raw| {
         let canon = agent.canonical(raw, map);
-        let placed = chain.place(&canon, agent.explicit_ids(&canon));
-        parents.entry(placed.id.clone()).or_insert(placed.parent);
-        order.push(placed.id);
+        let ids = agent.explicit_ids(&canon);
+        // Claude Code's tree is its `uuid` lines; the others (snapshots,
+        // summaries) are no branch of the conversation.
+        let in_tree = agent != Agent::ClaudeCode || super::claude_code::uuid_ids(&canon).is_some();
+        let placed = chain.place(&canon, ids);
         let Ok(v) = serde_json::from_slice::<Value>(raw) else {
             invalid += 1;
             return ControlFlow::Continue(());
         };
+        if in_tree {
+            let p = &v["payload"];
+            let message = match agent {
+                Agent::ClaudeCode => v["type"] == "user" || v["type"] == "assistant",
+                _ => v["type"] == "response_item" && p["type"] == "message",
+            };
+            if message {
+                messages_ids.insert(placed.id.clone());
+            }
+            parents.entry(placed.id.clone()).or_insert(placed.parent);
+            order.push(placed.id);
+        }
         if let Some(ts) = v["timestamp"].as_str() {
             start.get_or_insert_with(|| ts.to_owned());
             end = Some(ts.to_owned());
@@ -66,7 +81,7 @@ pub fn summarize(file: &AgentFile, map: &PathMap) -> io::Result<SessionSummary> 
     let mut seen = HashSet::new();
     let mut at = leaves.last().map(|s| s.as_str());
     while let Some(id) = at.filter(|id| seen.insert(*id)) {
-        messages += 1;
+        messages += usize::from(messages_ids.contains(id));
         at = parents.get(id).and_then(|p| p.as_deref());
     }
     let id = file.stream.to_string();
