@@ -17,6 +17,31 @@ pub struct Config {
     pub web: Web,
     pub agent: Agent,
     pub title: Title,
+    /// Other agents whose sessions sync (opt-in: their data, not eVi's).
+    pub agents: Agents,
+    /// Where projects of other devices are on this one.
+    pub paths: Paths,
+}
+
+/// `[agents]`: which other agents' sessions sync, and their folders (see
+/// [`crate::source::folder`] for the defaults).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Agents {
+    pub claude_code: bool,
+    pub codex: bool,
+    pub claude_code_dir: Option<String>,
+    pub codex_dir: Option<String>,
+}
+
+/// `[paths]`: `"/their/prefix" = "/our/prefix"` pairs, and `search`, the
+/// folders holding checkouts to look through for a project's git remote.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Paths {
+    pub search: Vec<String>,
+    #[serde(flatten)]
+    pub map: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -266,6 +291,23 @@ mod tests {
                 .starts_with("config.toml:2: key `title.timeout`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn agents_and_paths() {
+        let c = parse(
+            "[agents]\nclaude-code = true\ncodex-dir = \"/x\"\n[paths]\n\"/home/a\" = \"/srv/b\"\nsearch = [\"~/code\"]\n",
+        )
+        .unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let c = c.config;
+        assert!(c.agents.claude_code && !c.agents.codex);
+        assert_eq!(c.agents.codex_dir.as_deref(), Some("/x"));
+        assert_eq!(
+            c.paths.map.get("/home/a").map(String::as_str),
+            Some("/srv/b")
+        );
+        assert_eq!(c.paths.search, vec!["~/code"]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod malloc;
 pub mod message;
 pub mod resume;
 pub mod search;
+pub mod source;
 pub mod sync;
 pub mod title_command;
 pub mod transcript;

@@ -641,7 +641,7 @@ pub fn local_today() -> Day {
 
 /// The line with `id` and `parentId` put in front (or wrapped, when it is
 /// not a JSON object or would not read back with them), ending in `\n`.
-fn with_ids(e: &Entry, has_id: bool, is_object: bool) -> Vec<u8> {
+pub(crate) fn with_ids(e: &Entry, has_id: bool, is_object: bool) -> Vec<u8> {
     let parent = serde_json::to_string(&e.parent).expect("string or null");
     let id = serde_json::to_string(&e.id).expect("string");
     if is_object {

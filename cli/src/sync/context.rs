@@ -21,6 +21,10 @@ pub struct SyncContext {
     pub state: SyncState,
     /// Pulled journals as read by this command (see [`PulledJournals`]).
     pub journals: PulledJournals,
+    /// Other agents' folders that `[agents]` turns on (see
+    /// [`crate::source`]), and where their projects are here.
+    pub sources: Vec<crate::source::Source>,
+    pub path_map: crate::source::paths::PathMap,
     _lock: SyncLock,
 }
 
@@ -52,6 +56,11 @@ impl SyncContext {
         // writes into `sync/` only in a home that has none.
         sweep_stale_temps(home, &paths);
         let keys = SyncKeys::derive(&identity);
+        // The commands read (and report on) the config before this; a
+        // config they could not read leaves the other agents out.
+        let config = crate::config::Config::load(&home.config_file())
+            .map(|l| l.config)
+            .unwrap_or_default();
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
         Ok(Self {
             home: home.clone(),
@@ -62,6 +71,8 @@ impl SyncContext {
             client,
             state,
             journals: PulledJournals::default(),
+            sources: crate::source::enabled(&config),
+            path_map: crate::source::paths::PathMap::new(&config.paths.map),
             _lock: lock,
         })
     }

@@ -126,7 +126,19 @@ impl SyncKeys {
 
     /// The id of one entry of a session.
     pub fn entry_key(&self, session: &SessionId, entry_id: &str) -> KeyedId {
-        self.keyed(&[b"entry", session.as_str().as_bytes(), entry_id.as_bytes()])
+        self.stream_entry_key(session.as_str(), entry_id)
+    }
+
+    /// The stream id of a session by its stream name
+    /// ([`crate::source::StreamName`]; an eVi session's is its bare id, so
+    /// this is [`Self::session_key`] for those).
+    pub fn stream_key(&self, stream: &str) -> KeyedId {
+        self.keyed(&[b"session", stream.as_bytes()])
+    }
+
+    /// [`Self::entry_key`] by stream name.
+    pub fn stream_entry_key(&self, stream: &str, entry_id: &str) -> KeyedId {
+        self.keyed(&[b"entry", stream.as_bytes(), entry_id.as_bytes()])
     }
 
     /// The stored name of a blob, from its lowercase hex SHA-256 name.

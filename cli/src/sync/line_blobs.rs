@@ -40,7 +40,7 @@ pub(super) fn upload_line(ctx: &mut SyncContext, line: &[u8]) -> Result<LineBlob
 
 /// Fills in the line of an entry that travels as a blob; `false` (entry
 /// untouched) when the server does not have the blob.
-pub(super) fn fetch_line(ctx: &mut SyncContext, e: &mut Entry) -> Result<bool, SyncError> {
+pub(crate) fn fetch_line(ctx: &mut SyncContext, e: &mut Entry) -> Result<bool, SyncError> {
     let Some(lb) = e.line_blob.clone() else {
         return Ok(true);
     };

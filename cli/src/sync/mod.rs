@@ -49,7 +49,7 @@ pub use identity::{Identity, IdentityError};
 pub use keys::SyncKeys;
 pub use segment::{
     Entry, JournalLine, OpenedSegment, SealedSegment, SegmentError, SegmentKind, open, seal,
-    seal_journal,
+    seal_journal, seal_stream,
 };
 
 /// The fixed identity of the frozen vectors and the fuzz targets (test data

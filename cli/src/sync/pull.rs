@@ -52,6 +52,15 @@ pub struct PullReport {
     /// Records refused as damaged, passed and remembered (this pull's and
     /// earlier ones' not healed yet): the pull applied everything else.
     pub damaged: Vec<DamagedRecord>,
+    /// Of `entries` and `sessions`: those of other agents' sessions.
+    pub agent_entries: u64,
+    pub agent_sessions: u64,
+    /// What people should know about other agents' sessions.
+    pub agent_notes: Vec<String>,
+    /// Entries of other agents' sessions kept in `sync/pending-agents/`.
+    pub waiting_agents: u64,
+    /// Sessions of agents not turned on here, passed over (`[agents]`).
+    pub agents_not_enabled: std::collections::BTreeMap<crate::source::Agent, u64>,
 }
 
 /// How to pull.
@@ -294,8 +303,8 @@ fn pull_scope(
         .cloned()
         .collect();
     let applied = &incoming.applied;
-    report.entries = applied.entries;
-    report.sessions = applied.sessions.len() as u64;
+    report.entries = applied.entries + report.agent_entries;
+    report.sessions = applied.sessions.len() as u64 + report.agent_sessions;
     report.diverged = applied.diverged.len() as u64;
     report.waiting = incoming.waiting();
     if report.waiting > 0 {
@@ -324,11 +333,13 @@ fn apply_opened(
         }
     }
     report.blobs += fetch_blobs(ctx, &named)?;
+    let mut agents = Vec::new();
     for seg in opened {
         match seg {
             OpenedSegment::Entries { session, entries } => {
                 incoming.queue(session, entries);
             }
+            OpenedSegment::AgentEntries { stream, entries } => agents.push((stream, entries)),
             OpenedSegment::Journal { device, lines } => {
                 let (appended, _) = apply_journal(ctx, &device, lines)?;
                 report.journal_lines += appended;
@@ -337,7 +348,16 @@ fn apply_opened(
         report.records += 1;
     }
     incoming.apply(ctx)?;
-    incoming.sync()
+    incoming.sync()?;
+    let done = crate::source::apply::apply(ctx, agents)?;
+    report.agent_entries += done.entries;
+    report.agent_sessions += done.sessions;
+    report.waiting_agents = done.waiting;
+    report.agent_notes.extend(done.notes);
+    for (a, n) in done.not_enabled {
+        *report.agents_not_enabled.entry(a).or_default() += n;
+    }
+    Ok(())
 }
 
 /// Downloads pages from `after` on into `tx` until the last one (or an

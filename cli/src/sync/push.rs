@@ -26,10 +26,11 @@ use super::progress::Progress;
 use super::state::{FileState, Stat, line_hash};
 use super::unfinished::{self, Unfinished};
 use super::uploader::Uploader;
+use crate::source::Agent;
+use crate::transcript::Catalog;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
 use crate::transcript::lines::walk_file;
-use crate::transcript::{Catalog, SessionFile};
 
 /// What a push did.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -115,20 +116,51 @@ pub fn push_with(
                 ctx.state.files.remove(&rel_name(f.day, session));
             }
         }
+        let files = files
+            .iter()
+            .map(|f| PushFile {
+                rel: rel_name(f.day, session),
+                path: f.path.clone(),
+                day: f.day,
+            })
+            .collect();
         // Entries and sessions are counted as their segments join a batch.
         match push_session(
             ctx,
             &mut up,
             &mut report,
-            session,
+            session.as_str(),
             files,
             unfinished.careful || recheck,
+            Agent::Evi,
         ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
             Err(e) => return Err(e),
         }
         progress.inc(1);
+    }
+    // Other agents' sessions: one file each, its own stream.
+    for file in agent_files(ctx) {
+        let stream = file.stream.to_string();
+        let files = vec![PushFile {
+            rel: file.stream.state_key(),
+            path: file.path,
+            day: crate::source::agent_day(),
+        }];
+        match push_session(
+            ctx,
+            &mut up,
+            &mut report,
+            &stream,
+            files,
+            unfinished.careful,
+            file.stream.agent,
+        ) {
+            Ok(()) => {}
+            Err(e) if item_error(&e) => report.failed.push(format!("session {stream}: {e}")),
+            Err(e) => return Err(e),
+        }
     }
     up.flush(ctx, &mut report)?;
     progress.finish();
@@ -157,6 +189,19 @@ pub(super) enum Mark {
     Journal(super::state::JournalState),
 }
 
+/// The session files of the other agents turned on.
+pub fn agent_files(ctx: &SyncContext) -> Vec<crate::source::AgentFile> {
+    ctx.sources.iter().flat_map(|s| s.sessions()).collect()
+}
+
+/// One file of a session to push: its key in the push state, where it is,
+/// the day its entries carry.
+struct PushFile {
+    rel: String,
+    path: std::path::PathBuf,
+    day: Day,
+}
+
 /// The relative name of a transcript file in the state.
 pub fn rel_name(day: Day, session: &SessionId) -> String {
     format!("{day}/{session}.jsonl")
@@ -181,7 +226,10 @@ pub(super) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
 
 /// One session being gathered into segments.
 struct Gather<'a> {
-    session: &'a SessionId,
+    /// The stream name (an eVi session's bare id).
+    session: &'a str,
+    /// Whose session it is: how its lines name their ids.
+    agent: Agent,
     entries: Vec<Entry>,
     bytes: usize,
     /// Marks of files finished since the last seal.
@@ -222,9 +270,10 @@ fn push_session(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
-    session: &SessionId,
-    files: &[SessionFile],
+    session: &str,
+    files: Vec<PushFile>,
     careful: bool,
+    agent: Agent,
 ) -> Result<(), SyncError> {
     let budget = up.segment_budget();
     let mut g = Gather {
@@ -233,9 +282,10 @@ fn push_session(
         bytes: 0,
         pending: Vec::new(),
         careful,
+        agent,
     };
-    let mut skip = ctx.state.skip.remove(session.as_str()).unwrap_or_default();
-    let result = push_files(ctx, up, report, &mut g, &mut skip, budget, files);
+    let mut skip = ctx.state.skip.remove(session).unwrap_or_default();
+    let result = push_files(ctx, up, report, &mut g, &mut skip, budget, &files);
     if !skip.is_empty() {
         ctx.state.skip.insert(session.to_string(), skip);
     }
@@ -251,12 +301,16 @@ fn push_files(
     g: &mut Gather<'_>,
     skip: &mut std::collections::BTreeSet<String>,
     budget: usize,
-    files: &[SessionFile],
+    files: &[PushFile],
 ) -> Result<(), SyncError> {
-    let session = g.session;
+    let agent = g.agent;
+    let map = ctx.path_map.clone();
     let mut chain = IdChain::default();
+    // Another agent may write one id twice in a file (eVi never does): the
+    // first is the entry, a repeat is passed over.
+    let mut seen = std::collections::HashSet::new();
     for file in files {
-        let rel = rel_name(file.day, session);
+        let rel = file.rel.clone();
         let stat = Stat::of(&file.path).ctx(|| format!("cannot stat {}", file.path.display()))?;
         let chain_before = chain.implicit_parent().map(str::to_owned);
         let prev = ctx.state.files.get(&rel).cloned();
@@ -297,13 +351,21 @@ fn push_files(
             fs
         };
         let end = walk_file(&file.path, start, |offset, raw| {
-            let head = parse_head(raw);
-            let placed = chain.place(raw, head.ids);
-            let skipped = skip.remove(&placed.id);
+            // Ids and content from the form every device agrees on (another
+            // agent's lines may have paths rewritten for this device); the
+            // offsets and hashes of the state stay those of the file.
+            let canon = agent.canonical(raw, &map);
+            let ids = match agent {
+                Agent::Evi => parse_head(raw).ids,
+                a => a.explicit_ids(&canon),
+            };
+            let placed = chain.place(&canon, ids);
+            let repeat = agent != Agent::Evi && !seen.insert(placed.id.clone());
+            let skipped = skip.remove(&placed.id) || repeat;
             // A line too large for a segment goes up as a blob first; the
             // segment carries its hash.
-            let big = !skipped && raw.len() > budget;
-            let size = if big { 128 } else { raw.len() };
+            let big = !skipped && canon.len() > budget;
+            let size = if big { 128 } else { canon.len() };
             // The server takes at most so many entry ids per segment.
             let full = g.bytes + size > budget || g.entries.len() >= MAX_ENTRY_IDS_PER_SEGMENT;
             if !skipped && !g.entries.is_empty() && full {
@@ -315,7 +377,7 @@ fn push_files(
                 }
             }
             let line_blob = if big {
-                match upload_line(ctx, raw) {
+                match upload_line(ctx, &canon) {
                     Ok(lb) => {
                         report.line_blobs += 1;
                         Some(lb)
@@ -349,7 +411,7 @@ fn push_files(
                     line: if line_blob.is_some() {
                         Vec::new()
                     } else {
-                        raw.to_vec()
+                        canon.to_vec()
                     },
                     line_blob,
                 });
@@ -405,6 +467,12 @@ pub fn changed_files(ctx: &SyncContext) -> Result<u64, SyncError> {
             if !file_pushed(ctx, session, f)? {
                 n += 1;
             }
+        }
+    }
+    for f in agent_files(ctx) {
+        let known = ctx.state.files.get(&f.stream.state_key());
+        if !Stat::of(&f.path).is_ok_and(|st| known.is_some_and(|k| st.matches(k))) {
+            n += 1;
         }
     }
     Ok(n)

@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use evi_shared::{KeyedId, SessionId};
+use evi_shared::KeyedId;
 
 use super::context::SyncContext;
 use super::error::{IoContext, SyncError};
@@ -62,12 +62,12 @@ impl Unfinished {
 /// Removes from `entries` those the server already holds.
 pub(super) fn drop_known_entries(
     ctx: &SyncContext,
-    session: &SessionId,
+    stream: &str,
     entries: &mut Vec<Entry>,
 ) -> Result<(), SyncError> {
     let ids: Vec<KeyedId> = entries
         .iter()
-        .map(|e| ctx.keys.entry_key(session, &e.id))
+        .map(|e| ctx.keys.stream_entry_key(stream, &e.id))
         .collect();
     let known = ctx.client.known_entries(&ids)?;
     retain_unknown(entries, &ids, &known);

@@ -21,7 +21,6 @@ use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use evi_shared::SessionId;
 use evi_shared::api::PushResponse;
 use evi_shared::frames::SegmentHead;
 
@@ -30,7 +29,7 @@ use super::context::SyncContext;
 use super::error::SyncError;
 use super::push::{Mark, PushReport};
 use super::records::{OutBatch, OutSegment};
-use super::{Entry, SealedSegment, seal};
+use super::{Entry, SealedSegment, seal_stream};
 
 /// Plaintext bytes gathered before a segment is sealed.
 const SEGMENT_TARGET: usize = 4 << 20;
@@ -41,7 +40,8 @@ const UPLOADERS: usize = 2;
 
 struct SealJob {
     idx: u64,
-    session: SessionId,
+    /// The stream name (an eVi session's bare id).
+    session: String,
     entries: Vec<Entry>,
 }
 
@@ -123,7 +123,7 @@ impl Uploader {
             let (keys, identity) = (ctx.keys.clone(), ctx.identity.clone());
             workers.push(std::thread::spawn(move || {
                 while let Some(job) = next(&rx) {
-                    let r = seal(&keys, &identity, &job.session, &job.entries)
+                    let r = seal_stream(&keys, &identity, &job.session, &job.entries)
                         .map_err(|e| e.to_string());
                     if tx.send((job.idx, r)).is_err() {
                         return;
@@ -201,14 +201,14 @@ impl Uploader {
         &mut self,
         ctx: &mut SyncContext,
         report: &mut PushReport,
-        session: &SessionId,
+        session: &str,
         entries: Vec<Entry>,
         marks: Vec<Mark>,
     ) -> Result<(), SyncError> {
         let idx = self.take_idx(marks, format!("session {session}"), entries.len() as u64);
         let job = SealJob {
             idx,
-            session: session.clone(),
+            session: session.to_owned(),
             entries,
         };
         if let Some(jobs) = &self.jobs

@@ -297,6 +297,9 @@ fn frozen_segments_open_when_sealed() {
                     assert_eq!(blob.as_ref(), w.get("line_blob"), "{group}.{name}");
                 }
             }
+            segment::OpenedSegment::AgentEntries { stream, .. } => {
+                panic!("{group}.{name}: opened as agent stream {stream}")
+            }
             segment::OpenedSegment::Journal { device, lines } => {
                 let want_name = case.get("name").unwrap_or(&case["device"]);
                 assert_eq!(device, want_name.as_str().unwrap());

@@ -352,6 +352,16 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                             *not_here.entry(session.to_string()).or_default() += missing;
                         }
                     }
+                    // Another agent's session: its line blobs are checked
+                    // like any; whether its entries are here is not (yet).
+                    OpenedSegment::AgentEntries { entries, .. } => {
+                        named.extend(
+                            entries
+                                .iter()
+                                .filter_map(|e| e.line_blob.as_ref())
+                                .map(|b| b.sha256_hex.clone()),
+                        );
+                    }
                     OpenedSegment::Journal { device, lines } => {
                         let shas = lines.iter().filter_map(|l| blob_of(&l.line));
                         // Another device's journal, pulled up to the cursor.

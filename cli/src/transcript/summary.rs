@@ -32,6 +32,11 @@ pub struct SessionSummary {
     /// The working tree the newest handoff recorded (absent when none did).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_state: Option<RecordedTree>,
+    /// Whose session it is (`evi`, `claude-code`, `codex`).
+    pub agent: crate::source::Agent,
+    /// Its project as it is on this device (other agents' sessions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 impl SessionSummary {
@@ -66,6 +71,8 @@ impl SessionSummary {
                 summary: state.summary(),
                 state,
             }),
+            agent: crate::source::Agent::Evi,
+            project: None,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! One end-to-end test binary (one link step), a module per area. Every test
 //! drives the real `evi` binary against its own throwaway eVi home.
 
+mod agents;
 mod common;
 mod convergence;
 mod deploy;

@@ -106,6 +106,10 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
     require_sync(ctx, "handoff")?;
     let catalog = scan(ctx)?;
     let (id, files) = match &args.id {
+        Some(p) if catalog.matching(p).is_empty() && agent_session(ctx, p)?.is_some() => {
+            let (file, summary) = agent_session(ctx, p)?.expect("just found");
+            return agent_handoff(ctx, &args, &file, &summary);
+        }
         Some(p) => resolve(&catalog, p)?,
         None => {
             let id = most_recent(&catalog)?
@@ -195,6 +199,118 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
             .quiet_zone(true)
             .build();
         writeln!(out, "{art}")?;
+    }
+    finish(out)
+}
+
+/// The session of another agent turned on here that `prefix` names, if one
+/// does (two: an error, as for eVi's).
+fn agent_session(
+    ctx: &Ctx,
+    prefix: &str,
+) -> Result<
+    Option<(
+        crate::source::AgentFile,
+        crate::transcript::summary::SessionSummary,
+    )>,
+    CommandError,
+> {
+    let mut found: Vec<_> = crate::source::summary::all(&ctx.config)
+        .into_iter()
+        .filter(|(f, _)| f.stream.session.as_str().starts_with(prefix))
+        .collect();
+    match found.len() {
+        0 => Ok(None),
+        1 => {
+            let (f, s) = found.pop().expect("one");
+            let s = s.map_err(|e| user_error(format!("cannot read {}: {e}", f.path.display())))?;
+            Ok(Some((f, s)))
+        }
+        n => Err(
+            user_error(format!("`{prefix}` matches {n} sessions of other agents"))
+                .hinted("type more characters of the id"),
+        ),
+    }
+}
+
+/// `--json` output of a handoff of another agent's session.
+#[derive(Debug, Serialize)]
+struct AgentHandoff {
+    session: String,
+    agent: crate::source::Agent,
+    messages: usize,
+    push: &'static str,
+    pull_command: &'static str,
+    /// The project as it is on this device (on another, `[paths]` maps it).
+    project: Option<String>,
+    resume_command: String,
+}
+
+/// Pushes and prints the steps for a Claude Code or Codex session: the
+/// agent's own resume command, from the session's project.
+fn agent_handoff(
+    ctx: &Ctx,
+    args: &HandoffArgs,
+    file: &crate::source::AgentFile,
+    summary: &crate::transcript::summary::SessionSummary,
+) -> CommandResult {
+    let id = file.stream.session.to_string();
+    let agent = file.stream.agent;
+    let pushed = if args.no_push {
+        "skipped"
+    } else {
+        let mut sync = open_sync(ctx)?;
+        let r = push(&mut sync, &Quiet)
+            .map_err(|e| sync_error(e).hinted("`--no-push` prints the steps without pushing"))?;
+        let mine = format!("session {}: ", file.stream);
+        for f in &r.failed {
+            if f.starts_with(&mine) {
+                return Err(user_error(format!("session {id} is not fully pushed: {f}"))
+                    .hinted("fix that and run `evi sync push`, then hand off again"));
+            }
+            warn(&format!("not pushed: {f}"));
+        }
+        "done"
+    };
+    let h = AgentHandoff {
+        session: id.clone(),
+        agent,
+        messages: summary.messages,
+        push: pushed,
+        pull_command: "evi sync pull",
+        project: summary.project.clone(),
+        resume_command: agent.resume_command(&id, summary.project.as_deref()),
+    };
+    let mut out = stdout();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &h).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "handoff {} {} ({} messages)",
+            agent.name(),
+            id,
+            h.messages
+        )?;
+        match pushed {
+            "skipped" => writeln!(
+                out,
+                "  1. sync this device:   evi sync push   (skipped: --no-push)"
+            )?,
+            _ => writeln!(out, "  1. sync this device:   evi sync push   (done)")?,
+        }
+        writeln!(
+            out,
+            "  2. on the other device: evi sync pull (with `[agents] {} = true`), then",
+            agent.name()
+        )?;
+        writeln!(out, "       {}", h.resume_command)?;
+        writeln!(
+            out,
+            "     (there, the project is where its `[paths]` maps it; \
+             `evi sessions handoff {id} --no-push` run there prints its command)"
+        )?;
     }
     finish(out)
 }

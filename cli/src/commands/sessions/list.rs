@@ -10,6 +10,7 @@ use super::{Ctx, fmt_minute, scan};
 use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::{finish, stdout, width};
 use crate::message::one_line;
+use crate::source::Agent;
 use crate::transcript::SessionTree;
 use crate::transcript::summary::SessionSummary;
 
@@ -24,12 +25,24 @@ pub struct ListArgs {
     /// Print JSON (stable, documented in README.md).
     #[arg(long)]
     pub json: bool,
+    /// Only this agent's sessions: evi, claude-code or codex (those of other
+    /// agents are listed when `[agents]` turns them on).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
 }
 
 pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     if args.limit == 0 {
         return Err(usage_error("--limit must be at least 1"));
     }
+    let only = match args.agent.as_deref() {
+        None => None,
+        Some(name) => Some(Agent::from_name(name).ok_or_else(|| {
+            usage_error(format!(
+                "--agent {name:?} is not an agent: use evi, claude-code or codex"
+            ))
+        })?),
+    };
     let catalog = scan(ctx)?;
     let today = Local::now().date_naive();
     let first_day = today
@@ -40,6 +53,7 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     let recent: Vec<_> = catalog
         .by_recency()
         .into_iter()
+        .filter(|_| only.is_none_or(|a| a == Agent::Evi))
         .filter(|(_, files)| {
             files
                 .last()
@@ -54,6 +68,27 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
             .map_err(|e| user_error(format!("cannot read session {id}: {e}")))?;
         rows.push(SessionSummary::of(&tree, catalog.short_id(id))?);
     }
+    // Other agents' sessions, newest first among all by their last time.
+    let mut others = Vec::new();
+    for (file, summary) in crate::source::summary::all(&ctx.config) {
+        if only.is_some_and(|a| a != file.stream.agent) {
+            continue;
+        }
+        let s = summary
+            .map_err(|e| user_error(format!("cannot read session {}: {e}", file.path.display())))?;
+        let day = s
+            .end
+            .as_deref()
+            .map(|e| e.get(..10).unwrap_or(e).to_owned());
+        if day.as_deref().is_some_and(|d| d >= first_day.as_str()) {
+            others.push(s);
+        }
+    }
+    if !others.is_empty() {
+        rows.extend(others);
+        rows.sort_by(|a, b| b.end.cmp(&a.end));
+        rows.truncate(args.limit);
+    }
 
     let mut out = stdout();
     if args.json {
@@ -67,7 +102,7 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     } else if !rows.is_empty() {
         print_table(&mut out, &rows)?;
     }
-    if rows.is_empty() {
+    if rows.is_empty() && only.is_none_or(|a| a == Agent::Evi) {
         explain_empty(ctx, catalog.sessions.len(), args.days);
     }
     finish(out)
@@ -88,17 +123,32 @@ fn print_table(out: &mut impl Write, rows: &[SessionSummary]) -> std::io::Result
     };
     // A titled session shows its title where the others show their first
     // message.
+    // The agent's column only where another agent's session is listed: a
+    // home of eVi's sessions alone reads as it always did.
+    let agents = rows.iter().any(|r| r.agent != Agent::Evi);
+    let agent = |r: &SessionSummary| {
+        if agents {
+            format!("{:11}  ", r.agent.name())
+        } else {
+            String::new()
+        }
+    };
     let last = if rows.iter().any(|r| r.title.is_some()) {
         "TITLE / FIRST MESSAGE"
     } else {
         "FIRST MESSAGE"
     };
+    let head = if agents {
+        format!("{:11}  ", "AGENT")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {last}",
+        "{head}{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {last}",
         "ID", "START", "END", "MSGS", "BR"
     )?;
-    let fixed = idw + 2 + 16 + 2 + 16 + 2 + 5 + 2 + 3 + 2;
+    let fixed = head.len() + idw + 2 + 16 + 2 + 16 + 2 + 5 + 2 + 3 + 2;
     let room = width().saturating_sub(fixed).max(10);
     for r in rows {
         let first = r
@@ -108,7 +158,8 @@ fn print_table(out: &mut impl Write, rows: &[SessionSummary]) -> std::io::Result
             .unwrap_or("(no user message)");
         writeln!(
             out,
-            "{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {}",
+            "{}{:idw$}  {:16}  {:16}  {:>5}  {:>3}  {}",
+            agent(r),
             r.short_id,
             when(&r.start),
             when(&r.end),

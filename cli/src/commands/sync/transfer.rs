@@ -114,6 +114,17 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     if let Some(why) = &r.deferred {
         eprintln!("note: {why}; the next pull or push applies them once the line is complete");
     }
+    for note in &r.agent_notes {
+        eprintln!("note: {note}");
+    }
+    for (agent, n) in &r.agents_not_enabled {
+        eprintln!(
+            "note: {n} {} sessions passed over: turn them on with `[agents] {} = true` in \
+             config.toml, then run `evi sync pull --all`",
+            agent.name(),
+            agent.name()
+        );
+    }
     if let Some(back) = &r.server_went_back {
         eprintln!("warning: {back}");
     }
@@ -211,6 +222,39 @@ struct Status {
     damaged: Vec<DamagedRecord>,
     /// The `evi sync watch` running for this home, if one runs.
     watcher: Option<crate::sync::watch::presence::WatchInfo>,
+    /// Other agents' folders: found or not, turned on or not, sessions held.
+    agents: Vec<AgentFolder>,
+}
+
+/// One other agent's folder, for `evi sync status`.
+#[derive(Debug, Serialize)]
+struct AgentFolder {
+    agent: crate::source::Agent,
+    folder: String,
+    found: bool,
+    enabled: bool,
+    sessions: usize,
+}
+
+fn agent_folders(ctx: &Ctx) -> Vec<AgentFolder> {
+    use crate::source::{Agent, is_enabled, source};
+    [Agent::ClaudeCode, Agent::Codex]
+        .into_iter()
+        .filter_map(|agent| {
+            let src = source(agent, &ctx.config)?;
+            Some(AgentFolder {
+                agent,
+                folder: src.root.display().to_string(),
+                found: src.root.is_dir(),
+                enabled: is_enabled(agent, &ctx.config),
+                sessions: src
+                    .sessions()
+                    .iter()
+                    .filter(|f| f.stream.sub.is_none())
+                    .count(),
+            })
+        })
+        .collect()
 }
 
 /// Entries of one session and day that wait.
@@ -316,6 +360,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         server_went_back: went_back,
         damaged: sync.state.damaged.clone(),
         watcher: crate::sync::watch::presence::running(&sync.paths),
+        agents: agent_folders(ctx),
     };
     if let Some(back) = &s.server_went_back {
         eprintln!("warning: {back}");
@@ -395,6 +440,20 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
             "waiting:   {} ({} entries of {}): {why}",
             w.session, w.entries, w.day
         )?;
+    }
+    for a in &s.agents {
+        let name = a.agent.name();
+        let line = match (a.found, a.enabled) {
+            (false, true) => format!("turned on, but {} does not exist", a.folder),
+            (false, false) => continue,
+            (true, true) => format!("{} sessions in {} (synced)", a.sessions, a.folder),
+            (true, false) => format!(
+                "{} sessions in {} (not synced: `[agents] {name} = true` in config.toml turns \
+                 them on)",
+                a.sessions, a.folder
+            ),
+        };
+        writeln!(out, "agent:     {name}: {line}")?;
     }
     finish(out)
 }

@@ -97,7 +97,7 @@ use evi_shared::{Day, KeyedId, SessionId};
 pub use open::{open, open_plaintext_bytes};
 #[cfg(test)]
 pub(crate) use seal::{BodyRef, RawEntry, seal_raw_for_test, write_plaintext};
-pub use seal::{check_device, seal, seal_journal, seal_unchecked_for_tests};
+pub use seal::{check_device, seal, seal_journal, seal_stream, seal_unchecked_for_tests};
 
 /// Plaintext format version written by this code.
 pub const FORMAT_VERSION: u8 = 2;
@@ -211,6 +211,11 @@ pub struct SealedSegment {
 pub enum OpenedSegment {
     Entries {
         session: SessionId,
+        entries: Vec<Entry>,
+    },
+    /// Entries of another agent's session (its stream name holds a `/`).
+    AgentEntries {
+        stream: crate::source::StreamName,
         entries: Vec<Entry>,
     },
     Journal {

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::io::{self, BufRead, BufReader, Read};
 use std::iter;
 
-use evi_shared::{Day, KeyedId, SessionId};
+use evi_shared::{Day, IdError, KeyedId, SessionId};
 use hmac::Mac;
 
 use super::seal::{
@@ -332,9 +332,19 @@ fn open_plaintext<R: BufRead>(
     };
     match body {
         RawBody::Entries { session, entries } => {
-            let session = String::from_utf8_lossy(&session)
-                .parse::<SessionId>()
-                .map_err(SegmentError::BadSessionId)?;
+            let name = String::from_utf8_lossy(&session);
+            let stream = match name.contains('/') {
+                true => Some(crate::source::StreamName::parse(&name).ok_or_else(|| {
+                    SegmentError::BadSessionId(IdError::Session(name.to_string()))
+                })?),
+                false => None,
+            };
+            let session = match &stream {
+                Some(s) => s.session.clone(),
+                None => name
+                    .parse::<SessionId>()
+                    .map_err(SegmentError::BadSessionId)?,
+            };
             if entries.is_empty() {
                 return Err(SegmentError::Malformed("no entries".into()));
             }
@@ -375,9 +385,15 @@ fn open_plaintext<R: BufRead>(
                     line_blob,
                 });
             }
-            Ok(OpenedSegment::Entries {
-                session,
-                entries: out,
+            Ok(match stream {
+                Some(stream) => OpenedSegment::AgentEntries {
+                    stream,
+                    entries: out,
+                },
+                None => OpenedSegment::Entries {
+                    session,
+                    entries: out,
+                },
             })
         }
         RawBody::Journal { device, lines } => {

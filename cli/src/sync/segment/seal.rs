@@ -319,6 +319,17 @@ pub fn seal(
     session: &SessionId,
     entries: &[Entry],
 ) -> Result<SealedSegment, SegmentError> {
+    seal_stream(keys, identity, session.as_str(), entries)
+}
+
+/// [`seal`] for a session named by its stream name (see
+/// [`crate::source::StreamName`]: an eVi session's is its bare id).
+pub fn seal_stream(
+    keys: &SyncKeys,
+    identity: &Identity,
+    stream: &str,
+    entries: &[Entry],
+) -> Result<SealedSegment, SegmentError> {
     if entries.is_empty() {
         return Err(SegmentError::Empty);
     }
@@ -334,7 +345,7 @@ pub fn seal(
         raw.push(RawEntry::try_from(e)?);
     }
     let body = BodyRef::Entries {
-        session: session.as_str().as_bytes(),
+        session: stream.as_bytes(),
         entries: raw,
     };
     seal_body(keys, identity, FORMAT_VERSION, &body)

@@ -51,7 +51,16 @@ impl FileWatch {
     /// Watches the home's `transcripts/` and `checkpoints/` (and the home
     /// itself, to notice either being created later).
     pub fn start(home: &EviHome, tx: Sender<Signal>) -> notify::Result<Self> {
-        let dirs = vec![home.transcripts_dir(), home.checkpoints_dir()];
+        let mut dirs = vec![home.transcripts_dir(), home.checkpoints_dir()];
+        // The folders of the other agents `[agents]` turns on: their
+        // sessions sync too. (One made after the watch starts is watched
+        // once the home changes.)
+        let config = crate::config::Config::load(&home.config_file())
+            .map(|l| l.config)
+            .unwrap_or_default();
+        for s in crate::source::enabled(&config) {
+            dirs.push(s.sessions_dir());
+        }
         let root = home.root().to_owned();
         let relevant = dirs.clone();
         let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {

@@ -1,0 +1,395 @@
+//! Writing pulled entries of another agent's session into its folder.
+//!
+//! # Promises
+//!
+//! The rules of `DESIGN.md` ("Pull never rewrites a file") for a layout of
+//! one file per session:
+//!
+//! - Only appends, to the session's file where this device has it, else to
+//!   the file the source names for it ([`super::Source::target`]: for Claude
+//!   Code the folder of its project as mapped here). Nothing is written
+//!   outside the agent's folder: every path component below it is a checked
+//!   id or a sanitized project folder name.
+//! - **Verbatim** when the line names its own id (Claude Code's `uuid`), or
+//!   when its parent is the file's implicit tip and its derived id comes
+//!   out the same here; every other entry gets `id` and `parentId` in front
+//!   (or the `eviRawLine` wrapper), which never moves the implicit chain.
+//! - **Never into a line being written**: the append goes through a handle
+//!   opened `O_APPEND` whose size and last byte are checked right before the
+//!   one write; a file that ends in a partial line (the agent mid-write)
+//!   makes the entries wait in `sync/pending-agents/`, applied by the next
+//!   pull once the file is whole. So do entries whose project is not known
+//!   yet (no line with a `cwd` has arrived).
+//! - **What pull wrote is what push skips**: when the push state of the file
+//!   matched it before the append, it is moved to cover exactly pull's
+//!   bytes; if anything else grew the file meanwhile it is left, and the
+//!   next push reads the rest (the server drops what it has, by entry id).
+//! - Entries of an agent not turned on here are not written (nor kept): the
+//!   user turns the agent on and runs `evi sync pull --all`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::paths::PathMap;
+use super::{Agent, StreamName};
+use crate::sync::Entry;
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::pending::{WaitReason, Waiting};
+use crate::sync::state::{FileState, Stat, line_hash};
+use crate::transcript::entry_id::{IdChain, derive_id};
+use crate::transcript::lines::walk_file;
+
+/// What the agents' part of a pull did.
+#[derive(Debug, Default)]
+pub struct AgentApplied {
+    pub entries: u64,
+    pub sessions: u64,
+    pub waiting: u64,
+    /// Sessions of agents not turned on here, by agent.
+    pub not_enabled: BTreeMap<Agent, u64>,
+    /// What people should know (a Codex index left alone, and why).
+    pub notes: Vec<String>,
+}
+
+/// A session file as read before an append.
+struct Seen {
+    known: HashSet<String>,
+    tip: Option<String>,
+    size: u64,
+    ino: u64,
+    partial: bool,
+}
+
+fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut chain = IdChain::default();
+    let mut known = HashSet::new();
+    let end = walk_file(path, 0, |_, raw| {
+        let raw = agent.canonical(raw, map);
+        known.insert(chain.place(&raw, agent.explicit_ids(&raw)).id);
+        ControlFlow::Continue(())
+    })?;
+    Ok(Some(Seen {
+        known,
+        tip: chain.implicit_parent().map(str::to_owned),
+        size: end.offset + end.pending_bytes,
+        ino: meta.ino(),
+        partial: end.pending_bytes > 0,
+    }))
+}
+
+/// The bytes to append for `entries` after what `r` holds, and the tip after.
+fn plan(
+    agent: Agent,
+    map: &PathMap,
+    r: &Seen,
+    entries: &[Entry],
+) -> (Vec<u8>, Option<String>, u64) {
+    let mut out = Vec::new();
+    let mut tip = r.tip.clone();
+    let mut known = r.known.clone();
+    let mut n = 0;
+    for e in entries {
+        if !known.insert(e.id.clone()) {
+            continue;
+        }
+        n += 1;
+        let own = agent.explicit_ids(&e.line);
+        let verbatim = match (&own.id, &own.parent) {
+            (Some(id), Some(parent)) => *id == e.id && *parent == e.parent,
+            (None, None) => e.parent == tip && derive_id(tip.as_deref(), &e.line) == e.id,
+            _ => false,
+        };
+        if verbatim {
+            out.extend_from_slice(&agent.localize(&e.line, map));
+            out.push(b'\n');
+            if own.parent.is_none() {
+                tip = Some(e.id.clone());
+            }
+        } else {
+            let is_object =
+                serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.line)
+                    .is_ok();
+            let line = crate::sync::apply::with_ids(e, own.id.is_some(), is_object);
+            out.extend_from_slice(&agent.localize(&line, map));
+        }
+    }
+    (out, tip, n)
+}
+
+/// Where waiting entries of `stream` are kept.
+fn pending_path(ctx: &SyncContext, stream: &StreamName) -> PathBuf {
+    let name = stream.to_string().replace('/', "+");
+    ctx.paths
+        .dir
+        .join("pending-agents")
+        .join(format!("{name}.json"))
+}
+
+fn load_pending(path: &Path) -> Vec<Waiting> {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn save_pending(path: &Path, waiting: &[Waiting]) -> Result<(), SyncError> {
+    if waiting.is_empty() {
+        return match std::fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(e).ctx(|| format!("cannot remove {}", path.display()))
+            }
+            _ => Ok(()),
+        };
+    }
+    let dir = path.parent().expect("in pending-agents");
+    crate::fsutil::create_dir_all_durable(dir)
+        .ctx(|| format!("cannot create {}", dir.display()))?;
+    let bytes = serde_json::to_vec(waiting).expect("serializable");
+    crate::fsutil::replace_file(path, &bytes).ctx(|| format!("cannot write {}", path.display()))
+}
+
+/// Streams with entries waiting from an earlier pull.
+fn pending_streams(ctx: &SyncContext) -> Vec<StreamName> {
+    let Ok(rd) = std::fs::read_dir(ctx.paths.dir.join("pending-agents")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")?
+                .replace('+', "/");
+            StreamName::parse(&name)
+        })
+        .collect()
+}
+
+/// Applies the pulled entries of other agents' sessions (and those that
+/// waited), each stream in the order its entries came.
+pub fn apply(
+    ctx: &mut SyncContext,
+    batch: Vec<(StreamName, Vec<Entry>)>,
+) -> Result<AgentApplied, SyncError> {
+    let mut by_stream: BTreeMap<StreamName, Vec<Entry>> = BTreeMap::new();
+    for s in pending_streams(ctx) {
+        by_stream.entry(s).or_default();
+    }
+    for (s, mut e) in batch {
+        by_stream.entry(s).or_default().append(&mut e);
+    }
+    let mut done = AgentApplied::default();
+    if by_stream.is_empty() {
+        return Ok(done);
+    }
+    let mut local: HashMap<Agent, HashMap<StreamName, PathBuf>> = HashMap::new();
+    for (stream, fresh) in by_stream {
+        let Some(source) = ctx
+            .sources
+            .iter()
+            .find(|s| s.agent == stream.agent)
+            .cloned()
+        else {
+            *done.not_enabled.entry(stream.agent).or_default() += 1;
+            continue;
+        };
+        let pending = pending_path(ctx, &stream);
+        let mut entries: Vec<Entry> = load_pending(&pending).iter().map(Waiting::entry).collect();
+        entries.extend(fresh);
+        let mut waiting = Vec::new();
+        let mut ready = Vec::with_capacity(entries.len());
+        for mut e in entries {
+            if crate::sync::line_blobs::fetch_line(ctx, &mut e)? {
+                ready.push(e);
+            } else {
+                waiting.push(Waiting::new(&e, WaitReason::BlobMissing));
+            }
+        }
+        let files = local.entry(stream.agent).or_insert_with(|| {
+            source
+                .sessions()
+                .into_iter()
+                .map(|f| (f.stream, f.path))
+                .collect()
+        });
+        let path = match files.get(&stream) {
+            Some(p) => Some(p.clone()),
+            None => {
+                let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
+                source.target(&stream, &lines, &ctx.path_map)
+            }
+        };
+        let written = match path {
+            Some(path) if !ready.is_empty() => append(ctx, &stream, &path, &ready)?,
+            _ => None,
+        };
+        match written {
+            Some(n) => {
+                if n > 0 {
+                    done.entries += n;
+                    done.sessions += 1;
+                }
+                if stream.agent == Agent::Codex
+                    && let Some(p) = files.get(&stream).cloned().or_else(|| {
+                        let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
+                        source.target(&stream, &lines, &ctx.path_map)
+                    })
+                {
+                    done.notes
+                        .extend(enter_in_codex_index(ctx, &source.root, &stream, &p));
+                }
+                if let Some(p) = files.get(&stream).cloned().or_else(|| {
+                    let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
+                    source.target(&stream, &lines, &ctx.path_map)
+                }) {
+                    files.insert(stream.clone(), p);
+                }
+            }
+            None => waiting.extend(
+                ready
+                    .iter()
+                    .map(|e| Waiting::new(e, WaitReason::PartialLine)),
+            ),
+        }
+        done.waiting += waiting.len() as u64;
+        save_pending(&pending, &waiting)?;
+    }
+    Ok(done)
+}
+
+/// Enters a Codex session in Codex's index; a note when that could not be.
+fn enter_in_codex_index(
+    ctx: &SyncContext,
+    root: &Path,
+    stream: &StreamName,
+    rollout: &Path,
+) -> Option<String> {
+    use super::codex_index::{Outcome, Thread, enter};
+    let text = std::fs::read(rollout).ok()?;
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let meta = super::codex::meta(lines.iter().copied())?;
+    let cwd = ctx.path_map.local(meta.cwd.as_deref().unwrap_or(""));
+    let first = super::codex::first_user_message(lines.iter().copied());
+    let t = Thread {
+        meta: &meta,
+        rollout,
+        cwd: &cwd,
+        model_provider: meta.model_provider.as_deref(),
+        cli_version: meta.cli_version.as_deref(),
+        first_user_message: first.as_deref(),
+    };
+    let session = &stream.session;
+    match enter(root, &t) {
+        Ok(Outcome::Added(_) | Outcome::Present | Outcome::NoDatabase) => None,
+        Ok(Outcome::UnknownSchema { db, why }) => Some(format!(
+            "Codex session {session} is at {}, but Codex's index {} was left alone: {why}; \
+             a Codex that re-indexes its sessions folder lists it, or open the rollout file",
+            rollout.display(),
+            db.display()
+        )),
+        Err(e) => Some(format!(
+            "Codex session {session} is at {}, but it could not be entered in Codex's index: {e}",
+            rollout.display()
+        )),
+    }
+}
+
+/// Appends what `entries` add to `path`: `Some(count)` once durable, `None`
+/// when the file ends in a line being written (the entries wait).
+fn append(
+    ctx: &mut SyncContext,
+    stream: &StreamName,
+    path: &Path,
+    entries: &[Entry],
+) -> Result<Option<u64>, SyncError> {
+    let what = || format!("cannot append to {}", path.display());
+    for _ in 0..3 {
+        let map = ctx.path_map.clone();
+        let before = read_file(stream.agent, &map, path).ctx(what)?;
+        let empty = Seen {
+            known: HashSet::new(),
+            tip: None,
+            size: 0,
+            ino: 0,
+            partial: false,
+        };
+        let r = before.as_ref().unwrap_or(&empty);
+        if r.partial {
+            return Ok(None);
+        }
+        let (bytes, tip, n) = plan(stream.agent, &map, r, entries);
+        if bytes.is_empty() {
+            return Ok(Some(0));
+        }
+        let key = stream.state_key();
+        let prev_matched = match &before {
+            None => true,
+            Some(_) => ctx
+                .state
+                .files
+                .get(&key)
+                .is_some_and(|fs| Stat::of(path).is_ok_and(|s| s.matches(fs))),
+        };
+        if before.is_none()
+            && let Some(dir) = path.parent()
+        {
+            crate::fsutil::create_dir_all_durable(dir)
+                .ctx(|| format!("cannot create {}", dir.display()))?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(path)
+            .ctx(what)?;
+        // The last check, on the handle the write goes through.
+        let m = f.metadata().ctx(what)?;
+        let same = m.len() == r.size && (before.is_none() || m.ino() == r.ino);
+        if !same || (m.len() > 0 && !ends_in_newline(&mut f, m.len()).ctx(what)?) {
+            continue;
+        }
+        crate::fsutil::append_all_or_none(&mut f, r.size, &bytes).ctx(what)?;
+        f.sync_all().ctx(what)?;
+        if before.is_none()
+            && let Some(dir) = path.parent()
+        {
+            crate::fsutil::sync_dir(dir).ctx(what)?;
+        }
+        let after = Stat::of(path).ctx(what)?;
+        if prev_matched && after.size == r.size + bytes.len() as u64 {
+            let body = &bytes[..bytes.len() - 1];
+            let last = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            ctx.state.files.insert(
+                key,
+                FileState {
+                    size: after.size,
+                    mtime_ns: after.mtime_ns,
+                    ino: after.ino,
+                    offset: after.size,
+                    last_start: r.size + last as u64,
+                    last_hash: Some(line_hash(&body[last..])),
+                    chain_before: None,
+                    chain_after: tip,
+                },
+            );
+        }
+        return Ok(Some(n));
+    }
+    Ok(None)
+}
+
+fn ends_in_newline(f: &mut std::fs::File, size: u64) -> io::Result<bool> {
+    let mut b = [0u8; 1];
+    f.seek(SeekFrom::Start(size - 1))?;
+    f.read_exact(&mut b)?;
+    Ok(b[0] == b'\n')
+}

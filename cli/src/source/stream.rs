@@ -1,0 +1,107 @@
+//! The name a session travels under: what the segment's session field holds
+//! and what its keyed stream id is computed from.
+//!
+//! eVi's sessions keep their bare id, exactly as before sources existed, so
+//! servers and devices that synced eVi sessions see the same stream ids.
+//! Another agent's session is `<agent>/<session id>` (Claude Code
+//! subagent transcripts `claude-code/<session id>/<file stem>`): an eVi
+//! session id never holds a `/`, so the two can never name the same stream,
+//! and the same id under two agents names two streams.
+
+use std::fmt;
+
+use evi_shared::SessionId;
+
+use super::Agent;
+
+/// A session of some agent, as sync names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamName {
+    pub agent: Agent,
+    pub session: SessionId,
+    /// A transcript kept beside the session (a Claude Code subagent's), by
+    /// its file stem.
+    pub sub: Option<SessionId>,
+}
+
+impl StreamName {
+    pub fn evi(session: SessionId) -> Self {
+        Self {
+            agent: Agent::Evi,
+            session,
+            sub: None,
+        }
+    }
+
+    /// Parses a segment's session field. `None` when malformed.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut parts = s.split('/');
+        let first = parts.next()?;
+        let Some(second) = parts.next() else {
+            return Some(Self::evi(first.parse().ok()?));
+        };
+        let agent = Agent::from_name(first).filter(|a| *a != Agent::Evi)?;
+        let session = second.parse().ok()?;
+        let sub = match parts.next() {
+            None => None,
+            Some(stem) if agent == Agent::ClaudeCode => Some(stem.parse().ok()?),
+            Some(_) => return None,
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Self {
+            agent,
+            session,
+            sub,
+        })
+    }
+
+    /// The key of this stream's files in the push state: eVi's stay
+    /// `<day>/<id>.jsonl`, others' start with the agent's name.
+    pub fn state_key(&self) -> String {
+        format!("{self}.jsonl")
+    }
+}
+
+impl fmt::Display for StreamName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.agent {
+            Agent::Evi => write!(f, "{}", self.session),
+            a => {
+                write!(f, "{}/{}", a.name(), self.session)?;
+                if let Some(sub) = &self.sub {
+                    write!(f, "/{sub}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses() {
+        for s in [
+            "abc",
+            "claude-code/abc-1",
+            "codex/0199",
+            "claude-code/a/agent-1",
+        ] {
+            assert_eq!(StreamName::parse(s).unwrap().to_string(), s);
+        }
+        for s in [
+            "evi/abc",
+            "codex/a/b",
+            "x/abc",
+            "claude-code/../x",
+            "claude-code/",
+            "a/b/c/d",
+        ] {
+            assert!(StreamName::parse(s).is_none(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Other agents' sessions (Claude Code, Codex) as sync sources: they land
+//! where each agent looks for them on a device whose project lives at
+//! another path, both devices continue them, and they converge.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{Device, derive_id, two_devices};
+
+const CLAUDE_ID: &str = "d284f444-9e56-4318-a472-bc18481b7793";
+const CODEX_ID: &str = "019bd6d8-b99b-7eb1-847c-87c3da10673a";
+const CODEX_REL: &str =
+    "sessions/2026/01/19/rollout-2026-01-19T15-21-26-019bd6d8-b99b-7eb1-847c-87c3da10673a.jsonl";
+
+fn fixture(name: &str, project: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/fixtures/agents")
+        .join(name);
+    std::fs::read_to_string(path)
+        .unwrap()
+        .replace("@PROJECT@", project)
+}
+
+/// Claude Code's folder name for a project path.
+fn folder(project: &str) -> String {
+    project
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+fn claude(d: &Device) -> PathBuf {
+    d.dir.path().join("claude")
+}
+
+fn codex(d: &Device) -> PathBuf {
+    d.dir.path().join("codex")
+}
+
+/// `[agents]` on, pointing at this device's folders, and `extra`.
+fn enable(d: &Device, extra: &str) {
+    d.write_config(&format!(
+        "[agents]\nclaude-code = true\ncodex = true\nclaude-code-dir = \"{}\"\ncodex-dir = \"{}\"\n{extra}",
+        claude(d).display(),
+        codex(d).display()
+    ));
+}
+
+fn project(d: &Device, p: &str) -> String {
+    d.dir.path().join(p).display().to_string()
+}
+
+/// The `threads` table of Codex's first state migration
+/// (`codex-rs/state/migrations/0001_threads.sql`), plus `extra` columns.
+fn codex_index(d: &Device, extra: &str) -> PathBuf {
+    std::fs::create_dir_all(codex(d)).unwrap();
+    let db = codex(d).join("state_5.sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE threads (
+            id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL, source TEXT NOT NULL, model_provider TEXT NOT NULL,
+            cwd TEXT NOT NULL, title TEXT NOT NULL, sandbox_policy TEXT NOT NULL,
+            approval_mode TEXT NOT NULL, tokens_used INTEGER NOT NULL DEFAULT 0,
+            archived INTEGER NOT NULL DEFAULT 0, archived_at INTEGER, git_sha TEXT,
+            git_branch TEXT, git_origin_url TEXT{extra});
+         CREATE INDEX idx_threads_updated_at ON threads(updated_at DESC, id DESC);"
+    ))
+    .unwrap();
+    db
+}
+
+/// The threads Codex would list: (id, rollout_path, cwd, title), newest first.
+fn codex_threads(db: &Path) -> Vec<(String, String, String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT id, rollout_path, cwd, title FROM threads WHERE archived = 0 \
+             ORDER BY updated_at DESC, id DESC",
+        )
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn cwd(p: &str) -> String {
+    format!("\"cwd\":\"{p}\"")
+}
+
+fn claude_file(d: &Device, project: &str) -> PathBuf {
+    claude(d)
+        .join("projects")
+        .join(folder(project))
+        .join(format!("{CLAUDE_ID}.jsonl"))
+}
+
+fn append(path: &Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    writeln!(f, "{line}").unwrap();
+}
+
+/// (id, parent, content less what pull added) of every line, Claude Code's
+/// `uuid`s explicit, `id`/`parentId` as pull adds them, the rest derived.
+fn entries(path: &Path) -> Vec<(String, Option<String>, Value)> {
+    entries_of(&std::fs::read_to_string(path).unwrap())
+}
+
+fn entries_of(text: &str) -> Vec<(String, Option<String>, Value)> {
+    let mut tip: Option<String> = None;
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let o = v.as_object_mut().unwrap();
+        let (id, parent) = if let Some(Value::String(u)) = o.get("uuid") {
+            (
+                u.clone(),
+                o.get("parentUuid")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            )
+        } else if let Some(Value::String(id)) = o.get("id").cloned() {
+            let parent = o.get("parentId").and_then(Value::as_str).map(str::to_owned);
+            o.remove("id");
+            o.remove("parentId");
+            (id, parent)
+        } else {
+            let parent = tip.clone();
+            let id = derive_id(parent.as_deref(), line.as_bytes());
+            tip = Some(id.clone());
+            (id, parent)
+        };
+        out.push((id, parent, v));
+    }
+    out
+}
+
+fn entry_set(path: &Path) -> BTreeSet<(String, String)> {
+    entry_set_as(path, ("", ""))
+}
+
+/// [`entry_set`] of the file with the `cwd`s `swap.0` read as `swap.1`.
+fn entry_set_as(path: &Path, swap: (&str, &str)) -> BTreeSet<(String, String)> {
+    let mut text = std::fs::read_to_string(path).unwrap();
+    if !swap.0.is_empty() {
+        text = text.replace(&cwd(swap.0), &cwd(swap.1));
+    }
+    entries_of(&text)
+        .into_iter()
+        .map(|(id, _, v)| (id, v.to_string()))
+        .collect()
+}
+
+#[test]
+fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
+    let (server, a, b) = two_devices();
+    let proj_a = project(&a, "home/a/proj");
+    let proj_b = project(&b, "srv/b/proj");
+    enable(&a, "");
+    enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    let index_b = codex_index(&b, "");
+
+    let cc_a = claude_file(&a, &proj_a);
+    std::fs::create_dir_all(cc_a.parent().unwrap()).unwrap();
+    std::fs::write(&cc_a, fixture("claude-code.jsonl", &proj_a)).unwrap();
+    let cx_a = codex(&a).join(CODEX_REL);
+    std::fs::create_dir_all(cx_a.parent().unwrap()).unwrap();
+    std::fs::write(&cx_a, fixture("codex-rollout.jsonl", &proj_a)).unwrap();
+
+    assert_eq!(
+        a.sync_ok(&["push"]),
+        "pushed 6 entries in 2 sessions, 0 journal lines, 0 blobs (2 new records, 0 already on the server)\n"
+    );
+    assert_eq!(
+        b.sync_ok(&["pull"]),
+        "pulled 6 entries in 2 sessions, 0 blobs; 0 sessions diverged (both branches kept)\n"
+    );
+    // B's Claude Code finds it in the folder of B's own checkout, and its
+    // lines name B's checkout as their `cwd` (Claude Code resumes only a
+    // session of the directory it runs in); nothing else changed.
+    let cc_b = claude_file(&b, &proj_b);
+    assert_eq!(
+        std::fs::read_to_string(&cc_b).unwrap(),
+        std::fs::read_to_string(&cc_a)
+            .unwrap()
+            .replace(&cwd(&proj_a), &cwd(&proj_b))
+    );
+    assert!(!claude_file(&b, &proj_a).exists(), "not under A's path");
+    let cx_b = codex(&b).join(CODEX_REL);
+    assert_eq!(std::fs::read(&cx_b).unwrap(), std::fs::read(&cx_a).unwrap());
+    // Codex's index on B lists it, at B's rollout and B's project path.
+    assert_eq!(
+        codex_threads(&index_b),
+        vec![(
+            CODEX_ID.to_owned(),
+            cx_b.display().to_string(),
+            proj_b.clone(),
+            "Find where the parser drops the last token".to_owned()
+        )]
+    );
+    // Listed with their agent and project, and handed off with each
+    // agent's own resume command, from B's checkout.
+    let run = b.evi(&["sessions", "list", "--days", "3650", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let listed: Value = serde_json::from_str(&run.stdout).unwrap();
+    let mut seen: Vec<(String, String, String)> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let f = |k: &str| s[k].as_str().unwrap_or_default().to_owned();
+            (f("agent"), f("id"), f("project"))
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("claude-code".into(), CLAUDE_ID.into(), proj_b.clone()),
+            ("codex".into(), CODEX_ID.into(), proj_b.clone()),
+        ]
+    );
+    let run = b.evi(&["sessions", "list", "--agent", "codex", "--days", "3650"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("AGENT"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("codex") && !run.stdout.contains("claude-code"),
+        "{}",
+        run.stdout
+    );
+    for (id, cmd) in [(CLAUDE_ID, "claude --resume"), (CODEX_ID, "codex resume")] {
+        let run = b.sync(&["sessions", "handoff", &id[..8], "--no-push", "--json"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let h: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(
+            h["resume_command"],
+            format!("cd {proj_b} && {cmd} {id}"),
+            "{h}"
+        );
+        assert_eq!(h["project"], proj_b.as_str());
+    }
+
+    // What pull wrote is what push skips.
+    assert_eq!(
+        b.sync_ok(&["push"]),
+        "pushed 0 entries in 0 sessions, 0 journal lines, 0 blobs (0 new records, 0 already on the server)\n"
+    );
+
+    // Both continue both sessions from the same point: two branches each.
+    let last = "5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c";
+    append(
+        &cc_a,
+        &format!(
+            r#"{{"parentUuid":"{last}","isSidechain":false,"cwd":"{proj_a}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"fix it on the laptop"}},"uuid":"aaaaaaaa-0000-4000-8000-000000000001","timestamp":"2026-02-03T18:12:00.000Z"}}"#
+        ),
+    );
+    append(
+        &cc_a,
+        r#"{"type":"summary","summary":"Parser fix","leafUuid":"aaaaaaaa-0000-4000-8000-000000000001"}"#,
+    );
+    append(
+        &cc_b,
+        &format!(
+            r#"{{"parentUuid":"{last}","isSidechain":false,"cwd":"{proj_b}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"fix it on the desktop"}},"uuid":"bbbbbbbb-0000-4000-8000-000000000002","timestamp":"2026-02-03T18:13:00.000Z"}}"#
+        ),
+    );
+    append(
+        &cx_a,
+        r#"{"timestamp":"2026-01-19T15:22:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"on the laptop"}]}}"#,
+    );
+    append(
+        &cx_b,
+        r#"{"timestamp":"2026-01-19T15:23:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"on the desktop"}]}}"#,
+    );
+
+    for d in [&a, &b] {
+        d.sync_ok(&["push"]);
+    }
+    for d in [&a, &b] {
+        d.sync_ok(&["pull"]);
+    }
+    // A second round changes nothing: nothing doubles.
+    for d in [&a, &b] {
+        d.sync_ok(&["push"]);
+        d.sync_ok(&["pull"]);
+    }
+    for (pa, pb, n, swap) in [
+        (&cc_a, &cc_b, 6, (proj_b.as_str(), proj_a.as_str())),
+        (&cx_a, &cx_b, 5, ("", "")),
+    ] {
+        let (ea, eb) = (entries(pa), entries(pb));
+        assert_eq!(ea.len(), n, "{}", std::fs::read_to_string(pa).unwrap());
+        assert_eq!(eb.len(), n, "{}", std::fs::read_to_string(pb).unwrap());
+        let ids: BTreeSet<_> = ea.iter().map(|e| e.0.clone()).collect();
+        assert_eq!(ids.len(), n, "no entry twice");
+        assert_eq!(entry_set(pa), entry_set_as(pb, swap), "converged");
+    }
+    // Every line of the session on B names B's checkout, the desktop's own
+    // and the laptop's alike; on A, A's.
+    let on_b = std::fs::read_to_string(&cc_b).unwrap();
+    assert_eq!(on_b.matches(&cwd(&proj_b)).count(), 4, "{on_b}");
+    assert!(!on_b.contains(&proj_a), "{on_b}");
+    let on_a = std::fs::read_to_string(&cc_a).unwrap();
+    assert!(!on_a.contains(&proj_b), "{on_a}");
+
+    // The index still holds one row for it.
+    assert_eq!(codex_threads(&index_b).len(), 1);
+
+    // A third device with no map keeps the original project path; its Codex
+    // index has a column this version does not know: it is left alone, and
+    // the user is told.
+    let c = Device::new();
+    c.join_copying_key(&a, &server.url, "pat", "server");
+    enable(&c, "");
+    let index_c = codex_index(&c, ", workspace_id TEXT NOT NULL");
+    let pulled = c.sync(&["sync", "pull"]);
+    assert_eq!(pulled.code, 0, "{}", pulled.stderr);
+    assert!(
+        pulled.stderr.contains("index") && pulled.stderr.contains("workspace_id"),
+        "{}",
+        pulled.stderr
+    );
+    assert!(codex_threads(&index_c).is_empty());
+    let cc_c = claude_file(&c, &proj_a);
+    assert_eq!(entry_set(&cc_c), entry_set(&cc_a));
+    assert_eq!(entry_set(&codex(&c).join(CODEX_REL)), entry_set(&cx_a));
+}
+
+#[test]
+fn agents_not_turned_on_stay_out() {
+    let (_server, a, b) = two_devices();
+    let proj = project(&a, "home/a/proj");
+    enable(&a, "");
+    let cc_a = claude_file(&a, &proj);
+    std::fs::create_dir_all(cc_a.parent().unwrap()).unwrap();
+    std::fs::write(&cc_a, fixture("claude-code.jsonl", &proj)).unwrap();
+    // The default folders of B (under its HOME) exist but are not opted in.
+    std::fs::create_dir_all(b.dir.path().join(".claude/projects")).unwrap();
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    assert!(
+        !b.dir
+            .path()
+            .join(".claude/projects")
+            .join(folder(&proj))
+            .exists(),
+        "nothing written into an agent's folder that was not turned on"
+    );
+}
