@@ -79,14 +79,21 @@ async fn start_lines(srv: &TestServer) -> Vec<String> {
         })
         .collect();
     if let Some(db) = &srv.db {
-        let before: Vec<String> = lines.drain(..2).collect();
-        assert_eq!(
-            before[0],
-            "INFO evi_server::store::postgres::migrate: applied database migration version=1 \
-             name=\"init\"",
-            "{before:#?}"
-        );
-        let used = before[1]
+        // One line per migration the server knows, oldest first, then the store.
+        let known = postgres_migrations();
+        let before: Vec<String> = lines.drain(..known.len() + 1).collect();
+        for (i, name) in known.iter().enumerate() {
+            assert_eq!(
+                before[i],
+                format!(
+                    "INFO evi_server::store::postgres::migrate: applied database migration \
+                     version={} name=\"{name}\"",
+                    i + 1
+                ),
+                "{before:#?}"
+            );
+        }
+        let used = before[known.len()]
             .strip_prefix("INFO evi_server: using Postgres database=")
             .and_then(|rest| rest.strip_suffix(&format!("/{} pool_size=10", db.name())));
         assert!(used.is_some_and(|host| !host.contains('@')), "{before:#?}");
@@ -333,4 +340,25 @@ async fn invite_mode_without_a_code_says_how_the_operator_makes_one() {
                         DIR` (DIR: the server's data folder)"
         })
     );
+}
+
+/// The names of the Postgres migrations shipped in server/migrations/postgres,
+/// in version order (`0002_pair_slots.sql` → `pair_slots`).
+pub fn postgres_migrations() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sql"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|n| {
+            let stem = n.trim_end_matches(".sql");
+            stem.split_once('_')
+                .map_or(stem, |(_, name)| name)
+                .to_owned()
+        })
+        .collect()
 }

@@ -65,7 +65,9 @@ fn two_servers_started_at_once_on_a_fresh_database_migrate_it_once() {
     );
     assert_eq!(
         rows,
-        vec![vec![Some("1".to_owned())]],
+        (1..=crate::operator::postgres_migrations().len())
+            .map(|v| vec![Some(v.to_string())])
+            .collect::<Vec<_>>(),
         "each version applied once"
     );
     for addr in &addrs {
@@ -95,7 +97,10 @@ fn a_database_migrated_by_a_newer_server_is_refused_at_start() {
     let (code, err) = run_to_end(&db, data.path());
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("was migrated by a newer evi-server (version 42; this one knows up to 1); upgrade this one"),
+        err.contains(&format!(
+            "was migrated by a newer evi-server (version 42; this one knows up to {}); upgrade this one",
+            crate::operator::postgres_migrations().len()
+        )),
         "{err}"
     );
 }
