@@ -108,8 +108,8 @@ async fn a_stream_is_read_through_its_index() {
 }
 
 // A database from before packs, as bodies.rs once held: the SQLite file is
-// what such a server left (a Postgres database was never without packs; a
-// SQLite one is moved there by `evi-server migrate`, tests/tests/e2e/migrate.rs).
+// what such a server left. A Postgres database was never without packs
+// (`evi-server migrate` carries such inline bodies over into its rows).
 
 const TOKEN: &str = "evi_0000000000000000000000000000000000000000000000000000000000000001";
 
