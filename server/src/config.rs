@@ -45,9 +45,6 @@ pub struct RateLimits {
     /// Long-poll waits (`GET /records/wait`) begun by one device: a client
     /// that loops without waiting is held to this.
     pub waits_per_device_per_minute: u32,
-    /// Pairing slots one account may open, and pairing calls without a
-    /// token (reading an offer, joining) from one address.
-    pub pairings_per_minute: u32,
     /// Most buckets held at once (each well under 200 bytes, so about 10 MB
     /// at the default): past it, the buckets touched longest ago are dropped.
     pub max_keys: usize,
@@ -60,7 +57,6 @@ impl Default for RateLimits {
             per_user_per_minute: 10,
             per_user_total_per_minute: 100,
             waits_per_device_per_minute: 300,
-            pairings_per_minute: 10,
             max_keys: 50_000,
         }
     }
@@ -215,9 +211,6 @@ pub struct Config {
     /// Where bodies and blobs go (`--store`, see [`crate::storage`]):
     /// `None` for the data folder.
     pub store: Option<String>,
-    /// How long a pairing slot lives (`--pair-ttl`, see
-    /// [`crate::routes::pairing`]): ten minutes, shorter in tests.
-    pub pair_ttl: Duration,
 }
 
 impl Config {
@@ -239,7 +232,6 @@ impl Config {
             database: None,
             database_pool_size: crate::store::postgres::DEFAULT_POOL_SIZE,
             store: None,
-            pair_ttl: Duration::from_secs(limits::DEFAULT_PAIR_TTL_SECS),
         }
     }
 

@@ -252,18 +252,6 @@ impl From<StoreError> for ApiError {
             StoreError::QuotaExceeded => Self::quota(),
             StoreError::Full => Self::storage_full(),
             StoreError::NotFound => Self::not_found("item"),
-            StoreError::PairTaken => Self::new(
-                StatusCode::CONFLICT,
-                ErrorCode::PairingTaken,
-                "another device joined this pairing already (one attempt per code): \
-                 start a new pairing for a new code",
-            ),
-            StoreError::TooManyPairings => Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                ErrorCode::PairingLimit,
-                "this account has as many pairings under way as the server allows: \
-                 finish one, or wait for one to expire",
-            ),
             StoreError::Unavailable(cause) => Self::storage_unavailable(cause),
             StoreError::Backend(_) => Self::internal(e),
         }

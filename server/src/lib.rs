@@ -222,15 +222,6 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/devices", get(devices::list))
         .route("/devices/{id}", axum::routing::delete(devices::revoke))
-        .route("/pair", post(routes::pairing::create))
-        .route(
-            "/pair/{slot}",
-            get(routes::pairing::offer).delete(routes::pairing::done),
-        )
-        .route("/pair/{slot}/join", post(routes::pairing::join))
-        .route("/pair/{slot}/wait", get(routes::pairing::wait))
-        .route("/pair/{slot}/device", post(routes::pairing::device))
-        .route("/pair/{slot}/reply", post(routes::pairing::reply))
         .route(
             "/records",
             get(records::pull)

@@ -90,14 +90,6 @@ struct Cli {
     /// proxy's read timeout in front must be longer).
     #[arg(long, env = "EVI_SERVER_MAX_WAIT_SECS", default_value_t = Waits::default().max_secs)]
     max_wait_secs: u32,
-    /// Seconds a pairing slot (`evi sync pair`) lives before its code
-    /// expires.
-    #[arg(long, env = "EVI_SERVER_PAIR_TTL", default_value_t = evi_shared::limits::DEFAULT_PAIR_TTL_SECS)]
-    pair_ttl: u64,
-    /// Pairing slots one account may open per minute, and pairing calls
-    /// without a token (reading an offer, joining) from one address.
-    #[arg(long, env = "EVI_SERVER_PAIR_RATE", default_value_t = RateLimits::default().pairings_per_minute)]
-    pair_rate: u32,
     /// Long-poll waits one device may begin per minute.
     #[arg(long, env = "EVI_SERVER_WAIT_RATE_PER_DEVICE", default_value_t = RateLimits::default().waits_per_device_per_minute)]
     wait_rate_per_device: u32,
@@ -274,10 +266,8 @@ async fn main() -> std::process::ExitCode {
         per_user_per_minute: cli.auth_rate_per_user.max(1),
         per_user_total_per_minute: cli.auth_rate_per_user_total.max(1),
         waits_per_device_per_minute: cli.wait_rate_per_device.max(1),
-        pairings_per_minute: cli.pair_rate.max(1),
         ..RateLimits::default()
     };
-    config.pair_ttl = std::time::Duration::from_secs(cli.pair_ttl.max(1));
     config.waits = Waits {
         max_waiters: cli.max_waiters,
         max_per_user: cli.max_waiters_per_user,

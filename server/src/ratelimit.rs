@@ -86,10 +86,6 @@ enum Key {
     Device(String),
     /// Long-poll waits begun by this device.
     Waits(String),
-    /// Pairing slots opened by this account.
-    PairUser(crate::store::UserId),
-    /// Pairing calls without a token (offer, join) from this address.
-    PairIp(IpAddr),
 }
 
 struct Bucket {
@@ -239,7 +235,6 @@ impl RateLimiter {
             Key::UserAt(..) | Key::Device(_) => l.per_user_per_minute,
             Key::User(_) => l.per_user_total_per_minute,
             Key::Waits(_) => l.waits_per_device_per_minute,
-            Key::PairUser(_) | Key::PairIp(_) => l.pairings_per_minute,
         })
     }
 
@@ -275,17 +270,6 @@ impl RateLimiter {
     /// A long-poll wait begun by `device` (a token issued by the server).
     pub fn wait(&self, device: &str) -> Result<(), ApiError> {
         self.take(&[Key::Waits(device.to_owned())])
-    }
-
-    /// A pairing slot opened by `user`.
-    pub fn pair_create(&self, user: crate::store::UserId) -> Result<(), ApiError> {
-        self.take(&[Key::PairUser(user)])
-    }
-
-    /// A pairing call without a token (reading an offer, joining) from
-    /// `ip`: what bounds guessing slot numbers.
-    pub fn pair_anonymous(&self, ip: IpAddr) -> Result<(), ApiError> {
-        self.take(&[Key::PairIp(address_key(ip))])
     }
 
     /// Takes one token from each of `keys`' buckets, or none and says how
@@ -397,7 +381,6 @@ mod tests {
             per_user_per_minute: per_user,
             per_user_total_per_minute: per_user * 2,
             waits_per_device_per_minute: 60,
-            pairings_per_minute: 10,
             max_keys,
         }
     }

@@ -161,12 +161,6 @@ impl Waiters {
     pub fn close(&self) {
         self.closed.send_replace(true);
     }
-
-    /// Whether [`Self::close`] ran: polls that hold no [`Slot`] (pairing)
-    /// end on it too.
-    pub fn is_closed(&self) -> bool {
-        *self.closed.borrow()
-    }
 }
 
 fn unavailable(message: &str, retry_after: u64) -> ApiError {

@@ -148,12 +148,6 @@ pub enum ErrorCode {
     /// 507: the server's disk is full; nothing of the request was stored,
     /// and the same request succeeds once the operator has made room.
     StorageFull,
-    /// 409: another device joined this pairing slot already (one attempt
-    /// per code): the pairing must start again with a new code.
-    PairingTaken,
-    /// 429: the account has as many pairings under way as the server
-    /// allows; finish or let one expire.
-    PairingLimit,
     /// A code this version does not know (sent by a newer server).
     #[serde(other)]
     Unknown,
@@ -638,122 +632,6 @@ pub struct BlobStored {
 pub struct PurgeResponse {
     /// How many of the named blobs existed and were deleted.
     pub purged: u64,
-}
-
-/// `POST /api/v1/pair` (an authenticated device): opens a pairing slot
-/// holding the creator's first PAKE message. The server relays opaque
-/// bytes: it never sees the code's secret part or the key they agree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairCreateRequest {
-    pub offer: Base64Bytes,
-}
-
-/// Answer to `POST /api/v1/pair`: the slot's number (the code's first part)
-/// and when it expires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairCreateResponse {
-    pub slot: u32,
-    pub expires_at: DateTime<Utc>,
-}
-
-/// `GET /api/v1/pair/{slot}` (no token): the creator's offer, for the
-/// device that holds the code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairOfferResponse {
-    pub offer: Base64Bytes,
-    pub expires_at: DateTime<Utc>,
-}
-
-/// `POST /api/v1/pair/{slot}/join` (no token): the joiner's hello (its PAKE
-/// message, its key confirmation and its sealed device name). A slot takes
-/// one join: a second is 409, whatever the first one's code was.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairJoinRequest {
-    pub hello: Base64Bytes,
-}
-
-/// Answer to `POST /api/v1/pair/{slot}/join`: the secret the joiner shows
-/// (`Authorization: Bearer …`) to read the reply and close the slot; the
-/// server keeps only its SHA-256.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairJoinResponse {
-    pub secret: String,
-}
-
-impl fmt::Debug for PairJoinResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PairJoinResponse").finish_non_exhaustive()
-    }
-}
-
-/// Where a pairing slot is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum PairState {
-    /// Waiting for a device with the code.
-    Open,
-    /// A device joined; the creator has not answered yet.
-    Joined,
-    /// The creator sent its reply (the sealed identity and token).
-    Replied,
-    /// The creator found the joiner's key confirmation wrong: the code
-    /// typed was not this slot's. The slot is burnt.
-    Mismatch,
-    /// The creator's user said no to the device.
-    Declined,
-    /// The joiner took the reply: the pairing is over.
-    Done,
-}
-
-/// `GET /api/v1/pair/{slot}/wait?state=…`: a long poll (at most
-/// [`crate::limits::PAIR_WAIT_MAX_SECS`]) that answers once the slot is no
-/// longer in the state named, or when it times out; with the message the
-/// caller is waiting for (the joiner's hello for the creator, the reply for
-/// the joiner) once there is one. 404 once the slot expired.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairWaitResponse {
-    pub state: PairState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Base64Bytes>,
-}
-
-/// Query of `GET /api/v1/pair/{slot}/wait`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(IntoParams))]
-pub struct PairWaitQuery {
-    /// Answer once the slot has left this state.
-    pub state: PairState,
-    /// Seconds to wait at most (default and cap: 25).
-    #[serde(default)]
-    pub timeout: Option<u32>,
-}
-
-/// `POST /api/v1/pair/{slot}/device` (the creating device): makes the
-/// joiner's device on the account and answers its fresh token
-/// ([`AuthResponse`]), which the creator then seals into its reply. Only
-/// while the slot is `joined`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairDeviceRequest {
-    pub device: String,
-}
-
-/// `POST /api/v1/pair/{slot}/reply` (the creating device): the outcome,
-/// and with `replied` the sealed reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct PairReplyRequest {
-    /// `replied`, `mismatch` or `declined`.
-    pub outcome: PairState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Base64Bytes>,
 }
 
 #[cfg(test)]

@@ -42,14 +42,3 @@ pub const KEY_CHECK_MAX_BYTES: usize = 4096;
 
 /// Most names in one blobs `missing` or `purge` call.
 pub const MAX_NAMES_PER_CALL: usize = 10_000;
-
-/// Largest opaque message a pairing slot relays (each of the creator's
-/// offer and reply, and the joiner's hello): a PAKE message, a MAC and a
-/// sealed identity with its token fit in well under 1 KiB.
-pub const PAIR_MESSAGE_MAX_BYTES: usize = 4096;
-
-/// Default lifetime of a pairing slot, in seconds (`--pair-ttl`).
-pub const DEFAULT_PAIR_TTL_SECS: u64 = 600;
-
-/// Longest a pairing long poll waits before answering "not yet".
-pub const PAIR_WAIT_MAX_SECS: u32 = 25;

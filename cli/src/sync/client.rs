@@ -32,9 +32,7 @@ use evi_shared::KeyedId;
 use evi_shared::api::{
     AuthResponse, BlobNames, BlobStored, Capabilities, DamagedMarked, DamagedSeqs, DevicesResponse,
     EntryIds, ErrorBody, ErrorCode, KeyCheckRequest, KeyCheckResponse, KnownEntries, LoginRequest,
-    MissingResponse, PairCreateRequest, PairCreateResponse, PairDeviceRequest, PairJoinRequest,
-    PairJoinResponse, PairOfferResponse, PairReplyRequest, PairState, PairWaitResponse,
-    PullResponse, PushResponse, RegisterRequest, StatusResponse, WaitResponse,
+    MissingResponse, PullResponse, PushResponse, RegisterRequest, StatusResponse, WaitResponse,
 };
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 use reqwest::StatusCode;
@@ -691,77 +689,6 @@ impl Client {
         let limit = Duration::from_secs(u64::from(secs) + 20);
         let resp = self.send(|| self.http.get(&url).timeout(limit))?;
         self.json(resp)
-    }
-
-    /// Opens a pairing slot with this device's SPAKE2 offer.
-    pub fn pair_create(&self, offer: &[u8]) -> Result<PairCreateResponse, ClientError> {
-        self.post(
-            "/pair",
-            &PairCreateRequest {
-                offer: offer.to_vec().into(),
-            },
-        )
-    }
-
-    /// The offer of slot `slot` (no token needed).
-    pub fn pair_offer(&self, slot: u32) -> Result<PairOfferResponse, ClientError> {
-        self.get(&format!("/pair/{slot}"))
-    }
-
-    /// The one join of slot `slot`; answers the secret to read the reply
-    /// with.
-    pub fn pair_join(&self, slot: u32, hello: &[u8]) -> Result<PairJoinResponse, ClientError> {
-        self.post(
-            &format!("/pair/{slot}/join"),
-            &PairJoinRequest {
-                hello: hello.to_vec().into(),
-            },
-        )
-    }
-
-    /// Parks until slot `slot` leaves `state` (or the server's cap passes).
-    /// The token is the creator's device token or the joiner's secret.
-    pub fn pair_wait(&self, slot: u32, state: PairState) -> Result<PairWaitResponse, ClientError> {
-        let name = serde_json::to_value(state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let secs = evi_shared::limits::PAIR_WAIT_MAX_SECS;
-        let url = self.url(&format!("/pair/{slot}/wait?state={name}&timeout={secs}"));
-        let limit = Duration::from_secs(u64::from(secs) + 20);
-        let resp = self.send(|| self.http.get(&url).timeout(limit))?;
-        self.json(resp)
-    }
-
-    /// Makes the joiner's device on this account, with a fresh token.
-    pub fn pair_device(&self, slot: u32, device: &str) -> Result<AuthResponse, ClientError> {
-        self.post(
-            &format!("/pair/{slot}/device"),
-            &PairDeviceRequest {
-                device: device.to_owned(),
-            },
-        )
-    }
-
-    /// The creator's outcome for slot `slot`.
-    pub fn pair_reply(
-        &self,
-        slot: u32,
-        outcome: PairState,
-        message: Option<Vec<u8>>,
-    ) -> Result<(), ClientError> {
-        let url = self.url(&format!("/pair/{slot}/reply"));
-        let body = PairReplyRequest {
-            outcome,
-            message: message.map(Into::into),
-        };
-        self.send(|| self.http.post(&url).json(&body)).map(drop)
-    }
-
-    /// The joiner took the reply: slot `slot` is done.
-    pub fn pair_done(&self, slot: u32) -> Result<(), ClientError> {
-        let url = self.url(&format!("/pair/{slot}"));
-        self.send(|| self.http.delete(&url)).map(drop)
     }
 
     /// `status` with this device's pull cursor: newer servers also count

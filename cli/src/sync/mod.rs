@@ -31,7 +31,6 @@ pub mod keys;
 pub mod line_blobs;
 pub mod lock;
 pub mod notice;
-pub mod pairing;
 pub mod pending;
 pub mod progress;
 pub mod pull;

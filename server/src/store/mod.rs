@@ -17,12 +17,8 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
-pub mod pairing;
 pub mod postgres;
 pub mod sqlite;
-mod sqlite_pairing;
-
-pub use pairing::{NewPairSlot, PairSlot};
 
 pub type UserId = i64;
 
@@ -65,12 +61,6 @@ pub enum StoreError {
     Full,
     #[error("not found")]
     NotFound,
-    /// A pairing slot that another device joined already.
-    #[error("pairing slot taken")]
-    PairTaken,
-    /// The account has as many pairing slots open as it may.
-    #[error("too many pairings under way")]
-    TooManyPairings,
     #[error("storage backend: {0}")]
     Backend(String),
     /// The object store did not answer; nothing was kept (503, retried).
@@ -333,34 +323,6 @@ pub trait Store: Send + Sync + 'static {
     /// Whether an unused invite has this hash: checked before a registration
     /// hashes its password (`create_user` checks again as it consumes it).
     async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool>;
-    /// Opens a pairing slot under the lowest free number and returns it.
-    /// Deletes expired slots first; `TooManyPairings` when the account
-    /// already has `max_live` slots under way. Picking the number and
-    /// inserting are one atomic step (two creators never share a number).
-    async fn pair_create(&self, slot: NewPairSlot, max_live: u32) -> StoreResult<u32>;
-    /// The slot `number` if it has not expired by `now`.
-    async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>>;
-    /// The one join of an open slot: stores the joiner's secret hash and
-    /// hello and moves it to `joined`. `PairTaken` once joined (whatever
-    /// came of it), `NotFound` if there is no live slot `number`.
-    async fn pair_join(
-        &self,
-        number: u32,
-        join_hash: [u8; 32],
-        hello: Vec<u8>,
-        now: i64,
-    ) -> StoreResult<()>;
-    /// Moves a live slot from `from` to `to` (storing `reply` if given),
-    /// as one compare-and-set; false if it was not in `from`. A move to a
-    /// finished state clears every message of the slot.
-    async fn pair_advance(
-        &self,
-        number: u32,
-        from: evi_shared::api::PairState,
-        to: evi_shared::api::PairState,
-        reply: Option<Vec<u8>>,
-        now: i64,
-    ) -> StoreResult<bool>;
 }
 
 #[cfg(test)]

@@ -46,7 +46,6 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0007_damaged_records.sql"
     )),
-    Migration::Sql(include_str!("../../migrations/sqlite/0008_pair_slots.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -922,39 +921,6 @@ impl Store for SqliteStore {
             )
         })
         .await
-    }
-
-    async fn pair_create(&self, slot: NewPairSlot, max_live: u32) -> StoreResult<u32> {
-        self.write(move |c| super::sqlite_pairing::create(c, slot, max_live))
-            .await
-    }
-
-    async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>> {
-        self.read(move |c| super::sqlite_pairing::get(c, number, now))
-            .await
-    }
-
-    async fn pair_join(
-        &self,
-        number: u32,
-        join_hash: [u8; 32],
-        hello: Vec<u8>,
-        now: i64,
-    ) -> StoreResult<()> {
-        self.write(move |c| super::sqlite_pairing::join(c, number, join_hash, hello, now))
-            .await
-    }
-
-    async fn pair_advance(
-        &self,
-        number: u32,
-        from: evi_shared::api::PairState,
-        to: evi_shared::api::PairState,
-        reply: Option<Vec<u8>>,
-        now: i64,
-    ) -> StoreResult<bool> {
-        self.write(move |c| super::sqlite_pairing::advance(c, number, from, to, reply, now))
-            .await
     }
 
     async fn totals(&self) -> StoreResult<super::Totals> {

@@ -2,10 +2,8 @@
 
 mod account;
 mod devices;
-mod join;
 mod key;
 pub mod one_session;
-mod pair;
 mod service;
 mod transfer;
 mod verify;
@@ -31,11 +29,6 @@ pub enum SyncCommand {
     Init(InitArgs),
     /// Another device: join the account with the imported key.
     Login(LoginArgs),
-    /// Add another device to this account: prints a short code for
-    /// `evi sync join` there (no password, no key file).
-    Pair(pair::PairArgs),
-    /// Set up this device with the code `evi sync pair` printed on another.
-    Join(join::JoinArgs),
     /// Move the key between devices (passphrase-protected).
     #[command(subcommand)]
     Key(KeyCommand),
@@ -61,8 +54,6 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
     match cmd {
         SyncCommand::Init(a) => account::cmd_sync_init(ctx, a),
         SyncCommand::Login(a) => account::cmd_sync_login(ctx, a),
-        SyncCommand::Pair(a) => pair::cmd_sync_pair(ctx, a),
-        SyncCommand::Join(a) => join::cmd_sync_join(ctx, a),
         SyncCommand::Key(k) => key::run(ctx, k),
         SyncCommand::Push(a) => transfer::cmd_sync_push(ctx, a),
         SyncCommand::Pull(a) => transfer::cmd_sync_pull(ctx, a),

@@ -105,29 +105,4 @@ impl Store for PgStore {
     async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
         accounts::invite_usable(self, code_hash).await
     }
-    async fn pair_create(&self, slot: NewPairSlot, max_live: u32) -> StoreResult<u32> {
-        pairing::create(self, slot, max_live).await
-    }
-    async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>> {
-        pairing::get(self, number, now).await
-    }
-    async fn pair_join(
-        &self,
-        number: u32,
-        join_hash: [u8; 32],
-        hello: Vec<u8>,
-        now: i64,
-    ) -> StoreResult<()> {
-        pairing::join(self, number, join_hash, hello, now).await
-    }
-    async fn pair_advance(
-        &self,
-        number: u32,
-        from: evi_shared::api::PairState,
-        to: evi_shared::api::PairState,
-        reply: Option<Vec<u8>>,
-        now: i64,
-    ) -> StoreResult<bool> {
-        pairing::advance(self, number, from, to, reply, now).await
-    }
 }
