@@ -653,6 +653,10 @@
       } finally {
         loading = false;
       }
+      // The observer speaks only when the sentinel's visibility changes: a
+      // scroll that came while this page loaded, or a page too short to push
+      // the sentinel out of view, would otherwise leave the rest unloaded.
+      if (next !== null && more.getBoundingClientRect().top < innerHeight) load();
     };
     new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) load();
