@@ -50,7 +50,7 @@ impl SessionSummary {
             .find(|&&i| tree.entries[i].role == Role::User)
             .map(|&i| fetch.fetch(tree.entries[i].at))
             .transpose()?
-            .map(|raw| strip_goal(&Message::from_line(&raw).text).to_owned());
+            .map(|raw| strip_goal(&Message::of(tree.agent, &raw).text).to_owned());
         let start = active.iter().find_map(|&i| tree.entries[i].ts);
         let end = active.iter().rev().find_map(|&i| tree.entries[i].ts);
         let mut days: Vec<Day> = tree.files.iter().map(|f| f.day).collect();
@@ -71,8 +71,8 @@ impl SessionSummary {
                 summary: state.summary(),
                 state,
             }),
-            agent: crate::source::Agent::Evi,
-            project: None,
+            agent: tree.agent,
+            project: tree.project.clone(),
         })
     }
 }
