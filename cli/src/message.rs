@@ -107,6 +107,33 @@ fn content_text(content: Option<&Value>, calls: &mut Vec<ToolCall>) -> String {
     }
 }
 
+/// The text of content parts (`text` fields), images as `[image]`, one
+/// part a line.
+fn parts_text(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+            Some(t) if t.ends_with("image") => Some("[image]".into()),
+            _ => str_field(p, "text"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A tool's output as text: a string, content parts, or an object whose
+/// `content` is one of those.
+fn output_text(out: &Value) -> String {
+    match out {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts_text(parts),
+        Value::Object(o) => o
+            .get("content")
+            .map_or_else(|| out.to_string(), output_text),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
 impl Message {
     fn empty(role: &str) -> Self {
         Self {

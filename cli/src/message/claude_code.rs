@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::{Message, Reading, ToolCall, compact, str_field};
+use super::{Message, Reading, ToolCall, compact, output_text, str_field};
 
 pub(super) fn read(v: &Value) -> Reading {
     let ts = str_field(v, "timestamp");
@@ -91,7 +91,7 @@ fn blocks(role: &str, content: &Value) -> Message {
             Some("tool_result") => {
                 m.role = "tool".into();
                 m.tool_call_id = str_field(b, "tool_use_id");
-                let out = result_text(&b["content"]);
+                let out = output_text(&b["content"]);
                 text.push(if b["is_error"] == true {
                     format!("error: {out}")
                 } else {
@@ -108,24 +108,6 @@ fn blocks(role: &str, content: &Value) -> Message {
         m.reasoning = Some(thinking.join("\n"));
     }
     m
-}
-
-/// A tool result's content: a string, or text and image blocks.
-fn result_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| match p["type"].as_str() {
-                Some("text") => str_field(p, "text"),
-                Some("image") => Some("[image]".into()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::{Message, Reading, ToolCall, compact, str_field};
+use super::{Message, Reading, ToolCall, compact, output_text, str_field};
 
 pub(super) fn read(v: &Value) -> Reading {
     let item = match v["type"].as_str() {
@@ -50,17 +50,11 @@ fn response_item(p: &Value) -> Option<Message> {
     };
     Some(match p["type"].as_str()? {
         "message" => {
-            let parts: Vec<String> = p["content"]
+            let parts: Vec<&str> = p["content"]
                 .as_array()
-                .map(|c| {
-                    c.iter()
-                        .filter_map(|b| match b["type"].as_str() {
-                            Some("input_image") => Some("[image]".into()),
-                            _ => str_field(b, "text"),
-                        })
-                        .collect()
-                })
+                .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect())
                 .unwrap_or_default();
+            let text = output_text(&p["content"]);
             let role = match p["role"].as_str() {
                 // What Codex puts before the user's words (environment,
                 // AGENTS.md instructions) is context, not something asked.
@@ -72,7 +66,7 @@ fn response_item(p: &Value) -> Option<Message> {
                 None => "other",
             };
             let mut m = Message::empty(role);
-            m.text = parts.join("\n");
+            m.text = text;
             m
         }
         "reasoning" => {
@@ -107,26 +101,6 @@ fn response_item(p: &Value) -> Option<Message> {
 fn is_context(text: &str) -> bool {
     let t = text.trim_start();
     t.starts_with('<') || t.starts_with("# AGENTS.md")
-}
-
-/// A call's output: a string, an object with `content`, or content items.
-fn output_text(out: &Value) -> String {
-    match out {
-        Value::String(s) => s.clone(),
-        Value::Object(o) => o
-            .get("content")
-            .map_or_else(|| out.to_string(), output_text),
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|i| match i["type"].as_str() {
-                Some("input_image") => Some("[image]".into()),
-                _ => str_field(i, "text"),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

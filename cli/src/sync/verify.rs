@@ -421,42 +421,12 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                     c.0 += 1;
                     c.1 += 1;
                 }
-                match seg {
+                let (name, agent, entries) = match seg {
                     OpenedSegment::Entries { session, entries } => {
-                        named.extend(
-                            entries
-                                .iter()
-                                .filter_map(|e| e.line_blob.as_ref())
-                                .map(|b| b.sha256_hex.clone()),
-                        );
-                        let missing = r
-                            .head
-                            .entry_ids
-                            .iter()
-                            .filter(|id| !local.here.contains(*id))
-                            .count() as u64;
-                        if should_hold && missing > 0 {
-                            *not_here.entry(session.to_string()).or_default() += missing;
-                        }
+                        (session.to_string(), Agent::Evi, entries)
                     }
-                    // Another agent's session: expected here only when
-                    // that agent is turned on here.
                     OpenedSegment::AgentEntries { stream, entries } => {
-                        named.extend(
-                            entries
-                                .iter()
-                                .filter_map(|e| e.line_blob.as_ref())
-                                .map(|b| b.sha256_hex.clone()),
-                        );
-                        let missing = r
-                            .head
-                            .entry_ids
-                            .iter()
-                            .filter(|id| !local.here.contains(*id))
-                            .count() as u64;
-                        if should_hold && missing > 0 && enabled.contains(&stream.agent) {
-                            *not_here.entry(stream.to_string()).or_default() += missing;
-                        }
+                        (stream.to_string(), stream.agent, entries)
                     }
                     OpenedSegment::Journal { device, lines } => {
                         let shas = lines.iter().filter_map(|l| blob_of(&l.line));
@@ -469,7 +439,26 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                             }
                         }
                         named.extend(shas);
+                        continue;
                     }
+                };
+                named.extend(
+                    entries
+                        .iter()
+                        .filter_map(|e| e.line_blob.as_ref())
+                        .map(|b| b.sha256_hex.clone()),
+                );
+                // Another agent's entries are expected here only when that
+                // agent is turned on here.
+                let expected = agent == Agent::Evi || enabled.contains(&agent);
+                let missing = r
+                    .head
+                    .entry_ids
+                    .iter()
+                    .filter(|id| !local.here.contains(*id))
+                    .count() as u64;
+                if should_hold && expected && missing > 0 {
+                    *not_here.entry(name).or_default() += missing;
                 }
             }
             progress.inc(page.records.len() as u64);
