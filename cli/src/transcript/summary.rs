@@ -55,6 +55,11 @@ impl SessionSummary {
         let end = active.iter().rev().find_map(|&i| tree.entries[i].ts);
         let mut days: Vec<Day> = tree.files.iter().map(|f| f.day).collect();
         days.dedup();
+        // Other agents' files have no day folders (their entries carry a
+        // constant day in sync).
+        if tree.agent != crate::source::Agent::Evi {
+            days.clear();
+        }
         Ok(Self {
             id: tree.id.to_string(),
             short_id,

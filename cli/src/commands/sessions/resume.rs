@@ -273,13 +273,14 @@ fn resume_agent(ctx: &Ctx, args: Asked, file: AgentFile, pulled: bool) -> Comman
              recorded; another agent's session has none",
         ));
     }
-    if !pulled && sync_set_up(ctx) {
-        if let Err(e) = pull_now(ctx, true) {
-            super::super::warn(&format!(
-                "could not pull first ({}): resuming the copy on this device, which may be older",
-                e.message
-            ));
-        }
+    if !pulled
+        && sync_set_up(ctx)
+        && let Err(e) = pull_now(ctx, true)
+    {
+        super::super::warn(&format!(
+            "could not pull first ({}): resuming the copy on this device, which may be older",
+            e.message
+        ));
     }
     let map = super::path_map(ctx);
     let tree = SessionTree::load_agent(&file, &map)
