@@ -3,9 +3,16 @@
 //! eVi and the models behind it write content in several shapes (a string,
 //! a list of typed parts, OpenAI- or Anthropic-style tool calls); this module
 //! folds them into one, and keeps a line that is not JSON as its raw text.
+//! Other agents' lines ([`claude_code`], [`codex`]) fold into the same
+//! model, so every face (show, export, the web viewer) renders every
+//! agent's sessions through one code path.
+
+mod claude_code;
+mod codex;
 
 use serde_json::Value;
 
+use crate::source::Agent;
 use crate::transcript::line::{LineFault, original_bytes, parse_head};
 
 /// One tool call an assistant turn asked for.
@@ -28,15 +35,33 @@ pub struct Message {
     /// Id of the call a tool turn answers.
     pub tool_call_id: Option<String>,
     pub tool_calls: Vec<ToolCall>,
+    /// What the model said it thought, where it is plain text (Claude
+    /// Code's thinking, Codex's reasoning summaries); encrypted reasoning is
+    /// never read into it.
+    pub reasoning: Option<String>,
     /// Set when the line is not a JSON object: `text` is then the raw line.
     pub fault: Option<LineFault>,
 }
 
-fn str_field(v: &Value, key: &str) -> Option<String> {
+/// What a line of a session is to a reader.
+#[derive(Debug, Clone)]
+pub enum Reading {
+    /// A message, and the entry readers show it under when that is not its
+    /// parent in the tree (Claude Code's compaction boundary continues its
+    /// `logicalParentUuid`).
+    Message(Message, Option<String>),
+    /// The session's title (Claude Code's `summary` lines).
+    Title(String),
+    /// Nothing to read (bookkeeping of the agent): not shown, and its
+    /// children are shown under its parent.
+    Hidden,
+}
+
+pub(crate) fn str_field(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-fn compact(v: &Value) -> String {
+pub(crate) fn compact(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -82,7 +107,78 @@ fn content_text(content: Option<&Value>, calls: &mut Vec<ToolCall>) -> String {
     }
 }
 
+/// The text of content parts (`text` fields), images as `[image]`, one
+/// part a line.
+fn parts_text(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+            Some(t) if t.ends_with("image") => Some("[image]".into()),
+            _ => str_field(p, "text"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A tool's output as text: a string, content parts, or an object whose
+/// `content` is one of those.
+fn output_text(out: &Value) -> String {
+    match out {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts_text(parts),
+        Value::Object(o) => o
+            .get("content")
+            .map_or_else(|| out.to_string(), output_text),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
 impl Message {
+    fn empty(role: &str) -> Self {
+        Self {
+            role: role.to_owned(),
+            text: String::new(),
+            ts: None,
+            tool_name: None,
+            tool_call_id: None,
+            tool_calls: Vec::new(),
+            reasoning: None,
+            fault: None,
+        }
+    }
+
+    /// Reads a line of `agent`'s session (without `\n`).
+    pub fn read(agent: Agent, raw: &[u8]) -> Reading {
+        let read: fn(&Value) -> Reading = match agent {
+            Agent::Evi => return Reading::Message(Self::from_line(raw), None),
+            Agent::ClaudeCode => claude_code::read,
+            Agent::Codex => codex::read,
+        };
+        // Pull's wrapper and lines that are not JSON objects read as eVi's.
+        let head = parse_head(raw);
+        match (head.wrapped, head.fault) {
+            (false, None) => match serde_json::from_slice::<Value>(raw) {
+                Ok(v) => read(&v),
+                Err(_) => Reading::Message(Self::from_line(raw), None),
+            },
+            _ => Reading::Message(Self::from_line(raw), None),
+        }
+    }
+
+    /// The message of an entry of `agent`'s session (a line that reads as
+    /// none, which the tree never makes an entry, is an empty `other`).
+    pub fn of(agent: Agent, raw: &[u8]) -> Self {
+        match Self::read(agent, raw) {
+            Reading::Message(m, _) => m,
+            Reading::Title(t) => Self {
+                text: t,
+                ..Self::empty("system")
+            },
+            Reading::Hidden => Self::empty("other"),
+        }
+    }
+
     /// Reads a raw transcript line (without `\n`).
     pub fn from_line(raw: &[u8]) -> Self {
         let head = parse_head(raw);
@@ -100,6 +196,7 @@ impl Message {
                 tool_name: None,
                 tool_call_id: None,
                 tool_calls: Vec::new(),
+                reasoning: None,
                 fault: Some(if std::str::from_utf8(bytes).is_ok() {
                     LineFault::NotJson
                 } else {
@@ -120,8 +217,33 @@ impl Message {
             tool_name: str_field(&v, "tool_name").or_else(|| str_field(&v, "name")),
             tool_call_id: str_field(&v, "tool_call_id"),
             tool_calls: calls,
+            reasoning: None,
             fault: None,
         }
+    }
+}
+
+/// `v` without the reasoning that is encrypted for the model alone:
+/// Codex's `encrypted_content`, Claude Code's thinking `signature` and
+/// `redacted_thinking` `data`. Exports of other agents' lines pass through
+/// this, so they never show it.
+pub fn without_encrypted(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.remove("encrypted_content");
+            match o.get("type").and_then(Value::as_str) {
+                Some("thinking") => {
+                    o.remove("signature");
+                }
+                Some("redacted_thinking") => {
+                    o.remove("data");
+                }
+                _ => {}
+            }
+            o.values_mut().for_each(without_encrypted);
+        }
+        Value::Array(a) => a.iter_mut().for_each(without_encrypted),
+        _ => {}
     }
 }
 
@@ -168,6 +290,21 @@ mod tests {
         assert_eq!(strip_goal(&m.text), "fix the test");
         assert_eq!(one_line("a  b\nc", 10), "a b c");
         assert_eq!(one_line("abcdefghijkl", 5), "abcd…");
+    }
+
+    #[test]
+    fn encrypted_reasoning_is_dropped() {
+        let mut v: Value = serde_json::from_str(
+            r#"{"payload":{"type":"reasoning","summary":[],"encrypted_content":"e1"},"message":{"content":[{"type":"thinking","thinking":"t","signature":"s1"},{"type":"redacted_thinking","data":"d1"}]}}"#,
+        )
+        .unwrap();
+        without_encrypted(&mut v);
+        let s = v.to_string();
+        assert!(
+            !s.contains("e1") && !s.contains("s1") && !s.contains("d1"),
+            "{s}"
+        );
+        assert!(s.contains(r#""thinking":"t""#));
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn cmd_web(ctx: &Ctx, args: WebArgs) -> CommandResult {
             ctx.home.root().display()
         ));
     }
-    let (router, served) = crate::web::prepare(ctx.home.clone(), bound)?;
+    let (router, served) = crate::web::prepare(ctx.home.clone(), &ctx.config, bound)?;
     if served.token.is_some() {
         warn(&format!(
             "evi web listens on {bound}, which other machines may reach: every request must \

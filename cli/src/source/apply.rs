@@ -157,6 +157,21 @@ fn save_pending(path: &Path, waiting: &[Waiting]) -> Result<(), SyncError> {
     crate::fsutil::replace_file(path, &bytes).ctx(|| format!("cannot write {}", path.display()))
 }
 
+/// The ids of the entries waiting in `sync/pending-agents/`, by stream
+/// (what `evi sync verify` counts as here).
+pub fn waiting_ids(ctx: &SyncContext) -> Vec<(StreamName, Vec<String>)> {
+    pending_streams(ctx)
+        .into_iter()
+        .map(|s| {
+            let ids = load_pending(&pending_path(ctx, &s))
+                .into_iter()
+                .map(|w| w.id)
+                .collect();
+            (s, ids)
+        })
+        .collect()
+}
+
 /// Streams with entries waiting from an earlier pull.
 fn pending_streams(ctx: &SyncContext) -> Vec<StreamName> {
     let Ok(rd) = std::fs::read_dir(ctx.paths.dir.join("pending-agents")) else {

@@ -85,13 +85,29 @@ impl Agent {
         }
     }
 
+    /// The program and arguments that resume `session` in this agent (run
+    /// from its project): what `evi sessions resume` runs.
+    pub fn resume_argv(self, session: &str) -> Vec<String> {
+        let argv: &[&str] = match self {
+            Self::Evi => &["evi", "sessions", "resume"],
+            Self::ClaudeCode => &["claude", "--resume"],
+            Self::Codex => &["codex", "resume"],
+        };
+        argv.iter()
+            .copied()
+            .chain([session])
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The command that resumes `session` in this agent, from its project.
     pub fn resume_command(self, session: &str, project: Option<&str>) -> String {
-        let run = match self {
-            Self::Evi => format!("evi sessions resume {session}"),
-            Self::ClaudeCode => format!("claude --resume {session}"),
-            Self::Codex => format!("codex resume {session}"),
-        };
+        let run = self
+            .resume_argv(session)
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ");
         match project {
             Some(p) if self != Self::Evi => format!("cd {} && {run}", shell_quote(p)),
             _ => run,
@@ -210,6 +226,36 @@ pub fn enabled(config: &Config) -> Vec<Source> {
             })
         })
         .collect()
+}
+
+/// The sessions of `sources` that `prefix` names: an id or prefix of a
+/// session (ASCII case ignored, the exact id alone when it is one), or a
+/// stream name (`claude-code/<id>`, a subagent transcript
+/// `claude-code/<id>/<stem>`, `codex/<id>`).
+pub fn matching(sources: &[Source], prefix: &str) -> Vec<AgentFile> {
+    let stream = StreamName::parse(prefix).filter(|s| s.agent != Agent::Evi);
+    let mut found: Vec<AgentFile> = sources
+        .iter()
+        .flat_map(Source::sessions)
+        .filter(|f| match &stream {
+            Some(s) => f.stream == *s,
+            None => {
+                f.stream.sub.is_none()
+                    && crate::transcript::catalog::starts_with_ignore_case(
+                        f.stream.session.as_str(),
+                        prefix,
+                    )
+            }
+        })
+        .collect();
+    if found.len() > 1
+        && let Some(exact) = found
+            .iter()
+            .position(|f| f.stream.session.as_str() == prefix)
+    {
+        return vec![found.swap_remove(exact)];
+    }
+    found
 }
 
 /// The source of `agent`, enabled or not (for status: what it would sync).

@@ -71,6 +71,9 @@ pub struct PushOptions {
     /// first and only those the server lacks sent (`evi sync verify
     /// --repair`: the server lost what the push state calls pushed).
     pub recheck_sessions: std::collections::BTreeSet<SessionId>,
+    /// The same for other agents' sessions, by stream name
+    /// (`claude-code/<id>`).
+    pub recheck_streams: std::collections::BTreeSet<String>,
     /// The same for this device's checkpoint journal.
     pub recheck_journal: bool,
 }
@@ -85,7 +88,9 @@ pub fn push_with(
     opts: &PushOptions,
 ) -> Result<PushReport, SyncError> {
     let caps = ctx.client.capabilities()?;
-    let rechecks = !opts.recheck_sessions.is_empty() || opts.recheck_journal;
+    let rechecks = !opts.recheck_sessions.is_empty()
+        || !opts.recheck_streams.is_empty()
+        || opts.recheck_journal;
     if rechecks && !caps.known_entries {
         return Err(SyncError::Io {
             context: "cannot send only what the server lacks".into(),
@@ -143,6 +148,10 @@ pub fn push_with(
     // Other agents' sessions: one file each, its own stream.
     for file in agent_files(ctx) {
         let stream = file.stream.to_string();
+        let recheck = opts.recheck_streams.contains(&stream);
+        if recheck {
+            ctx.state.files.remove(&file.stream.state_key());
+        }
         let files = vec![PushFile {
             rel: file.stream.state_key(),
             path: file.path,
@@ -154,7 +163,7 @@ pub fn push_with(
             &mut report,
             &stream,
             files,
-            unfinished.careful,
+            unfinished.careful || recheck,
             file.stream.agent,
         ) {
             Ok(()) => {}

@@ -22,6 +22,11 @@
 //!   as must every line of another device's journal up to the cursor and
 //!   the blob it names. Title lines (`transcript::title`) are entries like
 //!   any other here: pushed, pulled and checked by id.
+//! - Other agents' sessions turned on here (`crate::source`) are held
+//!   against the server the same way, by the ids push gives their lines
+//!   and keyed by their stream names; the report counts them per agent.
+//!   Records of an agent not turned on here are checked, but their entries
+//!   are not expected here (pull passes them over).
 //! - What is merely not synced yet is [`Pending`], never a [`Problem`]:
 //!   entries and journal lines here past what push has taken (the push
 //!   state's offset of their file), and other devices' records after the
@@ -57,7 +62,9 @@ use super::journal::{blob_of, journal_lines_missing, journal_name};
 use super::pending::PendingStore;
 use super::progress::Progress;
 use super::pull::{PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull};
-use super::push::{PushOptions, PushReport, push_with, rel_name};
+use super::push::{PushOptions, PushReport, agent_files, push_with, rel_name};
+use crate::source::{Agent, AgentFile, StreamName};
+use crate::transcript::entry_id::IdChain;
 use crate::transcript::lines::walk_file;
 use crate::transcript::{Catalog, SessionTree};
 
@@ -76,6 +83,9 @@ pub struct VerifyReport {
     pub journal_lines: u64,
     /// Other devices' records after the pull cursor.
     pub not_pulled: u64,
+    /// Sessions and entries here of each agent (eVi's first), and the
+    /// records the server holds of each.
+    pub agents: Vec<AgentCount>,
     /// Entries and journal lines here not pushed yet.
     pub not_pushed: u64,
     /// What is not synced yet, by session: no problem, a push or pull away.
@@ -84,6 +94,21 @@ pub struct VerifyReport {
     /// Record and blob bytes checked per second, in MB (10^6 bytes).
     pub mb_per_s: f64,
     pub problems: Vec<Problem>,
+}
+
+/// What a check counted of one agent's sessions.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AgentCount {
+    pub agent: Agent,
+    /// Whether `[agents]` turns it on here (eVi's always is).
+    pub enabled: bool,
+    /// Sessions here (a Claude Code subagent transcript counts as one).
+    pub sessions: u64,
+    /// Entries here, waiting ones included.
+    pub entries: u64,
+    /// Records on the server, and those of them that verified.
+    pub records: u64,
+    pub verified: u64,
 }
 
 /// Something not synced yet, as `evi sync verify` prints it (one line each).
@@ -211,9 +236,12 @@ impl Problem {
 
 /// What this device holds, keyed as the server stores it.
 struct Local {
-    /// Each session's entries (title lines too) in the transcripts, each
-    /// with whether push has taken it.
+    /// Each session's entries (title lines too) in the transcripts, and
+    /// other agents' sessions' by stream name, each with whether push has
+    /// taken it.
     sessions: Vec<(String, Vec<(KeyedId, bool)>)>,
+    /// Sessions and entries here per agent.
+    counts: BTreeMap<Agent, (u64, u64)>,
     /// Those and the entries waiting in `sync/pending/`.
     here: HashSet<KeyedId>,
     /// This device's journal lines, each with whether push has taken it.
@@ -247,10 +275,24 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
         here.extend(ids.iter().map(|(id, _)| id.clone()));
         sessions.push((session.to_string(), ids));
     }
+    let mut counts: BTreeMap<Agent, (u64, u64)> = BTreeMap::new();
+    counts.insert(Agent::Evi, (sessions.len() as u64, here.len() as u64));
     let pending = PendingStore::load(ctx.paths.dir.join("pending"))
         .ctx(|| "cannot read sync/pending".into())?;
     for (session, list) in pending.sessions() {
         here.extend(list.iter().map(|w| ctx.keys.entry_key(session, &w.id)));
+    }
+    for file in agent_files(ctx) {
+        let ids = agent_entries(ctx, &file)?;
+        let c = counts.entry(file.stream.agent).or_default();
+        c.0 += 1;
+        c.1 += ids.len() as u64;
+        here.extend(ids.iter().map(|(id, _)| id.clone()));
+        sessions.push((file.stream.to_string(), ids));
+    }
+    for (stream, ids) in crate::source::apply::waiting_ids(ctx) {
+        let name = stream.to_string();
+        here.extend(ids.iter().map(|id| ctx.keys.stream_entry_key(&name, id)));
     }
     let path = ctx.home.checkpoints_dir().join("journal.jsonl");
     let name = journal_name(&ctx.account);
@@ -266,9 +308,36 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
     }
     Ok(Local {
         sessions,
+        counts,
         here,
         journal,
     })
+}
+
+/// The keyed ids of another agent's session file, as push gives them (the
+/// form every device agrees on, a repeated id once), each with whether push
+/// has taken it.
+fn agent_entries(ctx: &SyncContext, file: &AgentFile) -> Result<Vec<(KeyedId, bool)>, SyncError> {
+    let agent = file.stream.agent;
+    let stream = file.stream.to_string();
+    let taken = ctx
+        .state
+        .files
+        .get(&file.stream.state_key())
+        .map_or(0, |f| f.offset);
+    let mut chain = IdChain::default();
+    let mut seen = HashSet::new();
+    let mut ids = Vec::new();
+    walk_file(&file.path, 0, |at, raw| {
+        let canon = agent.canonical(raw, &ctx.path_map);
+        let placed = chain.place(&canon, agent.explicit_ids(&canon));
+        if seen.insert(placed.id.clone()) {
+            ids.push((ctx.keys.stream_entry_key(&stream, &placed.id), at < taken));
+        }
+        ControlFlow::Continue(())
+    })
+    .ctx(|| format!("cannot read {}", file.path.display()))?;
+    Ok(ids)
 }
 
 /// Checks everything the server holds for this account against itself and
@@ -285,8 +354,13 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
     let cursor = ctx.state.cursor;
     // Streams of the sessions here, to name a record that does not open.
     let streams: HashMap<KeyedId, &str> = (local.sessions.iter())
-        .filter_map(|(s, _)| Some((ctx.keys.session_key(&s.parse().ok()?), s.as_str())))
+        .map(|(s, _)| (ctx.keys.stream_key(s), s.as_str()))
         .collect();
+    let enabled: HashSet<Agent> = ctx.sources.iter().map(|s| s.agent).collect();
+    // Records of each agent: (all, verified); a record that does not open
+    // counts under the agent of its stream when that is a session here.
+    let mut records: BTreeMap<Agent, (u64, u64)> = BTreeMap::new();
+    let agent_of = |name: &str| StreamName::parse(name).map(|s| s.agent);
     let mut on_server: HashSet<KeyedId> = HashSet::new();
     // Ids of records that do not verify: those records are the problem
     // named, not their entries once more.
@@ -311,6 +385,9 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                 let seg = match seg {
                     Ok(seg) => seg,
                     Err(e) => {
+                        if let Some(a) = streams.get(&r.head.stream).and_then(|s| agent_of(s)) {
+                            records.entry(a).or_default().0 += 1;
+                        }
                         claimed.extend(r.head.entry_ids.iter().cloned());
                         let error = match e {
                             SyncError::Segment { source, .. } => source.to_string(),
@@ -334,33 +411,22 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                 if !should_hold {
                     report.not_pulled += 1;
                 }
-                match seg {
+                let counted = match &seg {
+                    OpenedSegment::Entries { .. } => Some(Agent::Evi),
+                    OpenedSegment::AgentEntries { stream, .. } => Some(stream.agent),
+                    OpenedSegment::Journal { .. } => None,
+                };
+                if let Some(a) = counted {
+                    let c = records.entry(a).or_default();
+                    c.0 += 1;
+                    c.1 += 1;
+                }
+                let (name, agent, entries) = match seg {
                     OpenedSegment::Entries { session, entries } => {
-                        named.extend(
-                            entries
-                                .iter()
-                                .filter_map(|e| e.line_blob.as_ref())
-                                .map(|b| b.sha256_hex.clone()),
-                        );
-                        let missing = r
-                            .head
-                            .entry_ids
-                            .iter()
-                            .filter(|id| !local.here.contains(*id))
-                            .count() as u64;
-                        if should_hold && missing > 0 {
-                            *not_here.entry(session.to_string()).or_default() += missing;
-                        }
+                        (session.to_string(), Agent::Evi, entries)
                     }
-                    // Another agent's session: its line blobs are checked
-                    // like any; whether its entries are here is not (yet).
-                    OpenedSegment::AgentEntries { entries, .. } => {
-                        named.extend(
-                            entries
-                                .iter()
-                                .filter_map(|e| e.line_blob.as_ref())
-                                .map(|b| b.sha256_hex.clone()),
-                        );
+                    OpenedSegment::AgentEntries { stream, entries } => {
+                        (stream.to_string(), stream.agent, entries)
                     }
                     OpenedSegment::Journal { device, lines } => {
                         let shas = lines.iter().filter_map(|l| blob_of(&l.line));
@@ -373,7 +439,26 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                             }
                         }
                         named.extend(shas);
+                        continue;
                     }
+                };
+                named.extend(
+                    entries
+                        .iter()
+                        .filter_map(|e| e.line_blob.as_ref())
+                        .map(|b| b.sha256_hex.clone()),
+                );
+                // Another agent's entries are expected here only when that
+                // agent is turned on here.
+                let expected = agent == Agent::Evi || enabled.contains(&agent);
+                let missing = r
+                    .head
+                    .entry_ids
+                    .iter()
+                    .filter(|id| !local.here.contains(*id))
+                    .count() as u64;
+                if should_hold && expected && missing > 0 {
+                    *not_here.entry(name).or_default() += missing;
                 }
             }
             progress.inc(page.records.len() as u64);
@@ -471,6 +556,22 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
             .into_iter()
             .map(|(journal, lines)| Problem::JournalNotHere { journal, lines }),
     );
+    report.agents = Agent::ALL
+        .into_iter()
+        .filter(|a| *a == Agent::Evi || enabled.contains(a) || records.contains_key(a))
+        .map(|agent| {
+            let (sessions, entries) = local.counts.get(&agent).copied().unwrap_or_default();
+            let (records, verified) = records.get(&agent).copied().unwrap_or_default();
+            AgentCount {
+                agent,
+                enabled: agent == Agent::Evi || enabled.contains(&agent),
+                sessions,
+                entries,
+                records,
+                verified,
+            }
+        })
+        .collect();
     report.seconds = started.elapsed().as_secs_f64();
     let bytes = (report.record_bytes + report.blob_bytes) as f64;
     report.mb_per_s = bytes / 1e6 / report.seconds.max(1e-9);
@@ -502,7 +603,14 @@ pub fn repair(
                 ..
             } => {
                 damaged.push(*seq);
-                opts.recheck_sessions.extend(session.parse().ok());
+                if session.contains('/') {
+                    opts.recheck_streams.insert(session.clone());
+                } else {
+                    opts.recheck_sessions.extend(session.parse().ok());
+                }
+            }
+            Problem::NotOnServer { session, .. } if session.contains('/') => {
+                opts.recheck_streams.insert(session.clone());
             }
             Problem::NotOnServer { session, .. } => {
                 opts.recheck_sessions.extend(session.parse().ok());
@@ -541,7 +649,11 @@ pub fn repair(
         ctx.client.mark_damaged(&damaged)?;
     }
     let mut done = Repaired::default();
-    if send || !opts.recheck_sessions.is_empty() || opts.recheck_journal {
+    if send
+        || !opts.recheck_sessions.is_empty()
+        || !opts.recheck_streams.is_empty()
+        || opts.recheck_journal
+    {
         done.pushed = Some(push_with(ctx, progress, &opts)?);
     }
     if fetch {

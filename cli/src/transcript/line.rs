@@ -22,6 +22,20 @@ pub enum Role {
     Invalid,
 }
 
+impl Role {
+    /// The role a message names (see [`crate::message::Message::role`]).
+    pub fn of(role: &str) -> Self {
+        match role {
+            "user" => Self::User,
+            "assistant" => Self::Assistant,
+            "tool" => Self::Tool,
+            "system" => Self::System,
+            "invalid" => Self::Invalid,
+            _ => Self::Other,
+        }
+    }
+}
+
 /// How a line failed to be a JSON object, for readers to report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

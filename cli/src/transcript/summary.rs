@@ -50,11 +50,16 @@ impl SessionSummary {
             .find(|&&i| tree.entries[i].role == Role::User)
             .map(|&i| fetch.fetch(tree.entries[i].at))
             .transpose()?
-            .map(|raw| strip_goal(&Message::from_line(&raw).text).to_owned());
+            .map(|raw| strip_goal(&Message::of(tree.agent, &raw).text).to_owned());
         let start = active.iter().find_map(|&i| tree.entries[i].ts);
         let end = active.iter().rev().find_map(|&i| tree.entries[i].ts);
         let mut days: Vec<Day> = tree.files.iter().map(|f| f.day).collect();
         days.dedup();
+        // Other agents' files have no day folders (their entries carry a
+        // constant day in sync).
+        if tree.agent != crate::source::Agent::Evi {
+            days.clear();
+        }
         Ok(Self {
             id: tree.id.to_string(),
             short_id,
@@ -71,8 +76,8 @@ impl SessionSummary {
                 summary: state.summary(),
                 state,
             }),
-            agent: crate::source::Agent::Evi,
-            project: None,
+            agent: tree.agent,
+            project: tree.project.clone(),
         })
     }
 }

@@ -15,6 +15,9 @@ use super::catalog::SessionFile;
 use super::entry_id::IdChain;
 use super::line::{LineFault, Role, parse_head};
 use super::lines::{LineAt, LineFetcher, walk};
+use crate::message::{Message, Reading};
+use crate::source::paths::PathMap;
+use crate::source::{Agent, AgentFile};
 
 /// One entry's place in the tree, without its content.
 #[derive(Debug, Clone)]
@@ -53,6 +56,10 @@ pub struct TitleMeta {
 #[derive(Debug)]
 pub struct SessionTree {
     pub id: SessionId,
+    /// Whose session it is: how its lines read.
+    pub agent: Agent,
+    /// Its project as it is on this device (other agents' sessions).
+    pub project: Option<String>,
     pub files: Vec<SessionFile>,
     /// In reading order, duplicates of an id dropped (first one kept).
     /// Title and git state lines are not entries of the tree: they are in
@@ -113,10 +120,109 @@ impl SessionTree {
             .collect();
         let mut tree = Self {
             id,
+            agent: Agent::Evi,
+            project: None,
             files,
             entries,
             titles,
             git_states,
+            parents,
+            pending_bytes: end.pending_bytes,
+        };
+        tree.break_cycles();
+        Ok(tree)
+    }
+
+    /// Reads another agent's session file once. Its ids are sync's (taken
+    /// from the line as every device agrees on it, `map` undone); its
+    /// entries are the lines that read as messages ([`Message::read`]),
+    /// each shown under its nearest ancestor that is one, so the agent's
+    /// bookkeeping lines neither show nor break a branch.
+    pub fn load_agent(file: &AgentFile, map: &PathMap) -> io::Result<Self> {
+        let agent = file.stream.agent;
+        let meta = std::fs::metadata(&file.path)?;
+        let files = vec![SessionFile {
+            day: crate::source::agent_day(),
+            path: file.path.clone(),
+            len: meta.len(),
+            mtime: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
+        }];
+        let mut chain = IdChain::default();
+        let mut entries = Vec::new();
+        let mut titles = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        // Lines that are no message: their parent, to show their children
+        // under.
+        let mut hidden: HashMap<String, Option<String>> = HashMap::new();
+        let mut project = None;
+        // Where each entry is shown: its parent, unless the line says
+        // otherwise (a compaction boundary).
+        let mut shown: Vec<Option<String>> = Vec::new();
+        let end = walk(&files, |at, raw| {
+            let canon = agent.canonical(raw, map);
+            let placed = chain.place(&canon, agent.explicit_ids(&canon));
+            match agent {
+                Agent::ClaudeCode if project.is_none() => {
+                    project = crate::source::claude_code::cwd([raw]);
+                }
+                Agent::Codex if project.is_none() => {
+                    project = crate::source::codex::meta([raw])
+                        .map(|m| m.cwd.map(|c| map.local(&c)).unwrap_or_default());
+                }
+                _ => {}
+            }
+            match Message::read(agent, raw) {
+                Reading::Title(_) => titles.push(TitleMeta {
+                    id: placed.id,
+                    ts: None,
+                    at,
+                }),
+                Reading::Hidden => {
+                    hidden.entry(placed.id).or_insert(placed.parent);
+                }
+                Reading::Message(m, shown_parent) => {
+                    if !index.contains_key(&placed.id) {
+                        index.insert(placed.id.clone(), entries.len());
+                        shown.push(shown_parent.or_else(|| placed.parent.clone()));
+                        entries.push(EntryMeta {
+                            id: placed.id,
+                            parent: placed.parent,
+                            day: files[at.file].day,
+                            at,
+                            ts: m.ts.as_deref().and_then(super::line::parse_ts),
+                            role: Role::of(&m.role),
+                            fault: m.fault,
+                        });
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        })?;
+        let project = project.filter(|p| !p.is_empty());
+        // Each entry under its nearest ancestor that is one (a chain of
+        // hidden lines is followed at most as far as there are of them).
+        let parents = shown
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut at)| {
+                for _ in 0..=hidden.len() {
+                    match at.as_ref().map(|p| (index.get(p), hidden.get(p))) {
+                        Some((Some(&p), _)) => return Some(p).filter(|&p| p != i),
+                        Some((None, Some(up))) => at = up.clone(),
+                        _ => return None,
+                    }
+                }
+                None
+            })
+            .collect();
+        let mut tree = Self {
+            id: file.stream.session.clone(),
+            agent,
+            project,
+            files,
+            entries,
+            titles,
+            git_states: Vec::new(),
             parents,
             pending_bytes: end.pending_bytes,
         };
@@ -288,16 +394,26 @@ impl SessionTree {
     }
 
     /// The newest title (by `ts`, then id), if the session has one.
+    /// Other agents' titles carry no time: theirs is the last one written.
     pub fn latest_title(&self) -> io::Result<Option<String>> {
-        let Some(t) = self
-            .titles
-            .iter()
-            .max_by(|a, b| (a.ts, &a.id).cmp(&(b.ts, &b.id)))
-        else {
+        let newest = match self.agent {
+            Agent::Evi => self
+                .titles
+                .iter()
+                .max_by(|a, b| (a.ts, &a.id).cmp(&(b.ts, &b.id))),
+            _ => self.titles.last(),
+        };
+        let Some(t) = newest else {
             return Ok(None);
         };
         let raw = self.fetcher().fetch(t.at)?;
-        Ok(super::title::text_of(&raw))
+        Ok(match self.agent {
+            Agent::Evi => super::title::text_of(&raw),
+            agent => match Message::read(agent, &raw) {
+                Reading::Title(t) => Some(t),
+                _ => None,
+            },
+        })
     }
 
     /// The newest git state recorded by a handoff (by `ts`, then id), with

@@ -59,6 +59,11 @@ pub struct MessageView {
     pub tool_name: Option<String>,
     pub tool_call_id: Option<String>,
     pub tool_calls: Vec<ToolCall>,
+    /// Plain-text reasoning (Claude Code's thinking, Codex's reasoning
+    /// summaries; absent when there is none). Encrypted reasoning is never
+    /// shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     pub fault: Option<LineFault>,
     /// Where the conversation branches after this entry: one choice per
     /// child when there is more than one, else empty.
@@ -231,7 +236,7 @@ impl TreeIndex {
 
     fn message(&self, i: usize, n: usize, raw: &[u8], text_limit: Option<usize>) -> MessageView {
         let e = &self.tree.entries[i];
-        let msg = Message::from_line(raw);
+        let msg = Message::of(self.tree.agent, raw);
         let text_bytes = msg.text.len();
         let mut truncated = false;
         let mut cut = |s: String| match text_limit {
@@ -242,6 +247,7 @@ impl TreeIndex {
             _ => s,
         };
         let text = cut(msg.text);
+        let reasoning = msg.reasoning.map(&mut cut);
         let tool_calls = msg
             .tool_calls
             .into_iter()
@@ -263,6 +269,7 @@ impl TreeIndex {
             tool_name: msg.tool_name,
             tool_call_id: msg.tool_call_id,
             tool_calls,
+            reasoning,
             fault: msg.fault,
             forks: Vec::new(),
         }
@@ -279,7 +286,7 @@ impl TreeIndex {
             .map(|&c| {
                 let leaf = self.newest_leaf[c];
                 let raw = fetch.fetch(tree.entries[c].at).map_err(|e| self.io(e))?;
-                let msg = Message::from_line(&raw);
+                let msg = Message::of(tree.agent, &raw);
                 let head = if msg.text.trim().is_empty() {
                     msg.tool_calls
                         .first()

@@ -50,21 +50,42 @@ pub(super) fn scan(state: &AppState) -> Result<Catalog, ApiError> {
         .map_err(|e| ApiError::internal("cannot read the transcripts folder", e))
 }
 
-/// The catalog, the session `prefix` names, and that session's tree index
-/// (cached by the library): what every per-session call starts from.
+/// The tree index of the session `prefix` names (cached by the library),
+/// and its shortest unambiguous id: what every per-session call starts
+/// from. An eVi session's first, else another agent's turned on here.
 pub(super) fn session_index(
     state: &AppState,
     prefix: &str,
-) -> Result<(Catalog, SessionId, Arc<TreeIndex>), ApiError> {
+) -> Result<(Arc<TreeIndex>, String), ApiError> {
     let catalog = scan(state)?;
+    let lib = &state.inner.library;
+    let read = |e| ApiError::internal("cannot read the session", e);
+    if catalog.matching(prefix).is_empty() {
+        let mut found = lib.agent_sessions(prefix);
+        if found.len() == 1 {
+            let file = found.pop().expect("one");
+            let index = lib.agent_index(&file).map_err(read)?;
+            let short = index.summary.short_id.clone();
+            return Ok((index, short));
+        }
+        if found.len() > 1 {
+            let mut e = ApiError::bad_request(format!(
+                "`{prefix}` matches {} sessions of other agents",
+                found.len()
+            ))
+            .hinted("type more characters of the id");
+            e.code = "ambiguous_session";
+            e.matches = found
+                .iter()
+                .take(20)
+                .map(|f| f.stream.to_string())
+                .collect();
+            return Err(e);
+        }
+    }
     let (id, _) = resolve(state, &catalog, prefix)?;
-    let id = id.clone();
-    let index = state
-        .inner
-        .library
-        .index(&catalog, &id)
-        .map_err(|e| ApiError::internal("cannot read the session", e))?;
-    Ok((catalog, id, index))
+    let index = lib.index(&catalog, id).map_err(read)?;
+    Ok((index, catalog.short_id(id)))
 }
 
 /// The session an id or unambiguous prefix names, as the CLI resolves it.
@@ -243,7 +264,7 @@ pub async fn session(
 ) -> Result<Json<SessionPage>, ApiError> {
     let q = query(q)?;
     blocking(move || {
-        let (catalog, id, index) = session_index(&state, &prefix)?;
+        let (index, short_id) = session_index(&state, &prefix)?;
         let limit = q.limit.unwrap_or(PAGE_LIMIT.0).clamp(1, PAGE_LIMIT.1);
         let entry = q.entry.as_deref().filter(|e| !e.is_empty());
         let through = q.through.as_deref().filter(|t| !t.is_empty()).or(entry);
@@ -266,7 +287,7 @@ pub async fn session(
                 text_limit: Some(TEXT_LIMIT),
             })
             .map_err(view_error)?;
-        page.session.short_id = catalog.short_id(&id);
+        page.session.short_id = short_id;
         Ok(Json(page))
     })
     .await
@@ -278,7 +299,7 @@ pub async fn entry(
     Path((prefix, entry)): Path<(String, String)>,
 ) -> Result<Json<MessageView>, ApiError> {
     blocking(move || {
-        let (_, _, index) = session_index(&state, &prefix)?;
+        let (index, _) = session_index(&state, &prefix)?;
         index.entry_view(&entry).map(Json).map_err(view_error)
     })
     .await

@@ -5,7 +5,8 @@
 //! session is cached and keyed by its files' days, sizes and mtimes, so any
 //! write makes it stale: the tree of the few sessions last opened (their
 //! line index: where each entry's line is, no content), and the summary of
-//! every session listed. A page then reads only its own lines.
+//! every session listed. A page then reads only its own lines. Other
+//! agents' sessions (those `[agents]` turns on) open the same way, by id.
 
 use std::collections::HashMap;
 use std::io;
@@ -14,7 +15,10 @@ use std::time::SystemTime;
 
 use evi_shared::{Day, SessionId};
 
+use crate::config::Config;
 use crate::home::EviHome;
+use crate::source::paths::PathMap;
+use crate::source::{AgentFile, Source};
 use crate::transcript::summary::SessionSummary;
 use crate::transcript::view::TreeIndex;
 use crate::transcript::{Catalog, SessionFile, SessionTree};
@@ -31,15 +35,20 @@ fn stamp(files: &[SessionFile]) -> Stamp {
 
 pub struct Library {
     home: EviHome,
-    /// Most recently used last.
-    trees: Mutex<Vec<(SessionId, Stamp, Arc<TreeIndex>)>>,
+    /// Other agents' folders turned on, and where their projects are here.
+    agents: Vec<Source>,
+    map: PathMap,
+    /// Most recently used last, by stream name (an eVi session's is its id).
+    trees: Mutex<Vec<(String, Stamp, Arc<TreeIndex>)>>,
     summaries: Mutex<HashMap<SessionId, (Stamp, SessionSummary)>>,
 }
 
 impl Library {
-    pub fn new(home: EviHome) -> Self {
+    pub fn new(home: EviHome, config: &Config) -> Self {
         Self {
             home,
+            agents: crate::source::enabled(config),
+            map: PathMap::new(&config.paths.map),
             trees: Mutex::new(Vec::new()),
             summaries: Mutex::new(HashMap::new()),
         }
@@ -59,27 +68,62 @@ impl Library {
     pub fn index(&self, catalog: &Catalog, id: &SessionId) -> io::Result<Arc<TreeIndex>> {
         let files = &catalog.sessions[id];
         let now = stamp(files);
+        let index = self.cached(id.as_str(), &now, || {
+            let tree = SessionTree::load(id.clone(), files.clone())?;
+            TreeIndex::new(tree, catalog.short_id(id))
+        })?;
+        self.summaries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), (now, index.summary.clone()));
+        Ok(index)
+    }
+
+    /// The sessions of other agents turned on here that `prefix` names
+    /// (see [`crate::source::matching`]).
+    pub fn agent_sessions(&self, prefix: &str) -> Vec<AgentFile> {
+        crate::source::matching(&self.agents, prefix)
+    }
+
+    /// Another agent's session's tree and view index, cached as eVi's.
+    pub fn agent_index(&self, file: &AgentFile) -> io::Result<Arc<TreeIndex>> {
+        let meta = std::fs::metadata(&file.path)?;
+        let now = vec![(
+            crate::source::agent_day(),
+            meta.len(),
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        )];
+        self.cached(&file.stream.to_string(), &now, || {
+            let tree = SessionTree::load_agent(file, &self.map)?;
+            let short = file.stream.session.as_str().chars().take(8).collect();
+            TreeIndex::new(tree, short)
+        })
+    }
+
+    /// The index cached under `key` while its files look like `now`, else
+    /// what `load` makes (then cached).
+    fn cached(
+        &self,
+        key: &str,
+        now: &Stamp,
+        load: impl FnOnce() -> io::Result<TreeIndex>,
+    ) -> io::Result<Arc<TreeIndex>> {
         {
             let mut trees = self.trees.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(pos) = trees.iter().position(|(i, s, _)| i == id && *s == now) {
+            if let Some(pos) = trees.iter().position(|(i, s, _)| i == key && s == now) {
                 let hit = trees.remove(pos);
                 let index = hit.2.clone();
                 trees.push(hit);
                 return Ok(index);
             }
         }
-        let tree = SessionTree::load(id.clone(), files.clone())?;
-        let index = Arc::new(TreeIndex::new(tree, catalog.short_id(id))?);
-        self.summaries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), (now.clone(), index.summary.clone()));
+        let index = Arc::new(load()?);
         let mut trees = self.trees.lock().unwrap_or_else(PoisonError::into_inner);
-        trees.retain(|(i, _, _)| i != id);
+        trees.retain(|(i, _, _)| i != key);
         if trees.len() >= TREES {
             trees.remove(0);
         }
-        trees.push((id.clone(), now, index.clone()));
+        trees.push((key.to_owned(), now.clone(), index.clone()));
         Ok(index)
     }
 

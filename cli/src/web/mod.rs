@@ -71,13 +71,17 @@ struct Inner {
 }
 
 /// What is needed to serve `home` on a listener bound to `addr`.
-pub fn prepare(home: EviHome, addr: SocketAddr) -> std::io::Result<(Router, Served)> {
+pub fn prepare(
+    home: EviHome,
+    config: &crate::config::Config,
+    addr: SocketAddr,
+) -> std::io::Result<(Router, Served)> {
     let token = (!addr.ip().is_loopback()).then(random_token).transpose()?;
     let csrf = random_token()?;
     let served = Served { addr, token };
     let state = AppState {
         inner: Arc::new(Inner {
-            library: Library::new(home),
+            library: Library::new(home, config),
             access: Access {
                 token: served.token.clone(),
                 csrf: csrf.clone(),

@@ -84,8 +84,15 @@ pub async fn checkpoints(
     UrlPath(prefix): UrlPath<String>,
 ) -> Result<Json<Checkpoints>, ApiError> {
     blocking(move || {
-        let (_, _, index) = session_index(&state, &prefix)?;
-        let times = index.tree.entries.iter().filter_map(|e| e.ts);
+        let (index, _) = session_index(&state, &prefix)?;
+        // eVi's checkpoints are of eVi's sessions: another agent's has none.
+        let evi = index.tree.agent == crate::source::Agent::Evi;
+        let times = index
+            .tree
+            .entries
+            .iter()
+            .filter(|_| evi)
+            .filter_map(|e| e.ts);
         let (start, end) = (times.clone().min(), times.max());
         let within = |c: &Checkpoint| match (c.ts_ms, start, end) {
             (Some(t), Some(s), Some(e)) => s <= t && t <= e,

@@ -351,3 +351,356 @@ fn agents_not_turned_on_stay_out() {
         "nothing written into an agent's folder that was not turned on"
     );
 }
+
+const TOOLS_ID: &str = "5f0c2b1e-7d4a-4c39-9a6e-2b8f1d3c4e5a";
+const SUB_STEM: &str = "agent-a1b2c3d4";
+const CODEX_TOOLS_ID: &str = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+const CODEX_TOOLS_REL: &str =
+    "sessions/2026/01/20/rollout-2026-01-20T10-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl";
+/// The encrypted reasoning in the fixtures (base64 placeholders): what no
+/// reader may ever print.
+const SECRETS: [&str; 3] = [
+    "RU5DUllQVEVELVNJR05BVFVSRQ==",
+    "UkVEQUNURUQtVEhJTktJTkc=",
+    "RU5DUllQVEVELVJFQVNPTklORw==",
+];
+
+fn no_secret(what: &str, text: &str) {
+    for s in SECRETS {
+        assert!(
+            !text.contains(s),
+            "{what} shows encrypted reasoning {s}:\n{text}"
+        );
+    }
+}
+
+/// A Claude Code session file of `d` (under the folder of `project`).
+fn claude_session(d: &Device, project: &str, id: &str) -> PathBuf {
+    claude(d)
+        .join("projects")
+        .join(folder(project))
+        .join(format!("{id}.jsonl"))
+}
+
+fn put(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn ok(run: crate::common::Run, what: &str) -> String {
+    assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+    run.stdout
+}
+
+/// A fake `name` on PATH that records its working directory and arguments
+/// in `<bin>/<name>.ran`: the user's real program boundary.
+fn fake_agent(bin: &Path, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(bin).unwrap();
+    let ran = bin.join(format!("{name}.ran"));
+    let script = bin.join(name);
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\npwd > '{}'\nfor a in \"$@\"; do echo \"$a\"; done >> '{}'\n",
+            ran.display(),
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    ran
+}
+
+#[test]
+fn pulled_agent_sessions_read_as_conversations_and_resume_in_their_agent() {
+    let (_server, a, b) = two_devices();
+    let proj_a = project(&a, "home/a/proj");
+    let proj_b = project(&b, "srv/b/proj");
+    std::fs::create_dir_all(&proj_b).unwrap();
+    enable(&a, "");
+    enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    let cc_a = claude_session(&a, &proj_a, TOOLS_ID);
+    put(&cc_a, &fixture("claude-code-tools.jsonl", &proj_a));
+    let sub_rel = format!("{TOOLS_ID}/subagents/{SUB_STEM}.jsonl");
+    let sub_a = cc_a.parent().unwrap().join(&sub_rel);
+    put(&sub_a, &fixture("claude-code-subagent.jsonl", &proj_a));
+    put(
+        &codex(&a).join(CODEX_TOOLS_REL),
+        &fixture("codex-tools.jsonl", &proj_a),
+    );
+    a.sync_ok(&["push"]);
+    assert_eq!(
+        b.sync_ok(&["pull"]),
+        "pulled 19 entries in 3 sessions, 0 blobs; 0 sessions diverged (both branches kept)\n"
+    );
+
+    // The subagent transcript lands beside its session, in B's project
+    // folder, its `cwd`s B's.
+    let cc_b = claude_session(&b, &proj_b, TOOLS_ID);
+    let sub_b = cc_b.parent().unwrap().join(&sub_rel);
+    assert_eq!(
+        std::fs::read_to_string(&sub_b).unwrap(),
+        std::fs::read_to_string(&sub_a)
+            .unwrap()
+            .replace(&cwd(&proj_a), &cwd(&proj_b))
+    );
+
+    // `show`: the conversation, tree-aware through the compaction (the
+    // boundary starts a new root; it continues its logical parent), the
+    // thinking in plain text, the tool call and its result; never the
+    // encrypted reasoning, nor the bookkeeping lines.
+    let shown = ok(b.evi(&["sessions", "show", &TOOLS_ID[..8]]), "show");
+    no_secret("show", &shown);
+    for want in [
+        &format!("claude-code session {TOOLS_ID} (6 messages, 1 branch"),
+        "title: Lexer off-by-one fix",
+        &format!("project: {proj_b}"),
+        "#1 user",
+        "Read the lexer and fix the off-by-one",
+        "#2 assistant",
+        "  (thinking)\n  The loop bound in next_token looks off by one.",
+        "Reading the lexer first.",
+        r#"  → Read({"file_path":"src/lexer.rs"})"#,
+        "#3 tool",
+        "  for i in 0..len - 1 { emit(tokens[i]); }",
+        "#4 system",
+        "Conversation compacted (auto, 2048 tokens before)",
+        "#5 system",
+        "the loop in src/lexer.rs stops one token early.",
+        "#6 assistant",
+        "Fixed: the loop now runs to len.",
+    ] {
+        assert!(shown.contains(want), "show lacks {want:?}:\n{shown}");
+    }
+    assert!(!shown.contains("file-history-snapshot"), "{shown}");
+
+    // `show --json`: the same messages, one type with the web viewer's.
+    let page: Value = serde_json::from_str(&ok(
+        b.evi(&["sessions", "show", TOOLS_ID, "--json"]),
+        "json",
+    ))
+    .unwrap();
+    let roles: Vec<&str> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "system", "system", "assistant"]
+    );
+    assert_eq!(page["session"]["agent"], "claude-code");
+    assert_eq!(page["session"]["project"], proj_b.as_str());
+    assert_eq!(
+        page["messages"][1]["reasoning"],
+        "The loop bound in next_token looks off by one."
+    );
+    assert_eq!(page["messages"][1]["tool_calls"][0]["name"], "Read");
+    assert_eq!(page["messages"][2]["tool_call_id"], "toolu_01");
+    no_secret("show --json", &page.to_string());
+
+    // `export` in every format.
+    let md = ok(b.evi(&["sessions", "export", TOOLS_ID]), "export md");
+    for want in [
+        "# claude-code session",
+        "> The loop bound in next_token looks off by one.",
+        "Tool call `Read`",
+        "Conversation compacted",
+        "Fixed: the loop now runs to len.",
+    ] {
+        assert!(md.contains(want), "md lacks {want:?}:\n{md}");
+    }
+    no_secret("export md", &md);
+    let html = ok(
+        b.evi(&["sessions", "export", TOOLS_ID, "-f", "html"]),
+        "export html",
+    );
+    assert!(html.contains("<details class=\"thinking\">"), "{html}");
+    assert!(html.contains("Fixed: the loop now runs to len."), "{html}");
+    assert!(html.contains("→ Read("), "{html}");
+    no_secret("export html", &html);
+    let json = ok(
+        b.evi(&["sessions", "export", TOOLS_ID, "-f", "json"]),
+        "export json",
+    );
+    no_secret("export json", &json);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["agent"], "claude-code");
+    let entries = doc["entries"].as_array().unwrap();
+    let thinking = entries
+        .iter()
+        .find(|e| e["message"]["reasoning"].is_string())
+        .expect("the thinking entry");
+    // The line is there, but for what only the model may read.
+    assert_eq!(
+        thinking["line"]["message"]["content"][0]["thinking"],
+        "The loop bound in next_token looks off by one."
+    );
+    assert!(thinking["line"]["message"]["content"][0]["signature"].is_null());
+
+    // The subagent's transcript, by its stream name.
+    let shown = ok(
+        b.evi(&[
+            "sessions",
+            "show",
+            &format!("claude-code/{TOOLS_ID}/{SUB_STEM}"),
+        ]),
+        "show subagent",
+    );
+    assert!(
+        shown.contains("next_token is called from parse_expr only."),
+        "{shown}"
+    );
+
+    // Codex: messages, the reasoning summary, the call and its output, in
+    // order; the `event_msg` echo of the prompt is not a second message.
+    let shown = ok(b.evi(&["sessions", "show", CODEX_TOOLS_ID]), "show codex");
+    no_secret("show codex", &shown);
+    for want in [
+        &format!("codex session {CODEX_TOOLS_ID} (6 messages"),
+        &format!("project: {proj_b}"),
+        "#1 system",
+        "#2 user",
+        "List the files",
+        "  (thinking)\n  Checking directory",
+        r#"  → shell({"command":["ls"]})"#,
+        "#5 tool",
+        "file1.txt",
+        "#6 assistant",
+        "There are two files: file1.txt and file2.txt.",
+    ] {
+        assert!(shown.contains(want), "codex show lacks {want:?}:\n{shown}");
+    }
+    assert_eq!(shown.matches("List the files").count(), 1, "{shown}");
+    for format in ["md", "html", "json"] {
+        let out = ok(
+            b.evi(&["sessions", "export", CODEX_TOOLS_ID, "-f", format]),
+            "export codex",
+        );
+        no_secret(&format!("codex export {format}"), &out);
+        assert!(out.contains("Checking directory"), "{format}: {out}");
+        assert!(out.contains("There are two files"), "{format}: {out}");
+    }
+
+    // The web viewer answers for both, with their messages.
+    let web = b.web("127.0.0.1:0");
+    for (id, text) in [
+        (TOOLS_ID, "Fixed: the loop now runs to len."),
+        (
+            CODEX_TOOLS_ID,
+            "There are two files: file1.txt and file2.txt.",
+        ),
+    ] {
+        let resp = reqwest::blocking::get(format!("{}/api/sessions/{id}", web.base)).unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = resp.text().unwrap();
+        no_secret("web", &body);
+        let page: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(page["session"]["id"], id);
+        let texts: Vec<&str> = page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["text"].as_str())
+            .collect();
+        assert!(texts.contains(&text), "{texts:?}");
+        let resp = reqwest::blocking::get(format!("{}/?session={id}", web.base)).unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(resp.text().unwrap().contains("app.js"));
+    }
+    drop(web);
+
+    // `resume` runs the agent's own command from the project as it is
+    // here; `--print` only prints it.
+    let bin = b.dir.path().join("bin");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (id, name, args) in [
+        (TOOLS_ID, "claude", vec!["--resume", TOOLS_ID]),
+        (CODEX_TOOLS_ID, "codex", vec!["resume", CODEX_TOOLS_ID]),
+    ] {
+        let ran = fake_agent(&bin, name);
+        let resume = |extra: &[&str]| -> crate::common::Run {
+            b.sync_cmd()
+                .env("PATH", &path)
+                .args(["sessions", "resume", id])
+                .args(extra)
+                .output()
+                .unwrap()
+                .into()
+        };
+        let printed = ok(resume(&["--print"]), "resume --print");
+        assert_eq!(
+            printed,
+            format!("cd {proj_b} && {name} {}\n", args.join(" "))
+        );
+        assert!(!ran.exists(), "--print runs nothing");
+        ok(resume(&[]), "resume");
+        let recorded = std::fs::read_to_string(&ran).unwrap();
+        let mut want = vec![proj_b.as_str()];
+        want.extend(&args);
+        assert_eq!(recorded.lines().collect::<Vec<_>>(), want);
+    }
+
+    // `verify` holds every agent's sessions against the server, per agent.
+    let verified = ok(b.sync(&["sync", "verify"]), "verify");
+    for want in [
+        "claude-code: 2 sessions, 10 entries here; 2 records on the server, 2 verified",
+        "codex: 1 sessions, 9 entries here; 1 records on the server, 1 verified",
+        "no problems found",
+    ] {
+        assert!(
+            verified.contains(want),
+            "verify lacks {want:?}:\n{verified}"
+        );
+    }
+}
+
+#[test]
+fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
+    let (_server, a, b) = two_devices();
+    let proj = project(&a, "home/a/proj");
+    enable(&a, "");
+    enable(&b, "");
+    let cc_a = claude_file(&a, &proj);
+    let whole = fixture("claude-code.jsonl", &proj);
+    let next = format!(
+        r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"and the tests"}},"uuid":"cccccccc-0000-4000-8000-000000000003","timestamp":"2026-02-03T18:12:00.000Z"}}"#
+    );
+    let (head, tail) = next.split_at(next.len() / 2);
+    put(&cc_a, &format!("{whole}{head}"));
+    assert!(
+        a.sync_ok(&["push"])
+            .starts_with("pushed 3 entries in 1 sessions"),
+        "the line being written is not an entry yet"
+    );
+    b.sync_ok(&["pull"]);
+    let cc_b = claude_file(&b, &proj);
+    assert_eq!(std::fs::read_to_string(&cc_b).unwrap(), whole);
+
+    // Claude Code finishes the line: it goes, whole.
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&cc_a)
+        .unwrap();
+    writeln!(f, "{tail}").unwrap();
+    drop(f);
+    assert!(
+        a.sync_ok(&["push"])
+            .starts_with("pushed 1 entries in 1 sessions"),
+        "the finished line"
+    );
+    b.sync_ok(&["pull"]);
+    assert_eq!(
+        std::fs::read_to_string(&cc_b).unwrap(),
+        std::fs::read_to_string(&cc_a).unwrap()
+    );
+    let shown = ok(b.evi(&["sessions", "show", CLAUDE_ID]), "show");
+    assert!(shown.contains("and the tests"), "{shown}");
+}

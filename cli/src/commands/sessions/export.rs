@@ -14,7 +14,8 @@ use super::{Ctx, fmt_rfc3339, fmt_second, load_tree};
 use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::stdout;
 use crate::fsutil::{persist_new, persist_replace, temp_beside};
-use crate::message::Message;
+use crate::message::{Message, without_encrypted};
+use crate::source::Agent;
 use crate::transcript::SessionTree;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -108,12 +109,23 @@ fn heading(msg: &Message, ts: Option<i64>) -> String {
     }
 }
 
+/// "Session ID", or "claude-code session ID" for another agent's.
+fn name(tree: &SessionTree, session: &str) -> String {
+    match tree.agent {
+        Agent::Evi => format!("Session {session}"),
+        a => format!("{} session {session}", a.name()),
+    }
+}
+
 fn markdown(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let active = tree.active_branch();
     let others = tree.other_branches(&active).len();
-    writeln!(out, "# Session {}\n", tree.id)?;
+    writeln!(out, "# {}\n", name(tree, tree.id.as_str()))?;
     if let Some(title) = tree.latest_title()? {
         writeln!(out, "Title: {title}\n")?;
+    }
+    if let Some(project) = &tree.project {
+        writeln!(out, "Project: `{project}`\n")?;
     }
     writeln!(
         out,
@@ -123,8 +135,15 @@ fn markdown(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     )?;
     let mut fetch = tree.fetcher();
     for &i in &active {
-        let msg = Message::from_line(&fetch.fetch(tree.entries[i].at)?);
+        let msg = Message::of(tree.agent, &fetch.fetch(tree.entries[i].at)?);
         writeln!(out, "\n## {}\n", heading(&msg, tree.entries[i].ts))?;
+        if let Some(r) = &msg.reasoning {
+            writeln!(out, "> *Thinking:*")?;
+            for l in r.lines() {
+                writeln!(out, "> {l}")?;
+            }
+            writeln!(out)?;
+        }
         if msg.fault.is_some() || msg.role == "tool" {
             let f = fence(&msg.text);
             writeln!(out, "{f}\n{}\n{f}", msg.text)?;
@@ -145,12 +164,20 @@ fn markdown(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
 
 const CSS: &str = "body{font:15px/1.5 system-ui,sans-serif;max-width:52em;margin:2em auto;padding:0 1em;color:#222}\
 .m{border-left:3px solid #ccc;padding:.2em 1em;margin:1em 0}.user{border-color:#36c}.assistant{border-color:#3a3}\
-.tool{border-color:#c83}.invalid{border-color:#c33;background:#fee}h2{font-size:.85em;color:#666;margin:.2em 0}\
+.tool{border-color:#c83}.system{border-color:#999;color:#555}.thinking{color:#666;font-style:italic}.invalid{border-color:#c33;background:#fee}h2{font-size:.85em;color:#666;margin:.2em 0}\
 pre{white-space:pre-wrap;word-wrap:break-word;margin:.3em 0}";
 
 fn html(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let active = tree.active_branch();
     let id = esc(tree.id.as_str());
+    let heading_name = esc(&name(tree, tree.id.as_str())).into_owned();
+    let project = match &tree.project {
+        Some(p) => format!(
+            "<p class=\"project\">Project: <code>{}</code></p>\n",
+            esc(p)
+        ),
+        None => String::new(),
+    };
     let title = match tree.latest_title()? {
         Some(t) => format!("<p class=\"title\">{}</p>\n", esc(&t)),
         None => String::new(),
@@ -158,23 +185,32 @@ fn html(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Session {id}</title>\
-         <style>{CSS}</style></head><body>\n<h1>Session {id}</h1>\n{title}<p>{} messages on the active branch, {} other branches.</p>",
+         <style>{CSS}</style></head><body>\n<h1>{heading_name}</h1>\n{title}{project}<p>{} messages on the active branch, {} other branches.</p>",
         active.len(),
         tree.other_branches(&active).len()
     )?;
     let mut fetch = tree.fetcher();
     for &i in &active {
-        let msg = Message::from_line(&fetch.fetch(tree.entries[i].at)?);
+        let msg = Message::of(tree.agent, &fetch.fetch(tree.entries[i].at)?);
         let class = match msg.role.as_str() {
-            r @ ("user" | "assistant" | "tool" | "invalid") => r,
+            r @ ("user" | "assistant" | "tool" | "system" | "invalid") => r,
             _ => "other",
         };
         writeln!(
             out,
-            "<div class=\"m {class}\"><h2>{}</h2><pre>{}</pre>",
+            "<div class=\"m {class}\"><h2>{}</h2>",
             esc(&heading(&msg, tree.entries[i].ts)),
-            esc(&msg.text)
         )?;
+        if let Some(r) = &msg.reasoning {
+            writeln!(
+                out,
+                "<details class=\"thinking\"><summary>thinking</summary><pre>{}</pre></details>",
+                esc(r)
+            )?;
+        }
+        if !msg.text.is_empty() {
+            writeln!(out, "<pre>{}</pre>", esc(&msg.text))?;
+        }
         for c in &msg.tool_calls {
             writeln!(out, "<pre>→ {}({})</pre>", esc(&c.name), esc(&c.arguments))?;
         }
@@ -183,8 +219,10 @@ fn html(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "</body></html>")
 }
 
-/// The whole tree: every entry with id, parent, day, and its line (as JSON
-/// when it is JSON, else as base64 of its bytes).
+/// The whole tree: every entry with id, parent, day, its line (as JSON
+/// when it is JSON, else as base64 of its bytes) and the message it reads
+/// as. Another agent's lines lose their encrypted reasoning (see
+/// [`without_encrypted`]); every other byte of them is there.
 fn json(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let active = tree.active_branch();
     let mut on_active = vec![false; tree.entries.len()];
@@ -194,21 +232,29 @@ fn json(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
     let leaf = active.last().map(|&i| tree.entries[i].id.as_str());
     write!(
         out,
-        "{{\"session\":{},\"title\":{},\"active_leaf\":{},\"entries\":[",
+        "{{\"session\":{},\"agent\":{},\"project\":{},\"title\":{},\"active_leaf\":{},\"entries\":[",
         serde_json::to_string(tree.id.as_str())?,
+        serde_json::to_string(&tree.agent)?,
+        serde_json::to_string(&tree.project)?,
         serde_json::to_string(&tree.latest_title()?)?,
         serde_json::to_string(&leaf)?
     )?;
     let mut fetch = tree.fetcher();
     for (n, e) in tree.entries.iter().enumerate() {
         let raw = fetch.fetch(e.at)?;
+        let message = Message::of(tree.agent, &raw);
         let line = crate::transcript::line::original_bytes(&raw)
             .filter(|_| e.fault.is_some())
             .unwrap_or(raw);
-        let value = match e.fault {
+        let mut value = match e.fault {
             None => serde_json::from_slice::<serde_json::Value>(&line).ok(),
             Some(_) => None,
         };
+        if tree.agent != Agent::Evi
+            && let Some(v) = &mut value
+        {
+            without_encrypted(v);
+        }
         let entry = serde_json::json!({
             "id": e.id,
             "parentId": e.parent,
@@ -218,6 +264,7 @@ fn json(tree: &SessionTree, out: &mut impl Write) -> io::Result<()> {
             "line": value,
             "raw_base64": value.is_none().then(|| base64::engine::general_purpose::STANDARD.encode(&line)),
             "fault": e.fault,
+            "message": message,
         });
         if n > 0 {
             out.write_all(b",")?;

@@ -215,22 +215,12 @@ fn agent_session(
     )>,
     CommandError,
 > {
-    let mut found: Vec<_> = crate::source::summary::all(&ctx.config)
-        .into_iter()
-        .filter(|(f, _)| f.stream.session.as_str().starts_with(prefix))
-        .collect();
-    match found.len() {
-        0 => Ok(None),
-        1 => {
-            let (f, s) = found.pop().expect("one");
-            let s = s.map_err(|e| user_error(format!("cannot read {}: {e}", f.path.display())))?;
-            Ok(Some((f, s)))
-        }
-        n => Err(
-            user_error(format!("`{prefix}` matches {n} sessions of other agents"))
-                .hinted("type more characters of the id"),
-        ),
-    }
+    let Some(file) = super::agent_file(ctx, prefix)? else {
+        return Ok(None);
+    };
+    let summary = crate::source::summary::summarize(&file, &super::path_map(ctx))
+        .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
+    Ok(Some((file, summary)))
 }
 
 /// `--json` output of a handoff of another agent's session.

@@ -18,6 +18,8 @@ use evi_shared::SessionId;
 
 use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::source::paths::PathMap;
+use crate::source::{self, AgentFile};
 use crate::transcript::{Catalog, SessionFile, SessionTree};
 
 pub use export::ExportArgs;
@@ -108,10 +110,49 @@ pub fn resolve(
 
 /// Loads the tree of the session `prefix` names.
 pub fn load_tree(ctx: &Ctx, prefix: &str) -> Result<SessionTree, CommandError> {
+    load(ctx, prefix).map(|(tree, _)| tree)
+}
+
+/// Loads the tree of the session `prefix` names (an eVi session's first,
+/// else another agent's turned on here), with its shortest unambiguous id.
+pub fn load(ctx: &Ctx, prefix: &str) -> Result<(SessionTree, String), CommandError> {
     let catalog = scan(ctx)?;
+    if catalog.matching(prefix).is_empty()
+        && let Some(file) = agent_file(ctx, prefix)?
+    {
+        let tree = SessionTree::load_agent(&file, &path_map(ctx))
+            .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
+        let short = file.stream.session.as_str().chars().take(8).collect();
+        return Ok((tree, short));
+    }
     let (id, files) = resolve(&catalog, prefix)?;
-    SessionTree::load(id.clone(), files)
-        .map_err(|e| user_error(format!("cannot read session {id}: {e}")))
+    let tree = SessionTree::load(id.clone(), files)
+        .map_err(|e| user_error(format!("cannot read session {id}: {e}")))?;
+    let short = catalog.short_id(&id);
+    Ok((tree, short))
+}
+
+/// This device's `[paths]` map.
+pub fn path_map(ctx: &Ctx) -> PathMap {
+    PathMap::new(&ctx.config.paths.map)
+}
+
+/// The session of another agent turned on here that `prefix` names: an id
+/// or prefix of a session, or a stream name (`claude-code/<id>`, a subagent
+/// transcript `claude-code/<id>/<stem>`, `codex/<id>`). `None` when none
+/// does; more than one is an error, as for eVi's.
+pub fn agent_file(ctx: &Ctx, prefix: &str) -> Result<Option<AgentFile>, CommandError> {
+    let mut found = source::matching(&source::enabled(&ctx.config), prefix);
+    match found.len() {
+        0 | 1 => Ok(found.pop()),
+        n => {
+            let mut msg = format!("`{prefix}` matches {n} sessions of other agents:");
+            for f in found.iter().take(20) {
+                msg.push_str(&format!("\n  {} ({})", f.stream, f.path.display()));
+            }
+            Err(user_error(msg).hinted("type more characters of the id"))
+        }
+    }
 }
 
 /// An epoch-millisecond time in local time, as `pattern` (strftime).

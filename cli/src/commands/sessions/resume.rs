@@ -17,6 +17,7 @@ use crate::commands::sync::one_session::{self, Wanted};
 use crate::commands::sync::{client_error, open as open_sync, sync_error};
 use crate::commands::{finish, stdout};
 use crate::resume::rebuild;
+use crate::source::AgentFile;
 use crate::sync::progress::Quiet;
 use crate::sync::pull::{PullOptions, PullReport, pull};
 use crate::transcript::recent::most_recent;
@@ -26,7 +27,8 @@ use crate::transcript::{Catalog, SessionTree};
 pub struct ResumeArgs {
     /// Session id or unambiguous prefix.
     pub id: String,
-    /// Print the rebuilt messages as JSON instead of starting the agent.
+    /// Print the rebuilt messages as JSON instead of starting the agent
+    /// (another agent's session: print the command that resumes it).
     #[arg(long)]
     pub print: bool,
     /// The session's git checkout on this device (default: the current directory).
@@ -124,6 +126,17 @@ fn fetch_now(ctx: &Ctx, wanted: &Wanted) -> Result<(Catalog, PullReport), Comman
 /// is not here at all arrives in the time its own records take.
 pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     let catalog = scan(ctx)?;
+    let agents = !crate::source::enabled(&ctx.config).is_empty();
+    let asked = Asked {
+        print: args.print,
+        git: args.repo.is_some() || args.checkout || args.worktree.is_some(),
+    };
+    if agents
+        && catalog.matching(&args.id).is_empty()
+        && let Some(file) = super::agent_file(ctx, &args.id)?
+    {
+        return resume_agent(ctx, asked, file, false);
+    }
     let tree = TreeWanted {
         repo: args.repo,
         checkout: args.checkout,
@@ -160,6 +173,13 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
         Err(e) => return Err(e),
     };
     if !catalog.sessions.contains_key(&wanted.id) {
+        // Perhaps another agent's session: those come with a whole pull.
+        if agents {
+            pull_now(ctx, false)?;
+            if let Some(file) = super::agent_file(ctx, &args.id)? {
+                return resume_agent(ctx, asked, file, true);
+            }
+        }
         return Err(one_session::not_found(&args.id));
     }
     resume(ctx, &catalog, wanted.id, args.print, Some(&tree))
@@ -226,6 +246,86 @@ fn resume(
         Ok(())
     } else {
         let mut e = user_error(format!("the agent exited with {status}"));
+        e.exit_code = status
+            .code()
+            .and_then(|c| u8::try_from(c).ok())
+            .unwrap_or(1);
+        Err(e)
+    }
+}
+
+/// What `resume` was asked for, of what matters to another agent's session.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    print: bool,
+    /// `--repo`, `--checkout` or `--worktree`.
+    git: bool,
+}
+
+/// Resumes another agent's session in that agent, from its project as it
+/// is here: the command `evi sessions handoff` prints, run (or, with
+/// `--print`, printed). With sync set up and nothing pulled yet, a quick
+/// pull first, as for eVi's, so it resumes in its newest state.
+fn resume_agent(ctx: &Ctx, args: Asked, file: AgentFile, pulled: bool) -> CommandResult {
+    if args.git {
+        return Err(crate::command_error::usage_error(
+            "--repo, --checkout and --worktree bring the working tree an eVi handoff \
+             recorded; another agent's session has none",
+        ));
+    }
+    if !pulled
+        && sync_set_up(ctx)
+        && let Err(e) = pull_now(ctx, true)
+    {
+        super::super::warn(&format!(
+            "could not pull first ({}): resuming the copy on this device, which may be older",
+            e.message
+        ));
+    }
+    let map = super::path_map(ctx);
+    let tree = SessionTree::load_agent(&file, &map)
+        .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
+    let agent = file.stream.agent;
+    let id = file.stream.session.as_str();
+    let project = tree.project.as_deref();
+    let line = agent.resume_command(id, project);
+    if args.print {
+        let mut out = stdout();
+        writeln!(out, "{line}")?;
+        return finish(out);
+    }
+    let argv = agent.resume_argv(id);
+    let mut run = Command::new(&argv[0]);
+    run.args(&argv[1..]);
+    if let Some(dir) = project {
+        if !std::path::Path::new(dir).is_dir() {
+            return Err(user_error(format!(
+                "the project of {} session {id}, {dir}, is not a folder on this device",
+                agent.name()
+            ))
+            .hinted(
+                "check it out there, or map the other device's path to this one's in \
+                 `[paths]` of config.toml and pull again; `--print` prints the command",
+            ));
+        }
+        run.current_dir(dir);
+    }
+    eprintln!("resuming {} session {id}: {line}", agent.name());
+    let status = run.status().map_err(|e| {
+        let err = user_error(format!("cannot start `{}` ({line}): {e}", argv[0]));
+        if e.kind() == std::io::ErrorKind::NotFound {
+            err.hinted(format!(
+                "install {} or put it on PATH; `--print` prints the command",
+                argv[0]
+            ))
+        } else {
+            err
+        }
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        let mut e = user_error(format!("{} exited with {status}", argv[0]));
         e.exit_code = status
             .code()
             .and_then(|c| u8::try_from(c).ok())

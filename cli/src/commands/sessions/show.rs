@@ -5,10 +5,11 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{Ctx, fmt_minute, fmt_second, load_tree, resolve, scan};
+use super::{Ctx, fmt_minute, fmt_second, load, load_tree};
 use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::{finish, stdout};
 use crate::message::{Message, one_line};
+use crate::source::Agent;
 use crate::transcript::SessionTree;
 use crate::transcript::line::LineFault;
 use crate::transcript::view::{PageRequest, TreeIndex};
@@ -52,9 +53,13 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
         (Some(a), Some(b)) => format!(", {} → {}", fmt_minute(a), fmt_minute(b)),
         _ => String::new(),
     };
+    let whose = match tree.agent {
+        Agent::Evi => String::new(),
+        a => format!("{} ", a.name()),
+    };
     writeln!(
         out,
-        "session {} ({} messages, {} branch{}{span})",
+        "{whose}session {} ({} messages, {} branch{}{span})",
         tree.id,
         active.len(),
         others.len() + 1,
@@ -63,10 +68,13 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
     if let Some(title) = tree.latest_title()? {
         writeln!(out, "title: {title}")?;
     }
+    if let Some(project) = &tree.project {
+        writeln!(out, "project: {project}")?;
+    }
     let mut fetch = tree.fetcher();
     for (n, &i) in active.iter().enumerate() {
         let raw = fetch.fetch(tree.entries[i].at)?;
-        let msg = Message::from_line(&raw);
+        let msg = Message::of(tree.agent, &raw);
         writeln!(out)?;
         write_message(&mut out, &tree, n + 1, i, &msg, through == Some(i))?;
     }
@@ -81,7 +89,7 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
         writeln!(out, "\nother branches ({}):", others.len())?;
         for b in &others {
             let leaf = &tree.entries[b.leaf];
-            let preview = Message::from_line(&fetch.fetch(leaf.at)?).text;
+            let preview = Message::of(tree.agent, &fetch.fetch(leaf.at)?).text;
             let at = match b.fork {
                 Some(f) => {
                     let pos = active.iter().position(|&a| a == f).map_or(0, |p| p + 1);
@@ -103,11 +111,8 @@ pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
 }
 
 fn show_json(ctx: &Ctx, args: &ShowArgs) -> CommandResult {
-    let catalog = scan(ctx)?;
-    let (id, files) = resolve(&catalog, &args.id)?;
-    let tree = SessionTree::load(id.clone(), files)
-        .map_err(|e| user_error(format!("cannot read session {id}: {e}")))?;
-    let index = TreeIndex::new(tree, catalog.short_id(&id))?;
+    let (tree, short_id) = load(ctx, &args.id)?;
+    let index = TreeIndex::new(tree, short_id)?;
     let page = index
         .page(&PageRequest {
             through: args.through.as_deref(),
@@ -169,6 +174,12 @@ fn write_message(
         String::new()
     };
     writeln!(out, "#{n} {who}  {when}{mark}")?;
+    if let Some(r) = &msg.reasoning {
+        writeln!(out, "  (thinking)")?;
+        for l in r.lines() {
+            writeln!(out, "  {l}")?;
+        }
+    }
     if msg.role == "tool" {
         let lines: Vec<&str> = msg.text.lines().collect();
         for l in lines.iter().take(TOOL_LINES) {

@@ -123,6 +123,28 @@ fn print_report(r: &VerifyReport) -> CommandResult {
         "here: {} entries and {} journal lines, held against the server",
         r.local_entries, r.journal_lines
     )?;
+    for a in &r.agents {
+        if !a.enabled {
+            writeln!(
+                out,
+                "{}: {} records on the server, not turned on here (`[agents] {} = true` in \
+                 config.toml syncs them)",
+                a.agent.name(),
+                a.records,
+                a.agent.name()
+            )?;
+            continue;
+        }
+        writeln!(
+            out,
+            "{}: {} sessions, {} entries here; {} records on the server, {} verified",
+            a.agent.name(),
+            a.sessions,
+            a.entries,
+            a.records,
+            a.verified
+        )?;
+    }
     // Not synced yet is not wrong: said, and no part of the exit status.
     for p in &r.pending {
         writeln!(out, "pending: {p}")?;

@@ -706,6 +706,12 @@
   }
 
   function fillBody(body, m, open) {
+    // Plain-text reasoning only: the server never sends encrypted reasoning.
+    if (m.reasoning) {
+      body.append(el('details', { class: 'thinking', open: !!open },
+        el('summary', null, 'thinking'),
+        el('pre', null, m.reasoning)));
+    }
     if (m.role === 'invalid') {
       body.append(el('p', { class: 'fault' }, m.fault === 'not_utf8' ? 'Not valid UTF-8, kept as is:' : 'Not valid JSON, kept as is:'),
         el('pre', { class: 'raw' }, m.text));
