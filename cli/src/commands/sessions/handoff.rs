@@ -215,10 +215,7 @@ fn agent_session(
     )>,
     CommandError,
 > {
-    let mut found: Vec<_> = crate::source::summary::all(&ctx.config)
-        .into_iter()
-        .filter(|(f, _)| f.stream.session.as_str().starts_with(prefix))
-        .collect();
+    let mut found = crate::source::summary::by_prefix(&ctx.config, &ctx.home, prefix);
     match found.len() {
         0 => Ok(None),
         1 => {
@@ -241,7 +238,8 @@ struct AgentHandoff {
     messages: usize,
     push: &'static str,
     pull_command: &'static str,
-    /// The project as it is on this device (on another, `[paths]` maps it).
+    /// The project as it is on this device (on another, `[paths]` or its
+    /// git remote places it).
     project: Option<String>,
     resume_command: String,
 }
@@ -308,7 +306,7 @@ fn agent_handoff(
         writeln!(out, "       {}", h.resume_command)?;
         writeln!(
             out,
-            "     (there, the project is where its `[paths]` maps it; \
+            "     (there, the project is where `[paths]` or its git remote puts it; \
              `evi sessions handoff {id} --no-push` run there prints its command)"
         )?;
     }
