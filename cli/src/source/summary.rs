@@ -301,7 +301,7 @@ pub fn recent(
                 )
             })
             .collect();
-    by_time.sort_by(|a, b| b.0.cmp(&a.0));
+    by_time.sort_by_key(|f| std::cmp::Reverse(f.0));
     let mut out: Vec<(AgentFile, io::Result<SessionSummary>)> = Vec::new();
     // The last times of the kept sessions, newest first.
     let mut ends: Vec<i64> = Vec::new();

@@ -132,9 +132,11 @@ pub fn push_with(
             &mut report,
             session.as_str(),
             files,
-            unfinished.careful || recheck,
-            Agent::Evi,
-            None,
+            How {
+                careful: unfinished.careful || recheck,
+                agent: Agent::Evi,
+                project: None,
+            },
         ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
@@ -158,9 +160,11 @@ pub fn push_with(
             &mut report,
             &stream,
             files,
-            unfinished.careful,
-            file.stream.agent,
-            project,
+            How {
+                careful: unfinished.careful,
+                agent: file.stream.agent,
+                project,
+            },
         ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {stream}: {e}")),
@@ -307,16 +311,29 @@ impl Gather<'_> {
     }
 }
 
+/// How one session is pushed.
+struct How {
+    /// Whether the server may hold some of its entries already.
+    careful: bool,
+    /// Whose session it is.
+    agent: Agent,
+    /// The project entry to send first, if one is due.
+    project: Option<ProjectRecord>,
+}
+
 fn push_session(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
     session: &str,
     files: Vec<PushFile>,
-    careful: bool,
-    agent: Agent,
-    project: Option<ProjectRecord>,
+    how: How,
 ) -> Result<(), SyncError> {
+    let How {
+        careful,
+        agent,
+        project,
+    } = how;
     let budget = up.segment_budget();
     let mut g = Gather {
         session,

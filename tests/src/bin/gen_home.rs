@@ -413,6 +413,34 @@ struct Plan {
     huge: Option<usize>,
 }
 
+impl Plan {
+    /// The time of the line written at byte `bytes`: its position mapped
+    /// onto `start..start + duration`, jittered, strictly increasing to the
+    /// millisecond.
+    fn clock(&self) -> impl FnMut(&mut Rng, u64) -> DateTime<Utc> + '_ {
+        let span_ms = self.duration.num_milliseconds().max(1) as f64;
+        let mut prev = self.start;
+        move |rng: &mut Rng, bytes: u64| {
+            let frac = (bytes as f64 / self.target as f64).min(1.0);
+            let jitter = rng.range(0, 400) as i64;
+            let t = self.start + TimeDelta::milliseconds((span_ms * frac) as i64 + jitter);
+            prev = t.max(prev + TimeDelta::milliseconds(1));
+            prev
+        }
+    }
+
+    /// The byte positions where a session with branches gets one.
+    fn branch_points(&self, rng: &mut Rng) -> Vec<u64> {
+        if self.branches {
+            (0..rng.range(1, 4))
+                .map(|_| self.target / 10 + rng.next() % (self.target * 8 / 10).max(1))
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// Writes a session of about `plan.target` bytes. The time of a line is its
 /// byte position mapped onto `start..start + duration`, so the lines of a
 /// session of any size spread evenly over its span.
@@ -422,25 +450,10 @@ fn write_session(
     plan: &Plan,
     shape: &mut Shape,
 ) -> std::io::Result<()> {
-    let span_ms = plan.duration.num_milliseconds().max(1) as f64;
-    let mut prev = plan.start;
-    let mut ts_next = |rng: &mut Rng, bytes: u64| {
-        let frac = (bytes as f64 / plan.target as f64).min(1.0);
-        let jitter = rng.range(0, 400) as i64;
-        let t = plan.start + TimeDelta::milliseconds((span_ms * frac) as i64 + jitter);
-        // Strictly increasing, to the millisecond.
-        prev = t.max(prev + TimeDelta::milliseconds(1));
-        prev
-    };
+    let mut ts_next = plan.clock();
     let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
     // Where branch lines go (as if pulled from another device): a few points.
-    let branch_at: Vec<u64> = if plan.branches {
-        (0..rng.range(1, 4))
-            .map(|_| plan.target / 10 + rng.next() % (plan.target * 8 / 10).max(1))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let branch_at = plan.branch_points(rng);
     let mut branch_done = vec![false; branch_at.len()];
     let mut call_n = 0u64;
     let mut first = true;

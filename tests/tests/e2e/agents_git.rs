@@ -20,6 +20,19 @@ fn checkout(dir: &str, url: &str) {
     git(Path::new(dir), &["remote", "add", "origin", url]);
 }
 
+/// `evi sessions handoff --no-push --json` of the session on `d`.
+fn handoff(d: &Device) -> Value {
+    let run = d.sync(&[
+        "sessions",
+        "handoff",
+        &CLAUDE_ID[..8],
+        "--no-push",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
 #[test]
 fn a_session_lands_in_the_checkout_with_the_same_origin_and_converges() {
     let (server, a, b) = two_devices();
@@ -51,15 +64,7 @@ fn a_session_lands_in_the_checkout_with_the_same_origin_and_converges() {
         "in the folder Claude Code uses for B's checkout, naming it as `cwd`"
     );
     assert!(!claude_file(&b, &proj_a).exists(), "not under A's path");
-    let run = b.sync(&[
-        "sessions",
-        "handoff",
-        &CLAUDE_ID[..8],
-        "--no-push",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let h: Value = serde_json::from_str(&run.stdout).unwrap();
+    let h = handoff(&b);
     assert_eq!(h["project"], proj_b.as_str(), "{h}");
     assert_eq!(
         h["resume_command"],
@@ -110,14 +115,6 @@ fn a_session_lands_in_the_checkout_with_the_same_origin_and_converges() {
     c.sync_ok(&["pull"]);
     let cc_c = claude_file(&c, &proj_a);
     assert_eq!(entry_set(&cc_c), entry_set(&cc_a));
-    let run = c.sync(&[
-        "sessions",
-        "handoff",
-        &CLAUDE_ID[..8],
-        "--no-push",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let h: Value = serde_json::from_str(&run.stdout).unwrap();
+    let h = handoff(&c);
     assert_eq!(h["project"], proj_a.as_str(), "{h}");
 }

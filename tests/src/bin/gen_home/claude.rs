@@ -16,7 +16,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{PATHS, Plan, Rng, Shape, TOOLS, WORDS, json_str, prose, prose_between, tool_output};
 
@@ -120,6 +120,18 @@ impl Writer {
         Ok(id)
     }
 
+    /// An assistant line holding `block` (a content block), of message `msg`.
+    fn say(
+        &mut self,
+        rng: &mut Rng,
+        ts: DateTime<Utc>,
+        msg: &str,
+        block: &str,
+        out_tokens: usize,
+    ) -> std::io::Result<String> {
+        self.node(rng, ts, None, &assistant(msg, block, out_tokens))
+    }
+
     fn close(mut self) -> std::io::Result<()> {
         self.file.flush()?;
         drop(self.file);
@@ -148,22 +160,8 @@ pub fn write_session(
     plan: &Plan,
     shape: &mut Shape,
 ) -> std::io::Result<()> {
-    let span_ms = plan.duration.num_milliseconds().max(1) as f64;
-    let mut prev = plan.start;
-    let mut ts_next = |rng: &mut Rng, bytes: u64| {
-        let frac = (bytes as f64 / plan.target as f64).min(1.0);
-        let t = plan.start
-            + TimeDelta::milliseconds((span_ms * frac) as i64 + rng.range(0, 400) as i64);
-        prev = t.max(prev + TimeDelta::milliseconds(1));
-        prev
-    };
-    let branch_at: Vec<u64> = if plan.branches {
-        (0..rng.range(1, 4))
-            .map(|_| plan.target / 10 + rng.next() % (plan.target * 8 / 10).max(1))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let mut ts_next = plan.clock();
+    let branch_at = plan.branch_points(rng);
     let mut branch_done = vec![false; branch_at.len()];
     let mut msg_n = 0u64;
     let mut huge = plan.huge;
@@ -212,33 +210,21 @@ pub fn write_session(
             if rng.chance(0.4) {
                 let n = shape.prose_len(rng, 20, 300);
                 let think = prose(rng, n);
-                w.node(
-                    rng,
-                    t,
-                    None,
-                    &assistant(
-                        &msg,
-                        &format!(
+                w.say(rng, t, &msg, &format!(
                             r#"{{"type":"thinking","thinking":{},"signature":"RXF1aXZhbGVudCBzaWduYXR1cmU="}}"#,
                             json_str(&think)
-                        ),
-                        8,
-                    ),
-                )?;
+                        ), 8)?;
             }
             let n = shape.prose_len(rng, 0, 300);
             if n > 40 {
                 let say = prose(rng, n);
                 let t = ts_next(rng, w.bytes);
-                w.node(
+                w.say(
                     rng,
                     t,
-                    None,
-                    &assistant(
-                        &msg,
-                        &format!(r#"{{"type":"text","text":{}}}"#, json_str(&say)),
-                        30,
-                    ),
+                    &msg,
+                    &format!(r#"{{"type":"text","text":{}}}"#, json_str(&say)),
+                    30,
                 )?;
             }
             let calls = if rng.chance(0.15) { 2 } else { 1 };
@@ -271,17 +257,14 @@ pub fn write_session(
                     ),
                 };
                 let t = ts_next(rng, w.bytes);
-                w.node(
+                w.say(
                     rng,
                     t,
-                    None,
-                    &assistant(
-                        &msg,
-                        &format!(
-                            r#"{{"type":"tool_use","id":"{id}","name":"{name}","input":{input}}}"#
-                        ),
-                        60,
+                    &msg,
+                    &format!(
+                        r#"{{"type":"tool_use","id":"{id}","name":"{name}","input":{input}}}"#
                     ),
+                    60,
                 )?;
                 ids.push(id);
             }
@@ -311,15 +294,12 @@ pub fn write_session(
         let n = shape.prose_len(rng, 80, 1800);
         let answer = prose(rng, n);
         let t = ts_next(rng, w.bytes);
-        w.node(
+        w.say(
             rng,
             t,
-            None,
-            &assistant(
-                &msg,
-                &format!(r#"{{"type":"text","text":{}}}"#, json_str(&answer)),
-                400,
-            ),
+            &msg,
+            &format!(r#"{{"type":"text","text":{}}}"#, json_str(&answer)),
+            400,
         )?;
         shape.tool_bytes += turn_tool;
         shape.all_bytes += w.bytes - turn_start;
