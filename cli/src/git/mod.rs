@@ -16,6 +16,7 @@
 pub mod bring;
 pub mod carry;
 mod observe;
+pub mod remote;
 mod run;
 
 use std::path::{Path, PathBuf};

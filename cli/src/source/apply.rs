@@ -19,7 +19,9 @@
 //!   one write; a file that ends in a partial line (the agent mid-write)
 //!   makes the entries wait in `sync/pending-agents/`, applied by the next
 //!   pull once the file is whole. So do entries whose project is not known
-//!   yet (no line with a `cwd` has arrived).
+//!   yet (no line with a `cwd` has arrived). A session's project entry
+//!   ([`super::project`]) is kept out of the file; it may place the session
+//!   in a checkout here with the same git remote ([`place_by_remote`]).
 //! - **What pull wrote is what push skips**: when the push state of the file
 //!   matched it before the append, it is moved to cover exactly pull's
 //!   bytes; if anything else grew the file meanwhile it is left, and the
@@ -33,7 +35,9 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::checkouts::Checkouts;
 use super::paths::PathMap;
+use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
 use crate::sync::context::SyncContext;
@@ -217,6 +221,16 @@ pub fn apply(
             *done.not_enabled.entry(stream.agent).or_default() += 1;
             continue;
         };
+        // A project entry says where the session belongs; it is no line of
+        // the agent's file.
+        let (records, fresh): (Vec<Entry>, Vec<Entry>) = fresh
+            .into_iter()
+            .partition(|e| ProjectRecord::of_entry(&stream, e).is_some());
+        for e in &records {
+            if let Some(r) = ProjectRecord::of_entry(&stream, e) {
+                ctx.projects.set_record(&stream, r);
+            }
+        }
         let pending = pending_path(ctx, &stream);
         let mut entries: Vec<Entry> = load_pending(&pending).iter().map(Waiting::entry).collect();
         entries.extend(fresh);
@@ -236,40 +250,32 @@ pub fn apply(
                 .map(|f| (f.stream, f.path))
                 .collect()
         });
-        let path = match files.get(&stream) {
+        let target = match files.get(&stream) {
             Some(p) => Some(p.clone()),
             None => {
                 let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
-                source.target(&stream, &lines, &ctx.path_map)
+                place_by_remote(ctx, &stream, &lines)?;
+                let map = ctx.projects.map_for(&ctx.path_map, &stream);
+                source.target(&stream, &lines, &map)
             }
         };
-        let written = match path {
-            Some(path) if !ready.is_empty() => append(ctx, &stream, &path, &ready)?,
+        let written = match &target {
+            Some(path) if !ready.is_empty() => append(ctx, &stream, path, &ready)?,
             _ => None,
         };
-        match written {
-            Some(n) => {
+        match (written, target) {
+            (Some(n), Some(p)) => {
                 if n > 0 {
                     done.entries += n;
                     done.sessions += 1;
                 }
-                if stream.agent == Agent::Codex
-                    && let Some(p) = files.get(&stream).cloned().or_else(|| {
-                        let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
-                        source.target(&stream, &lines, &ctx.path_map)
-                    })
-                {
+                if stream.agent == Agent::Codex {
                     done.notes
                         .extend(enter_in_codex_index(ctx, &source.root, &stream, &p));
                 }
-                if let Some(p) = files.get(&stream).cloned().or_else(|| {
-                    let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
-                    source.target(&stream, &lines, &ctx.path_map)
-                }) {
-                    files.insert(stream.clone(), p);
-                }
+                files.insert(stream.clone(), p);
             }
-            None => waiting.extend(
+            _ => waiting.extend(
                 ready
                     .iter()
                     .map(|e| Waiting::new(e, WaitReason::PartialLine)),
@@ -279,6 +285,62 @@ pub fn apply(
         save_pending(&pending, &waiting)?;
     }
     Ok(done)
+}
+
+/// Places a session this device has no file of yet by its project's git
+/// remote: when the server holds a project entry for it, `[paths]` does not
+/// map the project, and a checkout here has the same origin, the pair
+/// (project there, checkout here) is recorded, durably, before the first
+/// line is written, and maps every read and write of the session after.
+fn place_by_remote(
+    ctx: &mut SyncContext,
+    stream: &StreamName,
+    lines: &[&[u8]],
+) -> Result<(), SyncError> {
+    let session = StreamName {
+        sub: None,
+        ..stream.clone()
+    };
+    let Some(record) = ctx
+        .projects
+        .get(&session)
+        .filter(|k| k.local.is_none())
+        .and_then(|k| k.record.clone())
+    else {
+        return Ok(());
+    };
+    if ctx.path_map.local(&record.project) != record.project {
+        return Ok(());
+    }
+    let Some(cwd) = super::project::cwd_of_lines(stream.agent, lines.iter().copied()) else {
+        return Ok(());
+    };
+    let inside = cwd
+        .strip_prefix(record.project.as_str())
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if !inside {
+        return Ok(());
+    }
+    if ctx.checkouts.is_none() {
+        let own: Vec<String> = ctx
+            .sources
+            .iter()
+            .flat_map(|s| s.sessions())
+            .filter_map(|f| super::project::cwd_of_file(&f))
+            .collect();
+        ctx.checkouts = Some(Checkouts::find_all(own, &ctx.search));
+    }
+    let found = ctx.checkouts.as_ref().and_then(|c| c.get(&record.remote));
+    let Some(top) = found.and_then(|p| p.to_str()).map(str::to_owned) else {
+        return Ok(());
+    };
+    if top != record.project {
+        ctx.projects.place(&session, top);
+        ctx.projects
+            .save(&ctx.paths.dir)
+            .ctx(|| "cannot save sync/projects.json".into())?;
+    }
+    Ok(())
 }
 
 /// Enters a Codex session in Codex's index; a note when that could not be.
@@ -292,7 +354,8 @@ fn enter_in_codex_index(
     let text = std::fs::read(rollout).ok()?;
     let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
     let meta = super::codex::meta(lines.iter().copied())?;
-    let cwd = ctx.path_map.local(meta.cwd.as_deref().unwrap_or(""));
+    let map = ctx.projects.map_for(&ctx.path_map, stream);
+    let cwd = map.local(meta.cwd.as_deref().unwrap_or(""));
     let first = super::codex::first_user_message(lines.iter().copied());
     let t = Thread {
         meta: &meta,
@@ -328,7 +391,7 @@ fn append(
 ) -> Result<Option<u64>, SyncError> {
     let what = || format!("cannot append to {}", path.display());
     for _ in 0..3 {
-        let map = ctx.path_map.clone();
+        let map = ctx.projects.map_for(&ctx.path_map, stream).into_owned();
         let before = read_file(stream.agent, &map, path).ctx(what)?;
         let empty = Seen {
             known: HashSet::new(),

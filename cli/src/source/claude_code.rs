@@ -91,8 +91,15 @@ pub fn uuid_ids(raw: &[u8]) -> Option<ExplicitIds> {
         return None;
     }
     let head: Head<'_> = serde_json::from_slice(raw).ok()?;
-    let id = serde_json::from_str::<String>(head.uuid?.get()).ok()?;
-    let parent = head.parent_uuid.and_then(|p| {
+    ids_of(head.uuid, head.parent_uuid)
+}
+
+/// The ids a line's `uuid` and `parentUuid` values (raw JSON) give: an id
+/// when `uuid` is a string, and the parent (`null`, absent or not a string:
+/// a root).
+pub fn ids_of(uuid: Option<&RawValue>, parent: Option<&RawValue>) -> Option<ExplicitIds> {
+    let id = serde_json::from_str::<String>(uuid?.get()).ok()?;
+    let parent = parent.and_then(|p| {
         serde_json::from_str::<Option<String>>(p.get())
             .ok()
             .flatten()

@@ -10,10 +10,12 @@
 //! single-file layouts of other agents, which [`apply`] appends to.
 
 pub mod apply;
+pub mod checkouts;
 pub mod claude_code;
 pub mod codex;
 pub mod codex_index;
 pub mod paths;
+pub mod project;
 pub mod stream;
 pub mod summary;
 

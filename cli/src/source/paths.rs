@@ -1,6 +1,7 @@
 //! Where a project of another device is on this one (`[paths]` in
 //! config.toml): a prefix map, exact strings, longest prefix first, a
-//! prefix matching whole path components only; else the original path.
+//! prefix matching whole path components only; then the git remote (see
+//! [`super::project`] and [`super::checkouts`]); else the original path.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,6 +31,14 @@ impl PathMap {
             .collect();
         inverse.sort_by(by_len);
         Self { prefixes, inverse }
+    }
+
+    /// This map and one more pair (a project placed by its git remote,
+    /// [`super::project`]), kept in longest-first order.
+    pub fn with(&self, from: &str, to: &str) -> Self {
+        let mut map: BTreeMap<String, String> = self.prefixes.iter().cloned().collect();
+        map.insert(from.to_owned(), to.to_owned());
+        Self::new(&map)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -25,6 +25,14 @@ pub struct SyncContext {
     /// [`crate::source`]), and where their projects are here.
     pub sources: Vec<crate::source::Source>,
     pub path_map: crate::source::paths::PathMap,
+    /// `sync/projects.json`: the git remotes of those sessions' projects,
+    /// and where this device placed sessions by them.
+    pub projects: crate::source::project::Projects,
+    /// This device's checkouts by remote, looked for on the first session
+    /// that needs one (once per command).
+    pub checkouts: Option<crate::source::checkouts::Checkouts>,
+    /// `[paths] search`, `~` expanded.
+    pub search: Vec<std::path::PathBuf>,
     _lock: SyncLock,
 }
 
@@ -62,6 +70,7 @@ impl SyncContext {
             .map(|l| l.config)
             .unwrap_or_default();
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
+        let projects = crate::source::project::Projects::load(&paths.dir);
         Ok(Self {
             home: home.clone(),
             paths,
@@ -73,11 +82,22 @@ impl SyncContext {
             journals: PulledJournals::default(),
             sources: crate::source::enabled(&config),
             path_map: crate::source::paths::PathMap::new(&config.paths.map),
+            projects,
+            checkouts: None,
+            search: config
+                .paths
+                .search
+                .iter()
+                .map(|s| crate::source::paths::expand_home(s))
+                .collect(),
             _lock: lock,
         })
     }
 
     pub fn save_state(&self) -> Result<(), SyncError> {
+        self.projects
+            .save(&self.paths.dir)
+            .ctx(|| "cannot save sync/projects.json".into())?;
         self.state
             .save(&self.paths.state())
             .ctx(|| "cannot save the sync state".into())

@@ -27,6 +27,7 @@ use super::state::{FileState, Stat, line_hash};
 use super::unfinished::{self, Unfinished};
 use super::uploader::Uploader;
 use crate::source::Agent;
+use crate::source::project::ProjectRecord;
 use crate::transcript::Catalog;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
@@ -136,8 +137,11 @@ pub fn push_with(
             &mut report,
             session.as_str(),
             files,
-            unfinished.careful || recheck,
-            Agent::Evi,
+            How {
+                careful: unfinished.careful || recheck,
+                agent: Agent::Evi,
+                project: None,
+            },
         ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {session}: {e}")),
@@ -146,12 +150,14 @@ pub fn push_with(
         progress.inc(1);
     }
     // Other agents' sessions: one file each, its own stream.
+    let mut origins = std::collections::HashMap::new();
     for file in agent_files(ctx) {
         let stream = file.stream.to_string();
         let recheck = opts.recheck_streams.contains(&stream);
         if recheck {
             ctx.state.files.remove(&file.stream.state_key());
         }
+        let project = project_record(ctx, &file, &mut origins);
         let files = vec![PushFile {
             rel: file.stream.state_key(),
             path: file.path,
@@ -163,8 +169,11 @@ pub fn push_with(
             &mut report,
             &stream,
             files,
-            unfinished.careful || recheck,
-            file.stream.agent,
+            How {
+                careful: unfinished.careful || recheck,
+                agent: file.stream.agent,
+                project,
+            },
         ) {
             Ok(()) => {}
             Err(e) if item_error(&e) => report.failed.push(format!("session {stream}: {e}")),
@@ -196,6 +205,42 @@ pub fn push_with(
 pub(super) enum Mark {
     File(String, FileState),
     Journal(super::state::JournalState),
+    /// The project entry of a session ([`crate::source::project`]).
+    Project(crate::source::StreamName, ProjectRecord),
+}
+
+/// The project entry to send with `file`, when the server has none for it
+/// yet and its project is a checkout with an origin remote. Looked for once
+/// per session, and again only when a session without one grows; `origins`
+/// keeps what git said per directory for this push.
+fn project_record(
+    ctx: &mut SyncContext,
+    file: &crate::source::AgentFile,
+    origins: &mut std::collections::HashMap<String, Option<crate::git::remote::Origin>>,
+) -> Option<ProjectRecord> {
+    if file.stream.sub.is_some() {
+        return None;
+    }
+    let size = std::fs::metadata(&file.path).ok()?.len();
+    let known = ctx.projects.get(&file.stream);
+    if known.is_some_and(|k| k.record.is_some() || k.none_at == Some(size)) {
+        return None;
+    }
+    let found = crate::source::project::cwd_of_file(file).and_then(|cwd| {
+        origins
+            .entry(cwd.clone())
+            .or_insert_with(|| crate::git::remote::origin(std::path::Path::new(&cwd)))
+            .clone()
+    });
+    let Some(o) = found.and_then(|o| Some((o.top.to_str()?.to_owned(), o.remote))) else {
+        ctx.projects.set_none(&file.stream, size);
+        return None;
+    };
+    let map = ctx.projects.map_for(&ctx.path_map, &file.stream);
+    Some(ProjectRecord {
+        project: map.original(&o.0),
+        remote: o.1,
+    })
 }
 
 /// The session files of the other agents turned on.
@@ -275,15 +320,29 @@ impl Gather<'_> {
     }
 }
 
+/// How one session is pushed.
+struct How {
+    /// Whether the server may hold some of its entries already.
+    careful: bool,
+    /// Whose session it is.
+    agent: Agent,
+    /// The project entry to send first, if one is due.
+    project: Option<ProjectRecord>,
+}
+
 fn push_session(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
     session: &str,
     files: Vec<PushFile>,
-    careful: bool,
-    agent: Agent,
+    how: How,
 ) -> Result<(), SyncError> {
+    let How {
+        careful,
+        agent,
+        project,
+    } = how;
     let budget = up.segment_budget();
     let mut g = Gather {
         session,
@@ -293,6 +352,14 @@ fn push_session(
         careful,
         agent,
     };
+    // The project entry goes first: a pull places the session by it before
+    // it writes the session's first line.
+    if let Some((record, stream)) = project.zip(crate::source::StreamName::parse(session)) {
+        let e = record.entry(&stream);
+        g.bytes += e.line.len() + e.id.len() + 32;
+        g.entries.push(e);
+        g.pending.push(Mark::Project(stream, record));
+    }
     let mut skip = ctx.state.skip.remove(session).unwrap_or_default();
     let result = push_files(ctx, up, report, &mut g, &mut skip, budget, &files);
     if !skip.is_empty() {
@@ -313,7 +380,14 @@ fn push_files(
     files: &[PushFile],
 ) -> Result<(), SyncError> {
     let agent = g.agent;
-    let map = ctx.path_map.clone();
+    // The session's own map: `[paths]`, and where a pull placed it by its
+    // git remote.
+    let map = match crate::source::StreamName::parse(g.session) {
+        Some(stream) if agent != Agent::Evi => {
+            ctx.projects.map_for(&ctx.path_map, &stream).into_owned()
+        }
+        _ => ctx.path_map.clone(),
+    };
     let mut chain = IdChain::default();
     // Another agent may write one id twice in a file (eVi never does): the
     // first is the entry, a repeat is passed over.

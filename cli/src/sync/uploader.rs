@@ -438,6 +438,7 @@ impl Uploader {
                         ctx.state.files.insert(rel, fs);
                     }
                     Mark::Journal(j) => ctx.state.journal = j,
+                    Mark::Project(stream, record) => ctx.projects.set_record(&stream, record),
                 }
             }
             self.next_record += 1;

@@ -1,7 +1,7 @@
 //! `evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200]
 //! [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P]
-//! [--huge-lines N]`: writes a synthetic eVi home for the benchmarks in
-//! `bench/sessions.sh` and `bench/sync.sh`.
+//! [--huge-lines N] [--claude-code]`: writes a synthetic eVi home for the
+//! benchmarks in `bench/sessions.sh` and `bench/sync.sh`.
 //!
 //! The home looks like a heavy user's week: `transcripts/<day>/<ulid>.jsonl`
 //! over the last 7 days (UTC, relative to today), one big session spanning
@@ -22,6 +22,10 @@
 //! `cat` of a log) into N sessions, taken from the budget of the others
 //! (at most half of it: in a small home they are smaller).
 //!
+//! `--claude-code` writes the same plan of sessions as Claude Code writes
+//! them instead, into `DIR/claude` (see [`claude`]), with a config that
+//! turns that folder on and no eVi transcripts.
+//!
 //! Sizes, contents and ids depend only on the seed; times are placed relative
 //! to the moment it runs (no line is in the future). It ends with
 //! `big_session=<id>` on stdout, and the same in `DIR/gen-home.txt`.
@@ -34,6 +38,9 @@ use std::time::SystemTime;
 
 use chrono::{DateTime, Days, NaiveTime, SecondsFormat, TimeDelta, Utc};
 use evi::transcript::entry_id::derive_id;
+
+#[path = "gen_home/claude.rs"]
+mod claude;
 
 /// xorshift64*: small, fast, and fixed forever (unlike a crate's default RNG).
 struct Rng(u64);
@@ -406,6 +413,34 @@ struct Plan {
     huge: Option<usize>,
 }
 
+impl Plan {
+    /// The time of the line written at byte `bytes`: its position mapped
+    /// onto `start..start + duration`, jittered, strictly increasing to the
+    /// millisecond.
+    fn clock(&self) -> impl FnMut(&mut Rng, u64) -> DateTime<Utc> + '_ {
+        let span_ms = self.duration.num_milliseconds().max(1) as f64;
+        let mut prev = self.start;
+        move |rng: &mut Rng, bytes: u64| {
+            let frac = (bytes as f64 / self.target as f64).min(1.0);
+            let jitter = rng.range(0, 400) as i64;
+            let t = self.start + TimeDelta::milliseconds((span_ms * frac) as i64 + jitter);
+            prev = t.max(prev + TimeDelta::milliseconds(1));
+            prev
+        }
+    }
+
+    /// The byte positions where a session with branches gets one.
+    fn branch_points(&self, rng: &mut Rng) -> Vec<u64> {
+        if self.branches {
+            (0..rng.range(1, 4))
+                .map(|_| self.target / 10 + rng.next() % (self.target * 8 / 10).max(1))
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// Writes a session of about `plan.target` bytes. The time of a line is its
 /// byte position mapped onto `start..start + duration`, so the lines of a
 /// session of any size spread evenly over its span.
@@ -415,25 +450,10 @@ fn write_session(
     plan: &Plan,
     shape: &mut Shape,
 ) -> std::io::Result<()> {
-    let span_ms = plan.duration.num_milliseconds().max(1) as f64;
-    let mut prev = plan.start;
-    let mut ts_next = |rng: &mut Rng, bytes: u64| {
-        let frac = (bytes as f64 / plan.target as f64).min(1.0);
-        let jitter = rng.range(0, 400) as i64;
-        let t = plan.start + TimeDelta::milliseconds((span_ms * frac) as i64 + jitter);
-        // Strictly increasing, to the millisecond.
-        prev = t.max(prev + TimeDelta::milliseconds(1));
-        prev
-    };
+    let mut ts_next = plan.clock();
     let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
     // Where branch lines go (as if pulled from another device): a few points.
-    let branch_at: Vec<u64> = if plan.branches {
-        (0..rng.range(1, 4))
-            .map(|_| plan.target / 10 + rng.next() % (plan.target * 8 / 10).max(1))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let branch_at = plan.branch_points(rng);
     let mut branch_done = vec![false; branch_at.len()];
     let mut call_n = 0u64;
     let mut first = true;
@@ -572,9 +592,10 @@ struct Args {
     lognormal_lines: bool,
     tool_pct: Option<u64>,
     huge_lines: u64,
+    claude_code: bool,
 }
 
-const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P] [--huge-lines N]";
+const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P] [--huge-lines N] [--claude-code]";
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
@@ -588,6 +609,7 @@ fn parse_args() -> Result<Args, String> {
         lognormal_lines: false,
         tool_pct: None,
         huge_lines: 0,
+        claude_code: false,
     };
     let mut dir = None;
     while let Some(a) = it.next() {
@@ -605,6 +627,7 @@ fn parse_args() -> Result<Args, String> {
             "--lognormal-lines" => args.lognormal_lines = true,
             "--tool-pct" => args.tool_pct = Some(num("--tool-pct")?.min(95)),
             "--huge-lines" => args.huge_lines = num("--huge-lines")?,
+            "--claude-code" => args.claude_code = true,
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if dir.is_none() => dir = Some(PathBuf::from(s)),
@@ -626,15 +649,57 @@ fn ulid(rng: &mut Rng, t: DateTime<Utc>) -> String {
     ulid::Ulid::from_parts(t.timestamp_millis() as u64, random).to_string()
 }
 
+/// Where sessions go: eVi's transcripts, or Claude Code's folder.
+struct Out<'a> {
+    transcripts: &'a Path,
+    claude: Option<&'a Path>,
+}
+
+impl Out<'_> {
+    /// Writes one session; its (bytes, lines, files).
+    fn session(
+        &self,
+        rng: &mut Rng,
+        id: String,
+        plan: &Plan,
+        shape: &mut Shape,
+    ) -> std::io::Result<(u64, u64, u32)> {
+        match self.claude {
+            Some(root) => {
+                let mut w = claude::Writer::new(root, id, rng)?;
+                claude::write_session(rng, &mut w, plan, shape)?;
+                let done = (w.bytes, w.lines, 1);
+                claude::finish(w)?;
+                Ok(done)
+            }
+            None => {
+                let mut w = SessionWriter::new(self.transcripts, id, plan.branches);
+                write_session(rng, &mut w, plan, shape)?;
+                Ok((w.bytes, w.lines, w.files))
+            }
+        }
+    }
+}
+
 fn run(args: &Args) -> std::io::Result<String> {
     const MB: u64 = 1_000_000;
     let mut rng = Rng::new(args.seed);
     let transcripts = args.dir.join("transcripts");
     fs::create_dir_all(&transcripts)?;
-    fs::write(
-        args.dir.join("config.toml"),
-        "[tools]\ntranscripts = true\n",
-    )?;
+    let claude_root = args.dir.join("claude");
+    let mut config = "[tools]\ntranscripts = true\n".to_owned();
+    if args.claude_code {
+        fs::create_dir_all(&claude_root)?;
+        config.push_str(&format!(
+            "[agents]\nclaude-code = true\nclaude-code-dir = {}\n",
+            json_str(&claude_root.to_string_lossy())
+        ));
+    }
+    fs::write(args.dir.join("config.toml"), config)?;
+    let out = Out {
+        transcripts: &transcripts,
+        claude: args.claude_code.then_some(claude_root.as_path()),
+    };
 
     let now = Utc::now();
     let midnight = |days_ago: u64| {
@@ -649,16 +714,18 @@ fn run(args: &Args) -> std::io::Result<String> {
     // The big session: from noon of one day to noon of the next (or now).
     let big_start = midnight(args.big_days_ago + 1) + TimeDelta::hours(12);
     let big_end = (big_start + TimeDelta::hours(24)).min(now - TimeDelta::minutes(1));
-    let big_id = ulid(&mut rng, big_start);
+    let mut big_id = ulid(&mut rng, big_start);
+    if args.claude_code {
+        big_id = claude::uuid_of(&big_id);
+    }
     let mut shape = Shape {
         lognormal: args.lognormal_lines,
         tool_pct: args.tool_pct,
         ..Shape::default()
     };
-    let mut w = SessionWriter::new(&transcripts, big_id.clone(), true);
-    write_session(
+    let (mut total, mut lines, mut files) = out.session(
         &mut rng,
-        &mut w,
+        big_id.clone(),
         &Plan {
             target: args.big_mb * MB,
             start: big_start,
@@ -668,9 +735,6 @@ fn run(args: &Args) -> std::io::Result<String> {
         },
         &mut shape,
     )?;
-    let mut total = w.bytes;
-    let mut lines = w.lines;
-    let mut files = w.files;
 
     // The others: log-normal sizes scaled to the rest of the budget.
     let n = args.sessions - 1;
@@ -695,12 +759,14 @@ fn run(args: &Args) -> std::io::Result<String> {
         let latest = now - duration - TimeDelta::minutes(1);
         let room = (latest - window_start).num_seconds().max(1) as u64;
         let start = window_start + TimeDelta::seconds((rng.next() % room) as i64);
-        let id = ulid(&mut rng, start);
+        let mut id = ulid(&mut rng, start);
+        if args.claude_code {
+            id = claude::uuid_of(&id);
+        }
         let branches = rng.chance(0.05);
-        let mut w = SessionWriter::new(&transcripts, id, branches);
-        write_session(
+        let (b, l, f) = out.session(
             &mut rng,
-            &mut w,
+            id,
             &Plan {
                 target,
                 start,
@@ -710,9 +776,9 @@ fn run(args: &Args) -> std::io::Result<String> {
             },
             &mut shape,
         )?;
-        total += w.bytes;
-        lines += w.lines;
-        files += w.files;
+        total += b;
+        lines += l;
+        files += f;
     }
     // The shape options are named only when used, so a default home's
     // summary reads as before.
@@ -728,6 +794,9 @@ fn run(args: &Args) -> std::io::Result<String> {
     }
     if args.huge_lines > 0 {
         shape_note.push_str(&format!(" huge_lines={}", args.huge_lines));
+    }
+    if args.claude_code {
+        shape_note.push_str(" agent=claude-code");
     }
     let summary = format!(
         "sessions={} files={files} lines={lines} bytes={total} seed={} generated={}{shape_note}\nbig_session={big_id}\n",

@@ -9,12 +9,12 @@ use serde_json::Value;
 
 use crate::common::{Device, derive_id, two_devices};
 
-const CLAUDE_ID: &str = "d284f444-9e56-4318-a472-bc18481b7793";
+pub(crate) const CLAUDE_ID: &str = "d284f444-9e56-4318-a472-bc18481b7793";
 const CODEX_ID: &str = "019bd6d8-b99b-7eb1-847c-87c3da10673a";
 const CODEX_REL: &str =
     "sessions/2026/01/19/rollout-2026-01-19T15-21-26-019bd6d8-b99b-7eb1-847c-87c3da10673a.jsonl";
 
-fn fixture(name: &str, project: &str) -> String {
+pub(crate) fn fixture(name: &str, project: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e/fixtures/agents")
         .join(name);
@@ -24,14 +24,14 @@ fn fixture(name: &str, project: &str) -> String {
 }
 
 /// Claude Code's folder name for a project path.
-fn folder(project: &str) -> String {
+pub(crate) fn folder(project: &str) -> String {
     project
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
 
-fn claude(d: &Device) -> PathBuf {
+pub(crate) fn claude(d: &Device) -> PathBuf {
     d.dir.path().join("claude")
 }
 
@@ -40,7 +40,7 @@ fn codex(d: &Device) -> PathBuf {
 }
 
 /// `[agents]` on, pointing at this device's folders, and `extra`.
-fn enable(d: &Device, extra: &str) {
+pub(crate) fn enable(d: &Device, extra: &str) {
     d.write_config(&format!(
         "[agents]\nclaude-code = true\ncodex = true\nclaude-code-dir = \"{}\"\ncodex-dir = \"{}\"\n{extra}",
         claude(d).display(),
@@ -48,7 +48,7 @@ fn enable(d: &Device, extra: &str) {
     ));
 }
 
-fn project(d: &Device, p: &str) -> String {
+pub(crate) fn project(d: &Device, p: &str) -> String {
     d.dir.path().join(p).display().to_string()
 }
 
@@ -87,18 +87,18 @@ fn codex_threads(db: &Path) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-fn cwd(p: &str) -> String {
+pub(crate) fn cwd(p: &str) -> String {
     format!("\"cwd\":\"{p}\"")
 }
 
-fn claude_file(d: &Device, project: &str) -> PathBuf {
+pub(crate) fn claude_file(d: &Device, project: &str) -> PathBuf {
     claude(d)
         .join("projects")
         .join(folder(project))
         .join(format!("{CLAUDE_ID}.jsonl"))
 }
 
-fn append(path: &Path, line: &str) {
+pub(crate) fn append(path: &Path, line: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     writeln!(f, "{line}").unwrap();
@@ -106,7 +106,7 @@ fn append(path: &Path, line: &str) {
 
 /// (id, parent, content less what pull added) of every line, Claude Code's
 /// `uuid`s explicit, `id`/`parentId` as pull adds them, the rest derived.
-fn entries(path: &Path) -> Vec<(String, Option<String>, Value)> {
+pub(crate) fn entries(path: &Path) -> Vec<(String, Option<String>, Value)> {
     entries_of(&std::fs::read_to_string(path).unwrap())
 }
 
@@ -139,12 +139,12 @@ fn entries_of(text: &str) -> Vec<(String, Option<String>, Value)> {
     out
 }
 
-fn entry_set(path: &Path) -> BTreeSet<(String, String)> {
+pub(crate) fn entry_set(path: &Path) -> BTreeSet<(String, String)> {
     entry_set_as(path, ("", ""))
 }
 
 /// [`entry_set`] of the file with the `cwd`s `swap.0` read as `swap.1`.
-fn entry_set_as(path: &Path, swap: (&str, &str)) -> BTreeSet<(String, String)> {
+pub(crate) fn entry_set_as(path: &Path, swap: (&str, &str)) -> BTreeSet<(String, String)> {
     let mut text = std::fs::read_to_string(path).unwrap();
     if !swap.0.is_empty() {
         text = text.replace(&cwd(swap.0), &cwd(swap.1));

@@ -13,7 +13,7 @@ use crate::metadata_audit::database_dump;
 const S: &str = "01JGITHANDOFF000000000000";
 
 /// `git args` in `dir`, which must succeed; its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)

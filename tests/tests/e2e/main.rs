@@ -2,6 +2,7 @@
 //! drives the real `evi` binary against its own throwaway eVi home.
 
 mod agents;
+mod agents_git;
 mod common;
 mod convergence;
 mod deploy;

@@ -218,7 +218,7 @@ fn agent_session(
     let Some(file) = super::agent_file(ctx, prefix)? else {
         return Ok(None);
     };
-    let summary = crate::source::summary::summarize(&file, &super::path_map(ctx))
+    let summary = crate::source::summary::summarize(&file, &super::path_map(ctx, &file.stream))
         .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
     Ok(Some((file, summary)))
 }
@@ -231,7 +231,8 @@ struct AgentHandoff {
     messages: usize,
     push: &'static str,
     pull_command: &'static str,
-    /// The project as it is on this device (on another, `[paths]` maps it).
+    /// The project as it is on this device (on another, `[paths]` or its
+    /// git remote places it).
     project: Option<String>,
     resume_command: String,
 }
@@ -298,7 +299,7 @@ fn agent_handoff(
         writeln!(out, "       {}", h.resume_command)?;
         writeln!(
             out,
-            "     (there, the project is where its `[paths]` maps it; \
+            "     (there, the project is where `[paths]` or its git remote puts it; \
              `evi sessions handoff {id} --no-push` run there prints its command)"
         )?;
     }

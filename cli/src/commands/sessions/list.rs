@@ -70,17 +70,18 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     }
     // Other agents' sessions, newest first among all by their last time.
     let mut others = Vec::new();
-    for (file, summary) in crate::source::summary::all(&ctx.config) {
-        if only.is_some_and(|a| a != file.stream.agent) {
-            continue;
-        }
-        let s = summary
-            .map_err(|e| user_error(format!("cannot read session {}: {e}", file.path.display())))?;
-        let day = s
-            .end
-            .as_deref()
-            .map(|e| e.get(..10).unwrap_or(e).to_owned());
-        if day.as_deref().is_some_and(|d| d >= first_day.as_str()) {
+    let in_days = |s: &SessionSummary| {
+        let end = s.end.as_deref();
+        end.is_some_and(|e| e.get(..10).unwrap_or(e) >= first_day.as_str())
+    };
+    let agent = only.filter(|a| *a != Agent::Evi);
+    if only.is_none_or(|a| a != Agent::Evi) {
+        for (file, summary) in
+            crate::source::summary::recent(&ctx.config, &ctx.home, agent, args.limit, in_days)
+        {
+            let s = summary.map_err(|e| {
+                user_error(format!("cannot read session {}: {e}", file.path.display()))
+            })?;
             others.push(s);
         }
     }

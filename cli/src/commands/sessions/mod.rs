@@ -120,7 +120,7 @@ pub fn load(ctx: &Ctx, prefix: &str) -> Result<(SessionTree, String), CommandErr
     if catalog.matching(prefix).is_empty()
         && let Some(file) = agent_file(ctx, prefix)?
     {
-        let tree = SessionTree::load_agent(&file, &path_map(ctx))
+        let tree = SessionTree::load_agent(&file, &path_map(ctx, &file.stream))
             .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
         let short = file.stream.session.as_str().chars().take(8).collect();
         return Ok((tree, short));
@@ -132,9 +132,13 @@ pub fn load(ctx: &Ctx, prefix: &str) -> Result<(SessionTree, String), CommandErr
     Ok((tree, short))
 }
 
-/// This device's `[paths]` map.
-pub fn path_map(ctx: &Ctx) -> PathMap {
-    PathMap::new(&ctx.config.paths.map)
+/// How `stream`'s paths map here: `[paths]`, and the pair its project was
+/// placed by when pull found it by its git remote.
+pub fn path_map(ctx: &Ctx, stream: &source::StreamName) -> PathMap {
+    let base = PathMap::new(&ctx.config.paths.map);
+    source::project::Projects::load(&ctx.home.sync_dir())
+        .map_for(&base, stream)
+        .into_owned()
 }
 
 /// The session of another agent turned on here that `prefix` names: an id

@@ -282,7 +282,7 @@ fn resume_agent(ctx: &Ctx, args: Asked, file: AgentFile, pulled: bool) -> Comman
             e.message
         ));
     }
-    let map = super::path_map(ctx);
+    let map = super::path_map(ctx, &file.stream);
     let tree = SessionTree::load_agent(&file, &map)
         .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
     let agent = file.stream.agent;
