@@ -25,6 +25,8 @@ pub struct SyncContext {
     /// [`crate::source`]), and where their projects are here.
     pub sources: Vec<crate::source::Source>,
     pub path_map: crate::source::paths::PathMap,
+    /// The redaction rules `[sync]` turns on (`None`: `redact = false`).
+    pub redactor: Option<std::sync::Arc<super::redact::Redactor>>,
     _lock: SyncLock,
 }
 
@@ -62,6 +64,10 @@ impl SyncContext {
             .map(|l| l.config)
             .unwrap_or_default();
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
+        let redactor =
+            super::redact::Redactor::configured(config.sync.redact, &config.sync.redact_rules)
+                .map_err(|e| SyncError::Config(e.to_string()))?
+                .map(std::sync::Arc::new);
         Ok(Self {
             home: home.clone(),
             paths,
@@ -73,6 +79,7 @@ impl SyncContext {
             journals: PulledJournals::default(),
             sources: crate::source::enabled(&config),
             path_map: crate::source::paths::PathMap::new(&config.paths.map),
+            redactor,
             _lock: lock,
         })
     }
