@@ -6,12 +6,10 @@
 //! `[REDACTED:…]`; A's file is unchanged byte for byte; both devices hold
 //! the same tree (entry ids and parents); a second push sends nothing.
 
-use std::process::Command;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 
-use crate::common::{Device, TestServer, held, tool_present, two_devices};
+use crate::common::{Device, TestServer, age_open, held, tool_present, two_devices};
 
 const DAY: &str = "2026-06-09";
 const SESSION: &str = "redact-session-1";
@@ -90,13 +88,14 @@ fn session_with_secrets() -> Secrets {
     );
     // A line that is not JSON.
     file += &format!("pasted: {gh} {aws_id}\n");
-    // Ordinary lines after them, one of them naming its own ids.
+    // Ordinary lines after them, one naming its own id (its parent is the
+    // line before it).
     file += &line(serde_json::json!({
         "role": "assistant", "ts": "2026-06-09T10:00:06Z", "content": "done: 3 files changed",
     }));
     file += &line(serde_json::json!({
-        "id": "own-id-1", "parentId": null, "role": "user", "ts": "2026-06-09T10:00:07Z",
-        "content": format!("branch off with {gh}"),
+        "id": "own-id-1", "role": "user", "ts": "2026-06-09T10:00:07Z",
+        "content": format!("and once more {gh}"),
     }));
     let mut needles = vec![aws_id.to_owned(), aws_secret.to_owned(), gh.to_owned()];
     needles.extend(rsa_body);
@@ -121,30 +120,14 @@ fn assert_none_in(bytes: &[u8], needles: &[String], what: &str) {
 
 /// Every record's plaintext, opened as a user would: `age -d`, `zstd -d`.
 fn opened_records(server: &TestServer, a: &Device) -> Vec<Vec<u8>> {
-    let work = tempfile::tempdir().unwrap();
-    let mut out = Vec::new();
-    for (i, r) in server.records(&a.token()).iter().enumerate() {
-        let file = work.path().join(format!("record-{i}.age"));
-        std::fs::write(
-            &file,
-            B64.decode(r["ciphertext"].as_str().unwrap()).unwrap(),
-        )
-        .unwrap();
-        let run = Command::new("age")
-            .arg("-d")
-            .arg("-i")
-            .arg(a.identity_path())
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "age -d: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        out.push(zstd::decode_all(&run.stdout[..]).unwrap());
-    }
-    out
+    let records = server.records(&a.token());
+    records
+        .iter()
+        .map(|r| {
+            let ct = B64.decode(r["ciphertext"].as_str().unwrap()).unwrap();
+            zstd::decode_all(&age_open(&a.identity_path(), &ct)[..]).unwrap()
+        })
+        .collect()
 }
 
 #[test]
