@@ -57,7 +57,7 @@ impl Default for Tools {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct SyncConfig {
     pub server: Option<String>,
@@ -66,6 +66,26 @@ pub struct SyncConfig {
     /// `evi sync watch` keeps this home synced: `sessions handoff` then
     /// pushes only what the watcher has not.
     pub auto: bool,
+    /// Push replaces secrets in known formats with `[REDACTED:<rule>]`
+    /// before a line is sealed (see [`crate::sync::redact`]): on, because a
+    /// key pasted once would otherwise be on every device a minute later.
+    pub redact: bool,
+    /// Rules that are off by default (they showed false positives on
+    /// ordinary transcripts), turned on by id.
+    pub redact_rules: Vec<String>,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        Self {
+            server: None,
+            user: None,
+            device: None,
+            auto: false,
+            redact: true,
+            redact_rules: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -33,6 +33,8 @@ pub struct SyncContext {
     pub checkouts: Option<crate::source::checkouts::Checkouts>,
     /// `[paths] search`, `~` expanded.
     pub search: Vec<std::path::PathBuf>,
+    /// The redaction rules `[sync]` turns on (`None`: `redact = false`).
+    pub redactor: Option<std::sync::Arc<super::redact::Redactor>>,
     _lock: SyncLock,
 }
 
@@ -71,6 +73,10 @@ impl SyncContext {
             .unwrap_or_default();
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
         let projects = crate::source::project::Projects::load(&paths.dir);
+        let redactor =
+            super::redact::Redactor::configured(config.sync.redact, &config.sync.redact_rules)
+                .map_err(|e| SyncError::Config(e.to_string()))?
+                .map(std::sync::Arc::new);
         Ok(Self {
             home: home.clone(),
             paths,
@@ -90,6 +96,7 @@ impl SyncContext {
                 .iter()
                 .map(|s| crate::source::paths::expand_home(s))
                 .collect(),
+            redactor,
             _lock: lock,
         })
     }

@@ -42,6 +42,9 @@ pub enum SyncError {
         "this device's key does not match the account's: it was not made from the same identity"
     )]
     KeyMismatch,
+    /// config.toml asks for something that does not exist.
+    #[error("{0}")]
+    Config(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

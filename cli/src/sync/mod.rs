@@ -36,6 +36,7 @@ pub mod progress;
 pub mod pull;
 pub mod push;
 pub mod records;
+pub mod redact;
 pub mod segment;
 pub mod state;
 mod unfinished;

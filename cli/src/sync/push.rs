@@ -23,6 +23,7 @@ use super::incoming::drain_pending;
 use super::journal;
 use super::line_blobs::upload_line;
 use super::progress::Progress;
+use super::redact::record::{Redaction, RedactionRecord};
 use super::state::{FileState, Stat, line_hash};
 use super::unfinished::{self, Unfinished};
 use super::uploader::Uploader;
@@ -53,6 +54,14 @@ pub struct PushReport {
     /// Requests sent again after a transient failure (a lost connection,
     /// an answer cut short, a 5xx, a rate limit).
     pub retries: u64,
+    /// Secrets replaced with `[REDACTED:<rule>]` before sealing, by rule
+    /// (see [`super::redact`]).
+    pub redactions: std::collections::BTreeMap<String, u64>,
+    /// Lines that held them.
+    pub redacted_lines: u64,
+    /// Where, for the device's record (saved even when the push fails).
+    #[serde(skip)]
+    redacted: Vec<(String, Redaction)>,
 }
 
 /// Whether an error concerns one item (a file, a line, a blob) that the rest
@@ -88,6 +97,22 @@ pub fn push_with(
     progress: &dyn Progress,
     opts: &PushOptions,
 ) -> Result<PushReport, SyncError> {
+    let mut report = PushReport::default();
+    let result = push_into(ctx, progress, opts, &mut report);
+    let redacted = std::mem::take(&mut report.redacted);
+    let saved = RedactionRecord::add(&ctx.paths.dir, redacted)
+        .ctx(|| "cannot save the record of redactions (sync/redactions.json)".into());
+    result?;
+    saved?;
+    Ok(report)
+}
+
+fn push_into(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: &PushOptions,
+    report: &mut PushReport,
+) -> Result<(), SyncError> {
     let caps = ctx.client.capabilities()?;
     let rechecks = !opts.recheck_sessions.is_empty()
         || !opts.recheck_streams.is_empty()
@@ -113,7 +138,6 @@ pub fn push_with(
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
     let mut up = Uploader::new(ctx, caps.max_batch_bytes, caps.frames);
-    let mut report = PushReport::default();
     progress.start("pushing", catalog.sessions.len() as u64);
     for (session, files) in &catalog.sessions {
         let recheck = opts.recheck_sessions.contains(session);
@@ -134,7 +158,7 @@ pub fn push_with(
         match push_session(
             ctx,
             &mut up,
-            &mut report,
+            report,
             session.as_str(),
             files,
             How {
@@ -166,7 +190,7 @@ pub fn push_with(
         match push_session(
             ctx,
             &mut up,
-            &mut report,
+            report,
             &stream,
             files,
             How {
@@ -180,25 +204,25 @@ pub fn push_with(
             Err(e) => return Err(e),
         }
     }
-    up.flush(ctx, &mut report)?;
+    up.flush(ctx, report)?;
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
-    super::blob_transfer::push_missing_blobs(ctx, &mut report)?;
+    super::blob_transfer::push_missing_blobs(ctx, report)?;
     if opts.recheck_journal {
         ctx.state.journal = super::state::JournalState::default();
     }
     let careful = unfinished.careful || opts.recheck_journal;
-    match journal::push_journal(ctx, &mut up, &mut report, careful) {
+    match journal::push_journal(ctx, &mut up, report, careful) {
         Ok(()) => {}
         Err(e) if item_error(&e) => report.failed.push(format!("checkpoint journal: {e}")),
         Err(e) => return Err(e),
     }
-    up.flush(ctx, &mut report)?;
+    up.flush(ctx, report)?;
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
     unfinished.finish()?;
     report.retries = ctx.client.retries();
-    Ok(report)
+    Ok(())
 }
 
 /// A state to record once everything before it is on the server.
@@ -388,6 +412,7 @@ fn push_files(
         }
         _ => ctx.path_map.clone(),
     };
+    let redactor = ctx.redactor.clone();
     let mut chain = IdChain::default();
     // Another agent may write one id twice in a file (eVi never does): the
     // first is the entry, a repeat is passed over.
@@ -445,10 +470,33 @@ fn push_files(
             let placed = chain.place(&canon, ids);
             let repeat = agent != Agent::Evi && !seen.insert(placed.id.clone());
             let skipped = skip.remove(&placed.id) || repeat;
+            // Secrets out before sealing; the line keeps the ids of its
+            // original bytes (derived above), so it travels with them.
+            let redacted = match &redactor {
+                Some(r) if !skipped => r.redact_line(&canon),
+                _ => None,
+            };
+            let redacted = redacted.map(|r| {
+                for (rule, n) in &r.hits {
+                    *report.redactions.entry(rule.clone()).or_default() += n;
+                }
+                report.redacted_lines += 1;
+                report.redacted.push((
+                    g.session.to_owned(),
+                    Redaction {
+                        entry: placed.id.clone(),
+                        file: rel.clone(),
+                        offset,
+                        rules: r.hits,
+                    },
+                ));
+                super::redact::carry(agent, r.line, &placed.id, placed.parent.as_deref())
+            });
+            let sealed: &[u8] = redacted.as_deref().unwrap_or(&canon);
             // A line too large for a segment goes up as a blob first; the
             // segment carries its hash.
-            let big = !skipped && canon.len() > budget;
-            let size = if big { 128 } else { canon.len() };
+            let big = !skipped && sealed.len() > budget;
+            let size = if big { 128 } else { sealed.len() };
             // The server takes at most so many entry ids per segment.
             let full = g.bytes + size > budget || g.entries.len() >= MAX_ENTRY_IDS_PER_SEGMENT;
             if !skipped && !g.entries.is_empty() && full {
@@ -460,7 +508,7 @@ fn push_files(
                 }
             }
             let line_blob = if big {
-                match upload_line(ctx, &canon) {
+                match upload_line(ctx, sealed) {
                     Ok(lb) => {
                         report.line_blobs += 1;
                         Some(lb)
@@ -494,7 +542,7 @@ fn push_files(
                     line: if line_blob.is_some() {
                         Vec::new()
                     } else {
-                        canon.to_vec()
+                        sealed.to_vec()
                     },
                     line_blob,
                 });

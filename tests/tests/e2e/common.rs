@@ -78,6 +78,27 @@ pub fn tool_present(name: &str, arg: &str, install: &str) -> bool {
     false
 }
 
+/// `age -d -i IDENTITY` of `ciphertext`, as a user opens what the server
+/// stores without `evi` (check [`tool_present`] for `age` first).
+pub fn age_open(identity: &Path, ciphertext: &[u8]) -> Vec<u8> {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("stored.age");
+    std::fs::write(&file, ciphertext).unwrap();
+    let out = Command::new("age")
+        .arg("-d")
+        .arg("-i")
+        .arg(identity)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "age -d: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// `cp -a FROM TO`: a server's data folder as a backup would hold it.
 pub fn copy_dir(from: &Path, to: &Path) {
     let ok = Command::new("cp")

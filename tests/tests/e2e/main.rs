@@ -19,6 +19,7 @@ mod metadata_audit;
 mod migrate;
 mod one_session;
 mod pg_db;
+mod redact;
 mod rewind;
 mod rewind_sync;
 mod s3;

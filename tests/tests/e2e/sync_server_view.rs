@@ -2,14 +2,12 @@
 //! folder (not the lines, not the session ids, not the content hashes), and
 //! what it stores is standard age that `age -d -i identity.txt` opens.
 
-use std::process::Command;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use evi::sync::{Identity, SyncKeys};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Device, TestServer, tool_present};
+use crate::common::{Device, TestServer, age_open, tool_present};
 
 const DAY: &str = "2026-06-09";
 
@@ -80,25 +78,10 @@ fn server_stores_no_plaintext_and_age_opens_it() {
     let token = a.token();
     let records = server.records(&token);
     assert_eq!(records.len(), 2, "one session segment, one journal segment");
-    let work = tempfile::tempdir().unwrap();
-    for (i, r) in records.iter().enumerate() {
+    for r in &records {
         let ct = B64.decode(r["ciphertext"].as_str().unwrap()).unwrap();
-        let file = work.path().join(format!("record-{i}.age"));
-        std::fs::write(&file, ct).unwrap();
-        let out = Command::new("age")
-            .arg("-d")
-            .arg("-i")
-            .arg(a.identity_path())
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "age -d: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         // A zstd stream of the segment plaintext.
-        assert!(out.stdout.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]));
+        assert!(age_open(&a.identity_path(), &ct).starts_with(&[0x28, 0xb5, 0x2f, 0xfd]));
     }
     // A blob opens to its original bytes.
     let keys = SyncKeys::derive(&Identity::load(&a.identity_path()).unwrap());
@@ -110,16 +93,7 @@ fn server_stores_no_plaintext_and_age_opens_it() {
         .unwrap()
         .bytes()
         .unwrap();
-    let file = work.path().join("blob.age");
-    std::fs::write(&file, &ct).unwrap();
-    let out = Command::new("age")
-        .arg("-d")
-        .arg("-i")
-        .arg(a.identity_path())
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let plain = age_open(&a.identity_path(), &ct);
     // A zstd frame of exactly the original bytes (`age -d | zstd -d`).
-    assert_eq!(zstd::decode_all(&out.stdout[..]).unwrap(), blob);
+    assert_eq!(zstd::decode_all(&plain[..]).unwrap(), blob);
 }

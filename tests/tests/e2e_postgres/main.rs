@@ -40,6 +40,8 @@ mod metadata_audit;
 mod one_session;
 #[path = "../e2e/pg_db.rs"]
 mod pg_db;
+#[path = "../e2e/redact.rs"]
+mod redact;
 #[path = "../e2e/replicas.rs"]
 mod replicas;
 #[path = "../e2e/rewind_sync.rs"]

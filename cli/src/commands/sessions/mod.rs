@@ -6,6 +6,7 @@ mod handoff;
 mod handoff_git;
 mod list;
 mod open;
+mod redactions;
 mod resume;
 mod resume_git;
 mod search;

@@ -26,12 +26,19 @@ pub struct ShowArgs {
     /// search` prints it), to its newest leaf; the entry is marked.
     #[arg(long, value_name = "ENTRY")]
     pub through: Option<String>,
+    /// List where this device's pushes replaced a secret in the session
+    /// (file, line, entry, rule; never the secret), instead of the session.
+    #[arg(long, conflicts_with = "through")]
+    pub redactions: bool,
 }
 
 /// Lines of tool output shown before the rest is summarised.
 const TOOL_LINES: usize = 6;
 
 pub fn cmd_sessions_show(ctx: &Ctx, args: ShowArgs) -> CommandResult {
+    if args.redactions {
+        return super::redactions::show_redactions(ctx, &args.id, args.json);
+    }
     if args.json {
         return show_json(ctx, &args);
     }

@@ -103,6 +103,9 @@ pub fn sync_error(e: SyncError) -> CommandError {
              damaged",
         ),
         SyncError::Lock(_) => Some("set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer"),
+        SyncError::Config(_) => Some(
+            "fix `[sync]` in config.toml (in the eVi home); README.md, \"Redaction\", lists the rules",
+        ),
         _ => None,
     };
     let err = user_error(e);

@@ -79,6 +79,14 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
             r.segments_stored,
             r.segments_dropped
         );
+        if r.redacted_lines > 0 {
+            println!(
+                "redacted {} secrets in {} lines before sealing ({}); the files here are unchanged",
+                r.redactions.values().sum::<u64>(),
+                r.redacted_lines,
+                by_rule(&r.redactions)
+            );
+        }
     }
     if r.failed.is_empty() {
         return Ok(());
@@ -91,6 +99,15 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
         r.failed.len()
     ))
     .hinted("fix what is named above and run `evi sync push` again"))
+}
+
+/// `rule n, rule n` in rule order.
+fn by_rule(counts: &std::collections::BTreeMap<String, u64>) -> String {
+    counts
+        .iter()
+        .map(|(rule, n)| format!("{rule} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
@@ -224,6 +241,14 @@ struct Status {
     watcher: Option<crate::sync::watch::presence::WatchInfo>,
     /// Other agents' folders: found or not, turned on or not, sessions held.
     agents: Vec<AgentFolder>,
+    /// Whether push redacts secrets (`[sync] redact`), and the rules on.
+    redact: bool,
+    redact_rules: Vec<String>,
+    /// Secrets this device's pushes replaced, by rule, and the lines that
+    /// held them (`sync/redactions.json`; `evi sessions show --redactions
+    /// ID` says where).
+    redactions: std::collections::BTreeMap<String, u64>,
+    redacted_lines: u64,
 }
 
 /// One other agent's folder, for `evi sync status`.
@@ -344,7 +369,17 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         ),
         Err(e) => (None, Some(client_error(e).message)),
     };
+    let record =
+        crate::sync::redact::record::RedactionRecord::load(&sync.paths.dir).unwrap_or_default();
     let s = Status {
+        redact: sync.redactor.is_some(),
+        redact_rules: sync
+            .redactor
+            .as_ref()
+            .map(|r| r.rule_ids().map(str::to_owned).collect())
+            .unwrap_or_default(),
+        redactions: record.by_rule(),
+        redacted_lines: record.lines(),
         server: sync.account.server.clone(),
         user: sync.account.user.clone(),
         device: sync.account.device.clone(),
@@ -395,6 +430,20 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         _ => {}
     }
     writeln!(out, "blobs missing: {}", s.missing_blobs)?;
+    if !s.redact {
+        writeln!(
+            out,
+            "redaction: off (`[sync] redact = false` in config.toml): secrets go as they are"
+        )?;
+    } else if s.redacted_lines > 0 {
+        writeln!(
+            out,
+            "redacted:  {} secrets in {} lines ({})",
+            s.redactions.values().sum::<u64>(),
+            s.redacted_lines,
+            by_rule(&s.redactions)
+        )?;
+    }
     for d in &s.damaged {
         writeln!(out, "damaged:   {d}")?;
     }

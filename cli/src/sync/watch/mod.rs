@@ -574,7 +574,10 @@ impl Loop {
 fn fatal(e: &SyncError) -> bool {
     matches!(
         e,
-        SyncError::KeyMismatch | SyncError::NotSetUp { .. } | SyncError::Identity(_)
+        SyncError::KeyMismatch
+            | SyncError::NotSetUp { .. }
+            | SyncError::Identity(_)
+            | SyncError::Config(_)
     )
 }
 
