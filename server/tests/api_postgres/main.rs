@@ -27,6 +27,8 @@ mod hygiene;
 mod limiter;
 #[path = "../api/meta.rs"]
 mod meta;
+#[path = "../api/pairing.rs"]
+mod pairing;
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[path = "../api/operator.rs"]

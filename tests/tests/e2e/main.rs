@@ -17,6 +17,7 @@ mod link;
 mod metadata_audit;
 mod migrate;
 mod one_session;
+mod pairing;
 mod pg_db;
 mod rewind;
 mod rewind_sync;
