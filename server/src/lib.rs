@@ -232,10 +232,7 @@ pub fn router(state: AppState) -> Router {
         .route("/records/damaged", post(records::damaged))
         .route("/records/wait", get(routes::wait::wait))
         .route("/pair", post(pairing::open))
-        .route(
-            "/pair/{slot}",
-            get(pairing::offer).delete(pairing::close),
-        )
+        .route("/pair/{slot}", get(pairing::offer).delete(pairing::close))
         .route("/pair/{slot}/join", post(pairing::join))
         .route("/pair/{slot}/wait", get(pairing::wait))
         .route("/pair/{slot}/device", post(pairing::device))

@@ -398,6 +398,7 @@ mod tests {
             per_user_per_minute: per_user,
             per_user_total_per_minute: per_user * 2,
             waits_per_device_per_minute: 60,
+            pair_per_minute: 10,
             max_keys,
         }
     }

@@ -65,12 +65,18 @@ impl<S: Send + Sync> FromRequestParts<S> for SlotNumber {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        let bad = || ApiError::bad_request(format!("a pairing slot is a number from 1 to {PAIR_SLOT_MAX}"));
+        let bad = || {
+            ApiError::bad_request(format!(
+                "a pairing slot is a number from 1 to {PAIR_SLOT_MAX}"
+            ))
+        };
         let Path(raw) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| bad())?;
         match raw.parse::<u32>() {
-            Ok(n) if (1..=PAIR_SLOT_MAX).contains(&n) && raw.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(n)
+                if (1..=PAIR_SLOT_MAX).contains(&n) && raw.bytes().all(|b| b.is_ascii_digit()) =>
+            {
                 Ok(Self(n))
             }
             _ => Err(bad()),
@@ -114,11 +120,7 @@ fn check_message(what: &str, b: &[u8]) -> ApiResult<()> {
 }
 
 async fn live(state: &AppState, number: u32) -> ApiResult<PairSlot> {
-    state
-        .store
-        .pair_slot(number, now())
-        .await?
-        .ok_or_else(gone)
+    state.store.pair_slot(number, now()).await?.ok_or_else(gone)
 }
 
 /// The slot, if `auth` is the device that opened it.
@@ -150,7 +152,11 @@ fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
 /// The caller of `number` by its bearer: 401 without one or with one that
 /// is neither side's, 404 for a slot that is not there (or is another
 /// device's).
-async fn caller(state: &AppState, headers: &HeaderMap, number: u32) -> ApiResult<(Caller, PairSlot)> {
+async fn caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    number: u32,
+) -> ApiResult<(Caller, PairSlot)> {
     let hash = token_hash(bearer(headers)?);
     let slot = live(state, number).await?;
     if let Some(j) = &slot.join_hash
@@ -293,7 +299,9 @@ pub async fn wait(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let (who, mut slot) = caller(&state, &headers, number).await?;
     // Per slot, not per device: the joiner has none yet.
-    state.limiter.wait(&format!("pair:{}:{number}", slot.device_id))?;
+    state
+        .limiter
+        .wait(&format!("pair:{}:{number}", slot.device_id))?;
     let cap = PAIR_WAIT_MAX_SECS.min(state.config.waits.max_secs.max(1));
     let secs = match q.timeout {
         None | Some(0) => cap,

@@ -152,8 +152,14 @@ mod tests {
             join_hash: None,
             message: Some(vec![1]),
         };
-        assert_eq!(step(PairState::Joined).messages(), (None, Some(vec![1]), None));
-        assert_eq!(step(PairState::Replied).messages(), (None, None, Some(vec![1])));
+        assert_eq!(
+            step(PairState::Joined).messages(),
+            (None, Some(vec![1]), None)
+        );
+        assert_eq!(
+            step(PairState::Replied).messages(),
+            (None, None, Some(vec![1]))
+        );
         assert_eq!(step(PairState::Done).messages(), (None, None, None));
         assert_eq!(step(PairState::Closed).messages(), (None, None, None));
     }

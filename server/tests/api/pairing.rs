@@ -34,52 +34,93 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
     let (st, v) = anon.get(&format!("/api/v1/pair/{slot}")).await;
     assert_eq!((st, &v["offer"]), (StatusCode::OK, &json!(B64_OF_1)), "{v}");
     let (st, v) = anon
-        .post(&format!("/api/v1/pair/{slot}/join"), json!({"hello": "Ag=="}))
+        .post(
+            &format!("/api/v1/pair/{slot}/join"),
+            json!({"hello": "Ag=="}),
+        )
         .await;
     assert_eq!(st, StatusCode::OK, "{v}");
     let joiner = anon.with_token(v["secret"].as_str().unwrap());
     // One attempt per code: a second join, or reading the offer, is 409.
     let (st, v) = anon
-        .post(&format!("/api/v1/pair/{slot}/join"), json!({"hello": "Aw=="}))
+        .post(
+            &format!("/api/v1/pair/{slot}/join"),
+            json!({"hello": "Aw=="}),
+        )
         .await;
-    assert_eq!((st, &v["code"]), (StatusCode::CONFLICT, &json!("pairing_state")), "{v}");
+    assert_eq!(
+        (st, &v["code"]),
+        (StatusCode::CONFLICT, &json!("pairing_state")),
+        "{v}"
+    );
     let (st, _) = anon.get(&format!("/api/v1/pair/{slot}")).await;
     assert_eq!(st, StatusCode::CONFLICT);
 
     // The creator reads the hello; the joiner sees no message yet; another
     // account's device sees no slot, and no token is no answer.
     let (st, v) = wait(&pat, slot, "open").await;
-    assert_eq!((st, &v["state"], &v["message"]), (StatusCode::OK, &json!("joined"), &json!("Ag==")), "{v}");
+    assert_eq!(
+        (st, &v["state"], &v["message"]),
+        (StatusCode::OK, &json!("joined"), &json!("Ag==")),
+        "{v}"
+    );
     let (st, v) = wait(&joiner, slot, "open").await;
     assert_eq!((st, v.get("message")), (StatusCode::OK, None), "{v}");
     assert_eq!(wait(&eve, slot, "open").await.0, StatusCode::NOT_FOUND);
     assert_eq!(wait(&anon, slot, "open").await.0, StatusCode::UNAUTHORIZED);
     let (st, _) = eve
-        .post(&format!("/api/v1/pair/{slot}/device"), json!({"device": "phone"}))
+        .post(
+            &format!("/api/v1/pair/{slot}/device"),
+            json!({"device": "phone"}),
+        )
         .await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     // The joiner's secret is no device token.
-    assert_eq!(joiner.get("/api/v1/devices").await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        joiner.get("/api/v1/devices").await.0,
+        StatusCode::UNAUTHORIZED
+    );
 
     let (st, v) = pat
-        .post(&format!("/api/v1/pair/{slot}/device"), json!({"device": "phone"}))
+        .post(
+            &format!("/api/v1/pair/{slot}/device"),
+            json!({"device": "phone"}),
+        )
         .await;
-    assert_eq!((st, &v["device_name"]), (StatusCode::OK, &json!("phone")), "{v}");
+    assert_eq!(
+        (st, &v["device_name"]),
+        (StatusCode::OK, &json!("phone")),
+        "{v}"
+    );
     let (st, _) = pat
-        .post(&format!("/api/v1/pair/{slot}/reply"), json!({"reply": "BA=="}))
+        .post(
+            &format!("/api/v1/pair/{slot}/reply"),
+            json!({"reply": "BA=="}),
+        )
         .await;
     assert_eq!(st, StatusCode::NO_CONTENT);
     let (st, v) = wait(&joiner, slot, "joined").await;
-    assert_eq!((st, &v["state"], &v["message"]), (StatusCode::OK, &json!("replied"), &json!("BA==")), "{v}");
+    assert_eq!(
+        (st, &v["state"], &v["message"]),
+        (StatusCode::OK, &json!("replied"), &json!("BA==")),
+        "{v}"
+    );
     let (st, _) = joiner
         .call(Method::DELETE, &format!("/api/v1/pair/{slot}"), None)
         .await;
     assert_eq!(st, StatusCode::NO_CONTENT);
     let (st, v) = wait(&pat, slot, "replied").await;
-    assert_eq!((st, &v["state"], v.get("message")), (StatusCode::OK, &json!("done"), None), "{v}");
+    assert_eq!(
+        (st, &v["state"], v.get("message")),
+        (StatusCode::OK, &json!("done"), None),
+        "{v}"
+    );
     // Finished: no step applies any more.
     let (st, _) = pat
-        .post(&format!("/api/v1/pair/{slot}/reply"), json!({"reply": "BA=="}))
+        .post(
+            &format!("/api/v1/pair/{slot}/reply"),
+            json!({"reply": "BA=="}),
+        )
         .await;
     assert_eq!(st, StatusCode::CONFLICT);
 }
@@ -96,7 +137,11 @@ async fn messages_are_bounded_and_opening_is_rate_limited() {
     open(&pat).await;
     open(&pat).await;
     let (st, v) = pat.post("/api/v1/pair", json!({"offer": B64_OF_1})).await;
-    assert_eq!((st, &v["code"]), (StatusCode::TOO_MANY_REQUESTS, &json!("rate_limited")), "{v}");
+    assert_eq!(
+        (st, &v["code"]),
+        (StatusCode::TOO_MANY_REQUESTS, &json!("rate_limited")),
+        "{v}"
+    );
     // Calls without a token are held to the same rate per address.
     let anon = srv.anon();
     let mut codes = Vec::new();
@@ -105,7 +150,11 @@ async fn messages_are_bounded_and_opening_is_rate_limited() {
     }
     assert_eq!(
         codes,
-        [StatusCode::NOT_FOUND, StatusCode::NOT_FOUND, StatusCode::TOO_MANY_REQUESTS]
+        [
+            StatusCode::NOT_FOUND,
+            StatusCode::NOT_FOUND,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
     );
 }
 
@@ -121,7 +170,10 @@ async fn a_closed_slot_tells_the_joiner_and_an_expired_one_is_gone() {
     let anon = srv.anon();
     let slot = open(&pat).await;
     let (_, v) = anon
-        .post(&format!("/api/v1/pair/{slot}/join"), json!({"hello": "Ag=="}))
+        .post(
+            &format!("/api/v1/pair/{slot}/join"),
+            json!({"hello": "Ag=="}),
+        )
         .await;
     let joiner = anon.with_token(v["secret"].as_str().unwrap());
     let (st, _) = pat

@@ -27,12 +27,12 @@ mod hygiene;
 mod limiter;
 #[path = "../api/meta.rs"]
 mod meta;
-#[path = "../api/pairing.rs"]
-mod pairing;
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[path = "../api/operator.rs"]
 mod operator;
+#[path = "../api/pairing.rs"]
+mod pairing;
 #[path = "../api/quota.rs"]
 mod quota;
 #[path = "../api/read_ahead.rs"]

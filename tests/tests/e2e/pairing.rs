@@ -60,7 +60,9 @@ impl Pairing {
 }
 
 fn join(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Run {
-    dev.sync(&["sync", "join", code, "--server", &srv.url, "--name", name, "--json"])
+    dev.sync(&[
+        "sync", "join", code, "--server", &srv.url, "--name", name, "--json",
+    ])
 }
 
 fn device_names(dev: &Device, srv: &TestServer) -> Vec<String> {
@@ -87,13 +89,16 @@ fn wrong(code: &str) -> String {
 }
 
 #[test]
-fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neither_key_nor_code()
-{
+fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neither_key_nor_code() {
     let logs = tempfile::tempdir().unwrap();
     let srv = TestServer::start_logged(&[], &[("EVI_SERVER_LOG", "trace")], logs.path());
     let (a, b) = (Device::new(), Device::new());
     a.init(&srv, "pat", "laptop");
-    a.write(&today(), "from-laptop", b"{\"role\":\"user\",\"content\":\"hi from the laptop\"}\n");
+    a.write(
+        &today(),
+        "from-laptop",
+        b"{\"role\":\"user\",\"content\":\"hi from the laptop\"}\n",
+    );
     a.sync_ok(&["push"]);
 
     let pairing = Pairing::start(&a, &[]);
@@ -128,11 +133,27 @@ fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neith
     assert_eq!(device_names(&a, &srv), ["laptop", "phone"]);
 
     b.sync_ok(&["pull"]);
-    assert!(b.home().join("transcripts").join(today()).join("from-laptop.jsonl").is_file());
-    b.write(&today(), "from-phone", b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n");
+    assert!(
+        b.home()
+            .join("transcripts")
+            .join(today())
+            .join("from-laptop.jsonl")
+            .is_file()
+    );
+    b.write(
+        &today(),
+        "from-phone",
+        b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n",
+    );
     b.sync_ok(&["push"]);
     a.sync_ok(&["pull"]);
-    assert!(a.home().join("transcripts").join(today()).join("from-phone.jsonl").is_file());
+    assert!(
+        a.home()
+            .join("transcripts")
+            .join(today())
+            .join("from-phone.jsonl")
+            .is_file()
+    );
 
     // Neither the code (nor its words) nor the identity, nor the token
     // the pairing carried, is in what the server stores or logs.
@@ -146,8 +167,10 @@ fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neith
         ("the identity, lowercased", secret.to_lowercase()),
         ("the new device's token", b.token()),
     ];
-    let mut hay: Vec<(String, Vec<u8>)> =
-        vec![("the database".into(), crate::metadata_audit::database_dump(&srv))];
+    let mut hay: Vec<(String, Vec<u8>)> = vec![(
+        "the database".into(),
+        crate::metadata_audit::database_dump(&srv),
+    )];
     let mut roots = srv.file_roots();
     roots.push((logs.path().to_owned(), "server output"));
     for (root, what) in &roots {
@@ -158,7 +181,8 @@ fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neith
         }
     }
     assert!(
-        hay.iter().any(|(w, b)| w.contains("stderr") && !b.is_empty()),
+        hay.iter()
+            .any(|(w, b)| w.contains("stderr") && !b.is_empty()),
         "the server logged nothing"
     );
     let found: Vec<String> = needles
@@ -241,13 +265,23 @@ fn two_pairings_at_once_for_one_account() {
     assert_eq!((jb.code, jc.code), (0, 0), "{jb:?}\n{jc:?}");
     for p in [first, second] {
         let (status, outcome, stderr) = p.end();
-        assert_eq!((status, &outcome["outcome"]), (0, &"paired".into()), "{stderr}");
+        assert_eq!(
+            (status, &outcome["outcome"]),
+            (0, &"paired".into()),
+            "{stderr}"
+        );
     }
     assert_eq!(device_names(&a, &srv), ["laptop", "phone", "tablet"]);
     a.write(&today(), "s1", b"{\"role\":\"user\",\"content\":\"one\"}\n");
     a.sync_ok(&["push"]);
     for dev in [&b, &c] {
         dev.sync_ok(&["pull"]);
-        assert!(dev.home().join("transcripts").join(today()).join("s1.jsonl").is_file());
+        assert!(
+            dev.home()
+                .join("transcripts")
+                .join(today())
+                .join("s1.jsonl")
+                .is_file()
+        );
     }
 }

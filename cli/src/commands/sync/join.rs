@@ -69,8 +69,9 @@ fn give_back(authed: &Client, grant: &Grant) {
 
 pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
     check_server_url(&args.server).map_err(client_error)?;
-    let code = Code::parse(&args.code)
-        .map_err(|e| usage_error(e).hinted("type the code exactly as `evi sync pair` printed it"))?;
+    let code = Code::parse(&args.code).map_err(|e| {
+        usage_error(e).hinted("type the code exactly as `evi sync pair` printed it")
+    })?;
     let (paths, _lock, state) = begin(ctx)?;
     if let Some(a) = &state.account {
         return Err(user_error(format!(
@@ -90,16 +91,23 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
     let offer = anon
         .pair_offer(code.slot)
         .map_err(|e| slot_refused(e, &code, &server))?;
-    let (keys, hello) = answer(&code, &offer.offer.0, &Hello {
-        device: device.clone(),
-    })
+    let (keys, hello) = answer(
+        &code,
+        &offer.offer.0,
+        &Hello {
+            device: device.clone(),
+        },
+    )
     .map_err(user_error)?;
     let joined = anon
         .pair_join(code.slot, &hello)
         .map_err(|e| slot_refused(e, &code, &server))?;
     let mine = anon.with_token(joined.secret.clone());
     if !args.json {
-        eprintln!("joined pairing {}; waiting for the other device to confirm…", code.slot);
+        eprintln!(
+            "joined pairing {}; waiting for the other device to confirm…",
+            code.slot
+        );
     }
     let reply = match wait_past(&mine, code.slot, PairState::Joined)? {
         Waited::Moved(PairWaitResponse {
@@ -127,7 +135,9 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
             return Err(user_error(format!(
                 "the reply relayed by {server} does not check out ({e}); nothing was stored"
             ))
-            .hinted("the server may be compromised; pair again, and if it repeats, ask its operator"));
+            .hinted(
+                "the server may be compromised; pair again, and if it repeats, ask its operator",
+            ));
         }
     };
     let identity = Identity::from_secret_str(&grant.identity).map_err(|e| sync_error(e.into()))?;

@@ -47,7 +47,11 @@ pub(super) enum Waited {
 }
 
 /// Long polls the slot until it leaves `state`, or expires.
-pub(super) fn wait_past(client: &Client, slot: u32, state: PairState) -> Result<Waited, CommandError> {
+pub(super) fn wait_past(
+    client: &Client,
+    slot: u32,
+    state: PairState,
+) -> Result<Waited, CommandError> {
     loop {
         match client.pair_wait(slot, state, POLL_SECS) {
             Ok(w) if w.state == state => continue,
@@ -121,7 +125,11 @@ pub fn cmd_sync_pair(ctx: &Ctx, args: PairArgs) -> CommandResult {
     // The lock only for reading the account: the wait holds up nothing.
     let (identity, account, client) = {
         let sync = open(ctx)?;
-        (sync.identity.clone(), sync.account.clone(), sync.client.clone())
+        (
+            sync.identity.clone(),
+            sync.account.clone(),
+            sync.client.clone(),
+        )
     };
     let words = new_words().map_err(user_error)?;
     let creator = Creator::start(words.as_bytes());
@@ -183,7 +191,9 @@ pub fn cmd_sync_pair(ctx: &Ctx, args: PairArgs) -> CommandResult {
     if !args.yes && !confirm(&name, &account.user, &account.server)? {
         close(&client, slot);
         outcome(args.json, json!({"outcome": "declined"}))?;
-        return Err(user_error("declined: the pairing is ended and nothing was added"));
+        return Err(user_error(
+            "declined: the pairing is ended and nothing was added",
+        ));
     }
     let auth = match client.pair_device(slot, &name) {
         Ok(a) => a,

@@ -56,7 +56,10 @@ impl Client {
             .unwrap_or_default();
         let url = self.url(&format!("/pair/{slot}/wait?state={state}&timeout={secs}"));
         let limit = Duration::from_secs(u64::from(secs) + 20);
-        self.call(|| self.http.get(&url).timeout(limit), |resp| self.json(resp))
+        self.call(
+            || self.http.get(&url).timeout(limit),
+            |resp| self.json(resp),
+        )
     }
 
     pub fn pair_device(&self, slot: u32, device: &str) -> Result<AuthResponse, ClientError> {

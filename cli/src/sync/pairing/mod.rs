@@ -195,7 +195,9 @@ impl Keys {
     /// The joiner's reading of the reply: the creator's confirmation
     /// checked first, then the grant opened.
     pub fn open_reply(&self, reply: &[u8]) -> Result<Grant, PairError> {
-        let (&v, rest) = reply.split_first().ok_or(PairError::Malformed("empty reply"))?;
+        let (&v, rest) = reply
+            .split_first()
+            .ok_or(PairError::Malformed("empty reply"))?;
         if v != VERSION {
             return Err(PairError::Malformed("unknown reply version"));
         }
@@ -233,11 +235,15 @@ impl Creator {
     /// Finishes the PAKE with the joiner's hello and checks its
     /// confirmation: `Mismatch` when the joiner typed another code.
     pub fn read_hello(self, slot: u32, hello: &[u8]) -> Result<(Keys, Hello), PairError> {
-        let (&v, rest) = hello.split_first().ok_or(PairError::Malformed("empty hello"))?;
+        let (&v, rest) = hello
+            .split_first()
+            .ok_or(PairError::Malformed("empty hello"))?;
         if v != VERSION {
             return Err(PairError::Malformed("unknown hello version"));
         }
-        let (&len, rest) = rest.split_first().ok_or(PairError::Malformed("short hello"))?;
+        let (&len, rest) = rest
+            .split_first()
+            .ok_or(PairError::Malformed("short hello"))?;
         let len = usize::from(len);
         if rest.len() < len + MAC_LEN {
             return Err(PairError::Malformed("short hello"));
@@ -316,12 +322,18 @@ mod tests {
         let creator = Creator::start(b"tiger-willow-atlas");
         let wrong = Code::parse("7-tiger-willow-orca").unwrap();
         let (_, h) = answer(&wrong, creator.offer(), &hello()).unwrap();
-        assert!(matches!(creator.read_hello(7, &h), Err(PairError::Mismatch)));
+        assert!(matches!(
+            creator.read_hello(7, &h),
+            Err(PairError::Mismatch)
+        ));
 
         let creator = Creator::start(b"tiger-willow-atlas");
         let right = Code::parse("7-tiger-willow-atlas").unwrap();
         let (_, h) = answer(&right, creator.offer(), &hello()).unwrap();
-        assert!(matches!(creator.read_hello(8, &h), Err(PairError::Mismatch)));
+        assert!(matches!(
+            creator.read_hello(8, &h),
+            Err(PairError::Mismatch)
+        ));
     }
 
     #[test]
@@ -342,7 +354,13 @@ mod tests {
     fn garbage_hellos_are_refused_without_a_panic() {
         let mut zeros = vec![VERSION, 32];
         zeros.resize(100, 0);
-        let hellos = [vec![], vec![VERSION], vec![VERSION, 200, 1, 2], vec![2, 0], zeros];
+        let hellos = [
+            vec![],
+            vec![VERSION],
+            vec![VERSION, 200, 1, 2],
+            vec![2, 0],
+            zeros,
+        ];
         for h in hellos {
             let creator = Creator::start(b"tiger-willow-atlas");
             assert!(creator.read_hello(1, &h).is_err(), "{h:?}");
