@@ -48,15 +48,29 @@ pub struct PairStep {
     pub message: Option<Vec<u8>>,
 }
 
+/// A slot's message columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Messages {
+    pub offer: Option<Vec<u8>>,
+    pub hello: Option<Vec<u8>>,
+    pub reply: Option<Vec<u8>>,
+}
+
 impl PairStep {
-    /// The columns after the step: (offer, hello, reply). The offer is done
-    /// with once anyone joined; each later step keeps only its own message.
-    pub fn messages(&self) -> (Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>) {
+    /// The columns after the step. The offer is done with once anyone
+    /// joined; each later step keeps only its own message.
+    pub fn messages(&self) -> Messages {
         let m = self.message.clone();
         match self.to {
-            PairState::Joined => (None, m, None),
-            PairState::Replied => (None, None, m),
-            _ => (None, None, None),
+            PairState::Joined => Messages {
+                hello: m,
+                ..Messages::default()
+            },
+            PairState::Replied => Messages {
+                reply: m,
+                ..Messages::default()
+            },
+            _ => Messages::default(),
         }
     }
 }
@@ -152,15 +166,20 @@ mod tests {
             join_hash: None,
             message: Some(vec![1]),
         };
+        let only = |hello: Option<Vec<u8>>, reply: Option<Vec<u8>>| Messages {
+            offer: None,
+            hello,
+            reply,
+        };
         assert_eq!(
             step(PairState::Joined).messages(),
-            (None, Some(vec![1]), None)
+            only(Some(vec![1]), None)
         );
         assert_eq!(
             step(PairState::Replied).messages(),
-            (None, None, Some(vec![1]))
+            only(None, Some(vec![1]))
         );
-        assert_eq!(step(PairState::Done).messages(), (None, None, None));
-        assert_eq!(step(PairState::Closed).messages(), (None, None, None));
+        assert_eq!(step(PairState::Done).messages(), only(None, None));
+        assert_eq!(step(PairState::Closed).messages(), only(None, None));
     }
 }

@@ -85,7 +85,7 @@ pub(super) async fn step(
     now: i64,
 ) -> StoreResult<bool> {
     s.write(move |c| {
-        let (offer, hello, reply) = step.messages();
+        let m = step.messages();
         let changed = c.execute(
             "UPDATE pair_slots SET state = ?1, join_hash = COALESCE(?2, join_hash),
                  offer = ?3, hello = ?4, reply = ?5
@@ -93,9 +93,9 @@ pub(super) async fn step(
             params![
                 state_name(step.to),
                 step.join_hash.as_ref().map(|h| &h[..]),
-                offer,
-                hello,
-                reply,
+                m.offer,
+                m.hello,
+                m.reply,
                 number,
                 state_name(from),
                 now

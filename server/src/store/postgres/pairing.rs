@@ -83,7 +83,7 @@ pub(super) async fn step(
     now: i64,
 ) -> StoreResult<bool> {
     let c = s.client().await?;
-    let (offer, hello, reply) = step.messages();
+    let m = step.messages();
     let join_hash = step.join_hash.map(|h| h.to_vec());
     let changed = c
         .execute(
@@ -93,9 +93,9 @@ pub(super) async fn step(
             &[
                 &state_name(step.to),
                 &join_hash,
-                &offer,
-                &hello,
-                &reply,
+                &m.offer,
+                &m.hello,
+                &m.reply,
                 &column(number),
                 &state_name(from),
                 &now,
