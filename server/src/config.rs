@@ -45,6 +45,10 @@ pub struct RateLimits {
     /// Long-poll waits (`GET /records/wait`) begun by one device: a client
     /// that loops without waiting is held to this.
     pub waits_per_device_per_minute: u32,
+    /// Pairing slots one account opens, and pairing calls without a token
+    /// (reading an offer, joining) one address makes (`--pair-rate`): slots
+    /// cannot flood the server, nor can slot numbers be swept.
+    pub pair_per_minute: u32,
     /// Most buckets held at once (each well under 200 bytes, so about 10 MB
     /// at the default): past it, the buckets touched longest ago are dropped.
     pub max_keys: usize,
@@ -57,7 +61,24 @@ impl Default for RateLimits {
             per_user_per_minute: 10,
             per_user_total_per_minute: 100,
             waits_per_device_per_minute: 300,
+            pair_per_minute: 10,
             max_keys: 50_000,
+        }
+    }
+}
+
+/// Pairing slots (see [`crate::routes::pairing`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Pairing {
+    /// How long a slot lives (`--pair-ttl`): the time the new device has to
+    /// type the code.
+    pub ttl: Duration,
+}
+
+impl Default for Pairing {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(evi_shared::limits::DEFAULT_PAIR_TTL_SECS),
         }
     }
 }
@@ -189,6 +210,7 @@ pub struct Config {
     pub limits: Limits,
     pub rate_limits: RateLimits,
     pub waits: Waits,
+    pub pairing: Pairing,
     /// Take the client address from the last `X-Forwarded-For` entry (only
     /// behind a reverse proxy that sets it), for rate limiting.
     pub trust_forwarded_for: bool,
@@ -223,6 +245,7 @@ impl Config {
             limits: Limits::default(),
             rate_limits: RateLimits::default(),
             waits: Waits::default(),
+            pairing: Pairing::default(),
             trust_forwarded_for: false,
             timeouts: Timeouts::default(),
             connections: Connections::default(),

@@ -252,6 +252,14 @@ impl From<StoreError> for ApiError {
             StoreError::QuotaExceeded => Self::quota(),
             StoreError::Full => Self::storage_full(),
             StoreError::NotFound => Self::not_found("item"),
+            StoreError::NoFreeSlot => Self {
+                retry_after: Some(60),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorCode::Unavailable,
+                    "every pairing slot of this server is in use; retry in a minute",
+                )
+            },
             StoreError::Unavailable(cause) => Self::storage_unavailable(cause),
             StoreError::Backend(_) => Self::internal(e),
         }

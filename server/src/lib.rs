@@ -207,7 +207,7 @@ impl AppState {
 }
 
 pub fn router(state: AppState) -> Router {
-    use routes::{accounts, blobs, devices, meta, records};
+    use routes::{accounts, blobs, devices, meta, pairing, records};
     let batch_limit = usize::try_from(state.config.limits.max_batch_bytes).unwrap_or(usize::MAX);
     let api = Router::new()
         .route("/capabilities", get(meta::capabilities))
@@ -231,6 +231,12 @@ pub fn router(state: AppState) -> Router {
         .route("/records/known", post(records::known))
         .route("/records/damaged", post(records::damaged))
         .route("/records/wait", get(routes::wait::wait))
+        .route("/pair", post(pairing::open))
+        .route("/pair/{slot}", get(pairing::offer).delete(pairing::close))
+        .route("/pair/{slot}/join", post(pairing::join))
+        .route("/pair/{slot}/wait", get(pairing::wait))
+        .route("/pair/{slot}/device", post(pairing::device))
+        .route("/pair/{slot}/reply", post(pairing::reply))
         .route("/blobs/missing", post(blobs::missing))
         .route("/blobs/purge", post(blobs::purge))
         // Upload bodies are streamed with their own limit.
@@ -376,6 +382,8 @@ fn log_start(config: &Config) {
         max_header_bytes = config.connections.max_header_bytes,
         max_waiters = config.waits.max_waiters,
         max_wait_secs = config.waits.max_secs,
+        pair_ttl_secs = config.pairing.ttl.as_secs(),
+        pair_rate = config.rate_limits.pair_per_minute,
         "starting evi-server"
     );
     if config.registration == evi_shared::api::Registration::Open {

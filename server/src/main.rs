@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use evi_server::Config;
-use evi_server::config::{Connections, Limits, RateLimits, Timeouts, Waits};
+use evi_server::config::{Connections, Limits, Pairing, RateLimits, Timeouts, Waits};
 use evi_shared::api::Registration;
 
 #[derive(Parser)]
@@ -93,6 +93,14 @@ struct Cli {
     /// Long-poll waits one device may begin per minute.
     #[arg(long, env = "EVI_SERVER_WAIT_RATE_PER_DEVICE", default_value_t = RateLimits::default().waits_per_device_per_minute)]
     wait_rate_per_device: u32,
+    /// Seconds a pairing code (`evi sync pair`) stays usable.
+    #[arg(long, env = "EVI_SERVER_PAIR_TTL", default_value_t = Pairing::default().ttl.as_secs())]
+    pair_ttl: u64,
+    /// Pairings one account may open per minute, and pairing calls without
+    /// a token (reading an offer, joining) one client address may make per
+    /// minute.
+    #[arg(long, env = "EVI_SERVER_PAIR_RATE", default_value_t = RateLimits::default().pair_per_minute)]
+    pair_rate: u32,
     /// Seconds a client may take to send a request's whole header (counted
     /// from when the connection waits for one, so an idle kept-alive
     /// connection closes after this long too).
@@ -266,12 +274,16 @@ async fn main() -> std::process::ExitCode {
         per_user_per_minute: cli.auth_rate_per_user.max(1),
         per_user_total_per_minute: cli.auth_rate_per_user_total.max(1),
         waits_per_device_per_minute: cli.wait_rate_per_device.max(1),
+        pair_per_minute: cli.pair_rate.max(1),
         ..RateLimits::default()
     };
     config.waits = Waits {
         max_waiters: cli.max_waiters,
         max_per_user: cli.max_waiters_per_user,
         max_secs: cli.max_wait_secs.max(1),
+    };
+    config.pairing = Pairing {
+        ttl: std::time::Duration::from_secs(cli.pair_ttl.max(1)),
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
     let secs = |s: u64| std::time::Duration::from_secs(s.max(1));

@@ -84,8 +84,14 @@ enum Key {
     User(String),
     /// Wrong old passwords given by this device.
     Device(String),
-    /// Long-poll waits begun by this device.
+    /// Long-poll waits begun by this device (or on this pairing slot, for
+    /// its joiner, which has no device yet).
     Waits(String),
+    /// Pairing slots opened by this account.
+    PairOpen(crate::store::UserId),
+    /// Pairing calls without a token (reading an offer, joining) from this
+    /// address.
+    PairAnon(IpAddr),
 }
 
 struct Bucket {
@@ -235,6 +241,7 @@ impl RateLimiter {
             Key::UserAt(..) | Key::Device(_) => l.per_user_per_minute,
             Key::User(_) => l.per_user_total_per_minute,
             Key::Waits(_) => l.waits_per_device_per_minute,
+            Key::PairOpen(_) | Key::PairAnon(_) => l.pair_per_minute,
         })
     }
 
@@ -270,6 +277,16 @@ impl RateLimiter {
     /// A long-poll wait begun by `device` (a token issued by the server).
     pub fn wait(&self, device: &str) -> Result<(), ApiError> {
         self.take(&[Key::Waits(device.to_owned())])
+    }
+
+    /// A pairing slot opened by `user`.
+    pub fn pair_open(&self, user: crate::store::UserId) -> Result<(), ApiError> {
+        self.take(&[Key::PairOpen(user)])
+    }
+
+    /// A pairing call without a token (reading an offer, joining) from `ip`.
+    pub fn pair_anonymous(&self, ip: IpAddr) -> Result<(), ApiError> {
+        self.take(&[Key::PairAnon(address_key(ip))])
     }
 
     /// Takes one token from each of `keys`' buckets, or none and says how
@@ -381,6 +398,7 @@ mod tests {
             per_user_per_minute: per_user,
             per_user_total_per_minute: per_user * 2,
             waits_per_device_per_minute: 60,
+            pair_per_minute: 10,
             max_keys,
         }
     }

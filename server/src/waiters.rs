@@ -157,6 +157,12 @@ impl Waiters {
         }
     }
 
+    /// Resolves to true once the server is shutting down: for waits that
+    /// hold no slot here (a pairing's, see [`crate::routes::pairing`]).
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
     /// Ends every wait (shutdown) and refuses new ones.
     pub fn close(&self) {
         self.closed.send_replace(true);

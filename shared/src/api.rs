@@ -148,6 +148,9 @@ pub enum ErrorCode {
     /// 507: the server's disk is full; nothing of the request was stored,
     /// and the same request succeeds once the operator has made room.
     StorageFull,
+    /// 409: the pairing slot is not at the step this call belongs to (a
+    /// second device joined first, or it ended): start a new pairing.
+    PairingState,
     /// A code this version does not know (sent by a newer server).
     #[serde(other)]
     Unknown,
@@ -632,6 +635,130 @@ pub struct BlobStored {
 pub struct PurgeResponse {
     /// How many of the named blobs existed and were deleted.
     pub purged: u64,
+}
+
+/// `POST /api/v1/pair` (a device of the account, the *creator*): opens a
+/// pairing slot holding the creator's first PAKE message. The server
+/// relays opaque bytes between the two devices and never sees the code's
+/// words or the key they agree on (see `docs/design/pairing.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairOpenRequest {
+    /// At most [`crate::limits::PAIR_MESSAGE_MAX_BYTES`].
+    pub offer: Base64Bytes,
+}
+
+/// Answer to `POST /api/v1/pair`: the slot's number (the code's first
+/// part, unique among the server's live slots) and when it expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairOpenResponse {
+    pub slot: u32,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// `GET /api/v1/pair/{slot}` (no token: the new device has none yet): the
+/// creator's offer, while nobody has joined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairOfferResponse {
+    pub offer: Base64Bytes,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// `POST /api/v1/pair/{slot}/join` (no token): the new device's one
+/// message: its PAKE message, its key confirmation and its sealed name.
+/// A slot takes one join; a second is 409 `pairing_state`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairJoinRequest {
+    /// At most [`crate::limits::PAIR_MESSAGE_MAX_BYTES`].
+    pub hello: Base64Bytes,
+}
+
+/// Answer to `POST /api/v1/pair/{slot}/join`: the secret the joiner shows
+/// (`Authorization: Bearer …`) to wait for the reply and close the slot.
+/// The server keeps only its SHA-256; it is no device token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairJoinResponse {
+    pub secret: String,
+}
+
+impl fmt::Debug for PairJoinResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PairJoinResponse").finish_non_exhaustive()
+    }
+}
+
+/// The steps of a pairing slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PairState {
+    /// Waiting for the device that holds the code.
+    Open,
+    /// A device joined; the creator has not answered.
+    Joined,
+    /// The creator sent its sealed reply.
+    Replied,
+    /// The joiner took the reply: paired.
+    Done,
+    /// Ended without pairing: the creator found the joiner's key
+    /// confirmation wrong (a mistyped code), its user declined, or either
+    /// side gave up. The slot takes nothing more.
+    Closed,
+}
+
+impl PairState {
+    /// Whether the slot takes nothing more.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Done | Self::Closed)
+    }
+}
+
+/// Query of `GET /api/v1/pair/{slot}/wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct PairWaitQuery {
+    /// Answer once the slot is no longer in this state.
+    pub state: PairState,
+    /// Seconds to wait at most (0 or absent: the server's longest, at most
+    /// [`crate::limits::PAIR_WAIT_MAX_SECS`]).
+    #[serde(default)]
+    pub timeout: Option<u32>,
+}
+
+/// Answer to `GET /api/v1/pair/{slot}/wait`: the slot's state, with the
+/// message the caller waits for once there is one (the joiner's hello for
+/// the creator in `joined`, the creator's reply for the joiner in
+/// `replied`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairWaitResponse {
+    pub state: PairState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Base64Bytes>,
+}
+
+/// `POST /api/v1/pair/{slot}/device` (the creator, once joined and the
+/// joiner's confirmation checked out): adds the new device to the account
+/// and answers its fresh token ([`AuthResponse`]), which the creator seals
+/// into its reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairDeviceRequest {
+    pub device: String,
+}
+
+/// `POST /api/v1/pair/{slot}/reply` (the creator): the sealed reply
+/// (identity, account, token, server URL) for the joiner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PairReplyRequest {
+    /// At most [`crate::limits::PAIR_MESSAGE_MAX_BYTES`].
+    pub reply: Base64Bytes,
 }
 
 #[cfg(test)]

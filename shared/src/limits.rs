@@ -42,3 +42,17 @@ pub const KEY_CHECK_MAX_BYTES: usize = 4096;
 
 /// Most names in one blobs `missing` or `purge` call.
 pub const MAX_NAMES_PER_CALL: usize = 10_000;
+
+/// Largest opaque message a pairing slot relays (the creator's offer and
+/// reply, the joiner's hello): a PAKE message, a MAC and a sealed identity
+/// with its token fit in well under 1 KiB.
+pub const PAIR_MESSAGE_MAX_BYTES: usize = 4096;
+
+/// Default lifetime of a pairing slot, in seconds (`--pair-ttl`).
+pub const DEFAULT_PAIR_TTL_SECS: u64 = 600;
+
+/// Longest one pairing long poll waits before it answers "not yet".
+pub const PAIR_WAIT_MAX_SECS: u32 = 25;
+
+/// Highest slot number: numbers are reused from 1 up, so codes stay short.
+pub const PAIR_SLOT_MAX: u32 = 999_999;

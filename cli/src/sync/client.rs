@@ -22,6 +22,8 @@
 //! never reached that refuses the connection (or whose name does not resolve)
 //! gets one short retry (it may be starting), not seconds of backoff.
 
+mod pairing;
+
 use std::collections::HashSet;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

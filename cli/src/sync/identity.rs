@@ -180,6 +180,12 @@ impl Identity {
         })
     }
 
+    /// The `AGE-SECRET-KEY-1…` line alone: what pairing seals for a new
+    /// device (see [`crate::sync::pairing`]).
+    pub fn secret_line(&self) -> Zeroizing<String> {
+        Zeroizing::new(self.secret.to_string().expose_secret().to_owned())
+    }
+
     /// The identity file text as age-keygen writes it.
     pub fn file_text(&self, created_rfc3339: &str) -> Zeroizing<String> {
         Zeroizing::new(format!(

@@ -10,6 +10,8 @@
 //! - [`blob`]: checkpoint blobs as streamed age files, verified by SHA-256.
 //! - [`blob_transfer`]: blobs of any size to and from the server (in parts
 //!   past its blob limit), and the blobs still missing remembered.
+//! - [`pairing`]: the short code, the PAKE and the sealed messages that
+//!   move the identity to a new device through the server as a blind relay.
 //!
 //! Everything here is synchronous; callers run it on blocking threads.
 //! `testdata/vectors.json` freezes every deterministic byte (keyed ids, KCV,
@@ -31,6 +33,7 @@ pub mod keys;
 pub mod line_blobs;
 pub mod lock;
 pub mod notice;
+pub mod pairing;
 pub mod pending;
 pub mod progress;
 pub mod pull;

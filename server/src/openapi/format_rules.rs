@@ -7,7 +7,7 @@
 use evi_shared::api::base64_pattern;
 use evi_shared::limits::{
     DEVICE_NAME_MAX_LEN, KEY_CHECK_MAX_BYTES, MAX_ENTRY_IDS_PER_SEGMENT, MAX_NAMES_PER_CALL,
-    PASSWORD_MAX_LEN, PASSWORD_MIN_LEN,
+    PAIR_MESSAGE_MAX_BYTES, PASSWORD_MAX_LEN, PASSWORD_MIN_LEN,
 };
 use utoipa::Modify;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
@@ -23,6 +23,18 @@ fn text(description: &str, min: usize, max: usize, pattern: Option<String>) -> R
         .min_length(Some(min))
         .max_length(Some(max))
         .pattern(pattern)
+        .into()
+}
+
+/// Standard base64 of 1 to `max` bytes (4 characters at least: one byte
+/// is `xx==`).
+fn bytes(max: usize) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Byte)))
+        .description(Some(format!("standard base64 of 1 to {max} bytes")))
+        .min_length(Some(4))
+        .pattern(Some(base64_pattern(Some(max))))
         .into()
 }
 
@@ -61,18 +73,15 @@ impl Modify for FormatRules {
         };
         *property(api, "RegisterRequest", "device") = device();
         *property(api, "LoginRequest", "device") = device();
+        *property(api, "PairDeviceRequest", "device") = device();
         let password = |what: &str| text(what, PASSWORD_MIN_LEN, PASSWORD_MAX_LEN, None);
         *property(api, "RegisterRequest", "password") = password("The account password.");
         *property(api, "PasswordChangeRequest", "new_password") = password("The new password.");
-        *property(api, "KeyCheckRequest", "key_check") = ObjectBuilder::new()
-            .schema_type(Type::String)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Byte)))
-            .description(Some(format!(
-                "standard base64 of 1 to {KEY_CHECK_MAX_BYTES} bytes"
-            )))
-            .min_length(Some(4))
-            .pattern(Some(base64_pattern(Some(KEY_CHECK_MAX_BYTES))))
-            .into();
+        *property(api, "KeyCheckRequest", "key_check") = bytes(KEY_CHECK_MAX_BYTES);
+        // The messages a pairing slot relays, opaque to the server.
+        *property(api, "PairOpenRequest", "offer") = bytes(PAIR_MESSAGE_MAX_BYTES);
+        *property(api, "PairJoinRequest", "hello") = bytes(PAIR_MESSAGE_MAX_BYTES);
+        *property(api, "PairReplyRequest", "reply") = bytes(PAIR_MESSAGE_MAX_BYTES);
         items(
             api,
             "Segment",

@@ -6,7 +6,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{accounts, blobs, devices, meta, records, wait};
+use crate::routes::{accounts, blobs, devices, meta, pairing, records, wait};
 
 mod format_rules;
 use format_rules::FormatRules;
@@ -115,8 +115,10 @@ impl Modify for LayerAnswers {
         devices::list, devices::revoke,
         records::push, records::pull, records::known, records::damaged, wait::wait,
         blobs::missing, blobs::put, blobs::get, blobs::purge,
+        pairing::open, pairing::offer, pairing::join, pairing::wait, pairing::device,
+        pairing::reply, pairing::close,
     ),
-    components(schemas(evi_shared::api::ErrorCode)),
+    components(schemas(evi_shared::api::ErrorCode, evi_shared::api::PairState)),
     modifiers(&BearerAuth, &LayerAnswers, &FormatRules)
 )]
 pub struct ApiDoc;

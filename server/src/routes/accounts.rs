@@ -34,7 +34,7 @@ fn check_user(name: &str) -> ApiResult<()> {
     }
 }
 
-fn check_device(name: &str) -> ApiResult<()> {
+pub(super) fn check_device(name: &str) -> ApiResult<()> {
     if !crate::device_name::is_valid(name) {
         return Err(ApiError::bad_request(format!(
             "device name must be 1 to {DEVICE_NAME_MAX_LEN} characters of printable text, with \
@@ -55,7 +55,7 @@ fn check_password(p: &str) -> ApiResult<()> {
     Ok(())
 }
 
-fn new_device(name: String) -> ApiResult<(NewDevice, String)> {
+pub(super) fn new_device(name: String) -> ApiResult<(NewDevice, String)> {
     let (token, token_hash) = auth::new_token()?;
     Ok((
         NewDevice {

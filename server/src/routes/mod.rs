@@ -5,6 +5,7 @@ pub mod blobs;
 pub mod devices;
 pub mod framed;
 pub mod meta;
+pub mod pairing;
 pub mod records;
 pub mod wait;
 

@@ -17,8 +17,12 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
+pub mod pairing;
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_pairing;
+
+pub use pairing::{NewPairSlot, PairSlot, PairStep};
 
 pub type UserId = i64;
 
@@ -61,6 +65,9 @@ pub enum StoreError {
     Full,
     #[error("not found")]
     NotFound,
+    /// Every pairing slot number is in use (503: slots expire in minutes).
+    #[error("no free pairing slot")]
+    NoFreeSlot,
     #[error("storage backend: {0}")]
     Backend(String),
     /// The object store did not answer; nothing was kept (503, retried).
@@ -323,6 +330,21 @@ pub trait Store: Send + Sync + 'static {
     /// Whether an unused invite has this hash: checked before a registration
     /// hashes its password (`create_user` checks again as it consumes it).
     async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool>;
+    /// Opens a pairing slot under the lowest free number and returns it;
+    /// expired slots go first. Picking the number and inserting are one
+    /// atomic step (two creators, on any replica, never share a number).
+    async fn pair_open(&self, slot: NewPairSlot) -> StoreResult<u32>;
+    /// The slot `number` if it has not expired by `now`.
+    async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>>;
+    /// Moves the live slot `number` from `from` by `step`, as one
+    /// compare-and-set; false if it was not in `from` (or expired).
+    async fn pair_step(
+        &self,
+        number: u32,
+        from: evi_shared::api::PairState,
+        step: PairStep,
+        now: i64,
+    ) -> StoreResult<bool>;
 }
 
 #[cfg(test)]

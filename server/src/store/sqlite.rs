@@ -46,6 +46,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0007_damaged_records.sql"
     )),
+    Migration::Sql(include_str!("../../migrations/sqlite/0008_pair_slots.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -217,7 +218,7 @@ impl SqliteStore {
         })
     }
 
-    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    pub(super) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
@@ -231,7 +232,7 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("blocking task failed: {e}")))?
     }
 
-    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    pub(super) async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
@@ -323,6 +324,21 @@ fn read_page(
 
 #[async_trait]
 impl Store for SqliteStore {
+    async fn pair_open(&self, slot: NewPairSlot) -> StoreResult<u32> {
+        super::sqlite_pairing::open(self, slot).await
+    }
+    async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>> {
+        super::sqlite_pairing::get(self, number, now).await
+    }
+    async fn pair_step(
+        &self,
+        number: u32,
+        from: evi_shared::api::PairState,
+        step: PairStep,
+        now: i64,
+    ) -> StoreResult<bool> {
+        super::sqlite_pairing::step(self, number, from, step, now).await
+    }
     async fn create_user(
         &self,
         name: &str,

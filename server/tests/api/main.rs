@@ -17,6 +17,7 @@ mod limiter;
 mod meta;
 mod openapi;
 mod operator;
+mod pairing;
 mod quota;
 mod read_ahead;
 mod records;

@@ -125,6 +125,54 @@ async fn every_answer_the_server_gives_is_listed_for_its_operation() {
         case(Method::GET, "/api/v1/records/wait", "/api/v1/records/wait").anonymous(),
         case(Method::GET, "/api/v1/status", "/api/v1/status?after=x"),
         case(Method::GET, "/api/v1/key-check", "/api/v1/key-check").anonymous(),
+        case(Method::POST, "/api/v1/pair", "/api/v1/pair").json(json!({"offer": ""})),
+        case(Method::POST, "/api/v1/pair", "/api/v1/pair")
+            .json(json!({"offer": "AA=="}))
+            .anonymous(),
+        case(Method::GET, "/api/v1/pair/{slot}", "/api/v1/pair/0"),
+        case(Method::GET, "/api/v1/pair/{slot}", "/api/v1/pair/999999"),
+        case(
+            Method::POST,
+            "/api/v1/pair/{slot}/join",
+            "/api/v1/pair/1/join",
+        )
+        .typed("text/plain", "{}"),
+        case(
+            Method::POST,
+            "/api/v1/pair/{slot}/join",
+            "/api/v1/pair/999999/join",
+        )
+        .json(json!({"hello": "AA=="})),
+        case(
+            Method::GET,
+            "/api/v1/pair/{slot}/wait",
+            "/api/v1/pair/1/wait?state=open",
+        )
+        .anonymous(),
+        case(
+            Method::GET,
+            "/api/v1/pair/{slot}/wait",
+            "/api/v1/pair/1/wait?state=nope",
+        ),
+        case(
+            Method::GET,
+            "/api/v1/pair/{slot}/wait",
+            "/api/v1/pair/999999/wait?state=open",
+        ),
+        case(
+            Method::POST,
+            "/api/v1/pair/{slot}/device",
+            "/api/v1/pair/999999/device",
+        )
+        .json(json!({"device": "phone"})),
+        case(
+            Method::POST,
+            "/api/v1/pair/{slot}/reply",
+            "/api/v1/pair/999999/reply",
+        )
+        .json(json!({"reply": "AA=="})),
+        case(Method::DELETE, "/api/v1/pair/{slot}", "/api/v1/pair/999999"),
+        case(Method::DELETE, "/api/v1/pair/{slot}", "/api/v1/pair/1").anonymous(),
     ];
     let mut missing = Vec::new();
     for c in cases {

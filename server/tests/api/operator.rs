@@ -114,7 +114,7 @@ async fn start_logs_version_data_folder_registration_and_limits() {
              auth_rate_per_user=10 auth_rate_per_user_total=100 trust_forwarded_for=false \
              public_url=none store={} header_timeout_secs=30 body_timeout_secs=60 idle_timeout_secs=60 \
              request_timeout_secs=30 max_connections=8192 max_connections_per_ip=64 \
-             max_header_bytes=65536 max_waiters=4096 max_wait_secs=60",
+             max_header_bytes=65536 max_waiters=4096 max_wait_secs=60 pair_ttl_secs=600 pair_rate=10",
             srv.data().display(),
             srv.store_label()
         ),

@@ -31,6 +31,8 @@ mod meta;
 mod openapi;
 #[path = "../api/operator.rs"]
 mod operator;
+#[path = "../api/pairing.rs"]
+mod pairing;
 #[path = "../api/quota.rs"]
 mod quota;
 #[path = "../api/read_ahead.rs"]

@@ -18,6 +18,7 @@ mod link;
 mod metadata_audit;
 mod migrate;
 mod one_session;
+mod pairing;
 mod pg_db;
 mod redact;
 mod rewind;

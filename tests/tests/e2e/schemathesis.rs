@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::common::{PASSWORD, TestServer};
 
-/// Cases per operation and phase; 17 operations make about 1,500 cases.
+/// Cases per operation and phase; 26 operations make about 2,300 cases.
 const MAX_EXAMPLES: &str = "80";
 const AT_LEAST_CASES: u64 = 1_000;
 

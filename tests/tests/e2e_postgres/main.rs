@@ -38,6 +38,8 @@ mod handoff_git;
 mod metadata_audit;
 #[path = "../e2e/one_session.rs"]
 mod one_session;
+#[path = "../e2e/pairing.rs"]
+mod pairing;
 #[path = "../e2e/pg_db.rs"]
 mod pg_db;
 #[path = "../e2e/redact.rs"]

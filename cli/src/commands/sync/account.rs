@@ -95,7 +95,7 @@ pub struct AccountArgs {
 }
 
 /// A device name that can name a folder on other devices.
-fn device_name(arg: Option<&str>) -> Result<String, CommandError> {
+pub(super) fn device_name(arg: Option<&str>) -> Result<String, CommandError> {
     let raw = match arg {
         Some(d) => d.to_owned(),
         None => std::fs::read_to_string("/etc/hostname")
@@ -132,7 +132,7 @@ fn password(args: &AccountArgs, confirm: bool) -> Result<String, CommandError> {
 }
 
 /// Takes the lock and reads what the home is set up as (its account, if any).
-fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock, SyncState), CommandError> {
+pub(super) fn begin(ctx: &Ctx) -> Result<(SyncPaths, SyncLock, SyncState), CommandError> {
     let paths = SyncPaths::new(&ctx.home);
     let lock = SyncLock::acquire(&paths.lock(), lock_wait()).map_err(|e| sync_error(e.into()))?;
     let state = SyncState::load(&paths.state())?;
@@ -248,7 +248,7 @@ fn account_after(
 /// device (told on stderr when it is not the one asked for): the device is
 /// set up. Everything else in `state` (the cursor, how far each file was
 /// pushed) is kept. Returns that name.
-fn finish(
+pub(super) fn finish(
     paths: &SyncPaths,
     mut state: SyncState,
     server: &str,
@@ -295,7 +295,7 @@ fn still_logged_in(paths: &SyncPaths, have: &Account, keys: &SyncKeys) -> bool {
 }
 
 /// The key in this home, with what to do when it is damaged.
-fn load_identity(paths: &SyncPaths) -> Result<Identity, CommandError> {
+pub(super) fn load_identity(paths: &SyncPaths) -> Result<Identity, CommandError> {
     Identity::load(&paths.identity()).map_err(identity_error)
 }
 

@@ -2,8 +2,10 @@
 
 mod account;
 mod devices;
+mod join;
 mod key;
 pub mod one_session;
+mod pair;
 mod service;
 mod transfer;
 mod verify;
@@ -29,7 +31,13 @@ pub enum SyncCommand {
     Init(InitArgs),
     /// Another device: join the account with the imported key.
     Login(LoginArgs),
-    /// Move the key between devices (passphrase-protected).
+    /// On a device that syncs: print a short code and add the device that
+    /// joins with it (`evi sync join`).
+    Pair(pair::PairArgs),
+    /// A new device: set up from a device running `evi sync pair`, with its
+    /// code (no password, no key file).
+    Join(join::JoinArgs),
+    /// Move the key between devices (passphrase-protected; the offline way).
     #[command(subcommand)]
     Key(KeyCommand),
     /// Send new entries and blobs to the server.
@@ -54,6 +62,8 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
     match cmd {
         SyncCommand::Init(a) => account::cmd_sync_init(ctx, a),
         SyncCommand::Login(a) => account::cmd_sync_login(ctx, a),
+        SyncCommand::Pair(a) => pair::cmd_sync_pair(ctx, a),
+        SyncCommand::Join(a) => join::cmd_sync_join(ctx, a),
         SyncCommand::Key(k) => key::run(ctx, k),
         SyncCommand::Push(a) => transfer::cmd_sync_push(ctx, a),
         SyncCommand::Pull(a) => transfer::cmd_sync_pull(ctx, a),

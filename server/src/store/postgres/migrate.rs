@@ -16,11 +16,18 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../../migrations/postgres/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "pair_slots",
+        sql: include_str!("../../../migrations/postgres/0002_pair_slots.sql"),
+    },
+];
 
 /// The table of applied versions.
 pub const TABLE: &str = "evi_schema_migrations";

@@ -28,6 +28,7 @@ mod blobs;
 pub mod failures;
 pub mod listen;
 pub mod migrate;
+mod pairing;
 mod records;
 mod store_impl;
 mod tls;

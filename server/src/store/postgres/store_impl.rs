@@ -4,6 +4,21 @@ use super::*;
 
 #[async_trait]
 impl Store for PgStore {
+    async fn pair_open(&self, slot: NewPairSlot) -> StoreResult<u32> {
+        pairing::open(self, slot).await
+    }
+    async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>> {
+        pairing::get(self, number, now).await
+    }
+    async fn pair_step(
+        &self,
+        number: u32,
+        from: evi_shared::api::PairState,
+        step: PairStep,
+        now: i64,
+    ) -> StoreResult<bool> {
+        pairing::step(self, number, from, step, now).await
+    }
     async fn create_user(
         &self,
         name: &str,

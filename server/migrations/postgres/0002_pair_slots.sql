@@ -1,0 +1,19 @@
+-- Pairing slots: the blind relay between a device of an account (the
+-- creator) and a new device holding a short code (see routes/pairing.rs).
+-- A row holds only opaque PAKE messages and sealed bytes, the SHA-256 of
+-- the joiner's secret, and the slot's step; a finished slot keeps no
+-- message, and every row goes once it has expired. Rows of the database,
+-- not of a replica: the two devices may reach different replicas.
+CREATE TABLE pair_slots (
+    number     INTEGER PRIMARY KEY,   -- the code's first part
+    user_id    BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    device_id  TEXT NOT NULL,         -- the creator
+    state      TEXT NOT NULL,         -- open, joined, replied, done, closed
+    offer      BYTEA,
+    hello      BYTEA,
+    reply      BYTEA,
+    join_hash  BYTEA,                 -- SHA-256 of the joiner's secret
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX pair_slots_by_expiry ON pair_slots (expires_at);

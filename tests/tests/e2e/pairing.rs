@@ -1,0 +1,287 @@
+//! Pairing a device by short code (`evi sync pair` on a device that syncs,
+//! `evi sync join CODE --server URL` on the new one), with the real server
+//! and two or three homes: the joined device syncs; a wrong code, an
+//! expired code, and two pairings at once for one account; and what the
+//! server stores and logs holds neither the identity nor the code.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, ChildStdout, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{Device, Run, TestServer, today, tree};
+
+/// `evi sync pair --yes --json` running on a device, its code read from
+/// the first line it printed.
+struct Pairing {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    code: String,
+}
+
+impl Pairing {
+    fn start(dev: &Device, extra: &[&str]) -> Self {
+        let mut child = dev
+            .sync_cmd()
+            .args(["sync", "pair", "--yes", "--json"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run evi sync pair");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let v: Value = serde_json::from_str(&first)
+            .unwrap_or_else(|e| panic!("first line of pair --json ({e}): {first:?}"));
+        let code = v["code"].as_str().expect("a code").to_owned();
+        assert!(v["expires_at"].is_string(), "{v}");
+        Self {
+            child,
+            stdout,
+            code,
+        }
+    }
+
+    /// Waits for it to end: its exit code, its outcome line, its stderr.
+    fn end(mut self) -> (i32, Value, String) {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.stdout, &mut rest).unwrap();
+        let out = self.child.wait_with_output().unwrap();
+        let outcome = serde_json::from_str(rest.trim()).unwrap_or(Value::Null);
+        (
+            out.status.code().unwrap_or(-1),
+            outcome,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+fn join(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Run {
+    dev.sync(&[
+        "sync", "join", code, "--server", &srv.url, "--name", name, "--json",
+    ])
+}
+
+fn device_names(dev: &Device, srv: &TestServer) -> Vec<String> {
+    let list = srv.get_json(&dev.token(), "devices");
+    let mut names: Vec<String> = list["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The code with its last word swapped for another word of the list.
+fn wrong(code: &str) -> String {
+    let (head, last) = code.rsplit_once('-').unwrap();
+    let other = if last == "tiger" { "willow" } else { "tiger" };
+    format!("{head}-{other}")
+}
+
+#[test]
+fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neither_key_nor_code() {
+    let logs = tempfile::tempdir().unwrap();
+    let srv = TestServer::start_logged(&[], &[("EVI_SERVER_LOG", "trace")], logs.path());
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    a.write(
+        &today(),
+        "from-laptop",
+        b"{\"role\":\"user\",\"content\":\"hi from the laptop\"}\n",
+    );
+    a.sync_ok(&["push"]);
+
+    let pairing = Pairing::start(&a, &[]);
+    let code = pairing.code.clone();
+    let joined = join(&b, &code, &srv, "phone");
+    assert_eq!(joined.code, 0, "join: {}", joined.stderr);
+    let j: Value = serde_json::from_str(joined.stdout.trim()).unwrap();
+    assert_eq!(
+        (&j["outcome"], &j["user"], &j["device"]),
+        (&"joined".into(), &"pat".into(), &"phone".into()),
+        "{j}"
+    );
+    let (status, outcome, stderr) = pairing.end();
+    assert_eq!(status, 0, "pair: {stderr}");
+    assert_eq!(outcome["outcome"], "paired", "{outcome}");
+    assert_eq!(outcome["device"], "phone", "{outcome}");
+
+    // As `key import` + `login` leave a device: the same key, 0600 files.
+    assert_eq!(
+        std::fs::read_to_string(b.identity_path())
+            .unwrap()
+            .lines()
+            .last(),
+        std::fs::read_to_string(a.identity_path())
+            .unwrap()
+            .lines()
+            .last()
+    );
+    assert_eq!(mode(&b.identity_path()), 0o600);
+    assert_eq!(mode(&b.home().join("sync/token")), 0o600);
+    assert_eq!(b.state()["account"]["device"], "phone");
+    assert_eq!(device_names(&a, &srv), ["laptop", "phone"]);
+
+    b.sync_ok(&["pull"]);
+    assert!(
+        b.home()
+            .join("transcripts")
+            .join(today())
+            .join("from-laptop.jsonl")
+            .is_file()
+    );
+    b.write(
+        &today(),
+        "from-phone",
+        b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n",
+    );
+    b.sync_ok(&["push"]);
+    a.sync_ok(&["pull"]);
+    assert!(
+        a.home()
+            .join("transcripts")
+            .join(today())
+            .join("from-phone.jsonl")
+            .is_file()
+    );
+
+    // Neither the code (nor its words) nor the identity, nor the token
+    // the pairing carried, is in what the server stores or logs.
+    let identity = std::fs::read_to_string(a.identity_path()).unwrap();
+    let secret = identity.lines().last().unwrap().to_owned();
+    let words = code.split_once('-').unwrap().1.to_owned();
+    let needles = [
+        ("the code", code.clone()),
+        ("the code's words", words),
+        ("the identity", secret.clone()),
+        ("the identity, lowercased", secret.to_lowercase()),
+        ("the new device's token", b.token()),
+    ];
+    let mut hay: Vec<(String, Vec<u8>)> = vec![(
+        "the database".into(),
+        crate::metadata_audit::database_dump(&srv),
+    )];
+    let mut roots = srv.file_roots();
+    roots.push((logs.path().to_owned(), "server output"));
+    for (root, what) in &roots {
+        for (rel, bytes) in tree(root) {
+            if let Some(bytes) = bytes {
+                hay.push((format!("{what}: {rel}"), bytes));
+            }
+        }
+    }
+    assert!(
+        hay.iter()
+            .any(|(w, b)| w.contains("stderr") && !b.is_empty()),
+        "the server logged nothing"
+    );
+    let found: Vec<String> = needles
+        .iter()
+        .flat_map(|(what, needle)| {
+            let finder = memchr::memmem::Finder::new(needle.as_bytes()).into_owned();
+            hay.iter()
+                .filter(move |(_, bytes)| finder.find(bytes).is_some())
+                .map(move |(place, _)| format!("{what} in {place}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "the server keeps: {found:#?}");
+}
+
+#[test]
+fn a_wrong_code_fails_both_sides_and_stores_nothing() {
+    let srv = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    let pairing = Pairing::start(&a, &[]);
+    let code = pairing.code.clone();
+    let joined = join(&b, &wrong(&code), &srv, "phone");
+    assert_eq!(joined.code, 1, "join: {joined:?}");
+    assert!(
+        joined.stderr.contains("ended the pairing") && joined.stderr.contains("nothing was stored"),
+        "{}",
+        joined.stderr
+    );
+    let (status, outcome, stderr) = pairing.end();
+    assert_eq!(status, 1, "pair: {stderr}");
+    assert_eq!(outcome["outcome"], "wrong_code", "{outcome}");
+    assert!(stderr.contains("wrong code"), "{stderr}");
+
+    // No device, no token, nothing in the new home.
+    assert_eq!(device_names(&a, &srv), ["laptop"]);
+    let sync = tree(&b.home().join("sync"));
+    for kept in ["identity.txt", "token", "state.json"] {
+        assert!(!sync.contains_key(kept), "{kept} in {:?}", sync.keys());
+    }
+    // One attempt per code: the right code, now, is refused too.
+    let again = join(&b, &code, &srv, "phone");
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(again.stderr.contains("used already"), "{}", again.stderr);
+}
+
+#[test]
+fn an_expired_code_is_refused_and_the_pairing_says_so() {
+    let srv = TestServer::start_with(&["--pair-ttl", "1"]);
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    let pairing = Pairing::start(&a, &[]);
+    let code = pairing.code.clone();
+    // The pairing ends by itself once its slot expires.
+    let (status, outcome, stderr) = pairing.end();
+    assert_eq!(status, 1, "pair: {stderr}");
+    assert_eq!(outcome["outcome"], "expired", "{outcome}");
+    assert!(stderr.contains("expired"), "{stderr}");
+    let joined = join(&b, &code, &srv, "phone");
+    assert_eq!(joined.code, 1, "{joined:?}");
+    assert!(joined.stderr.contains("expired"), "{}", joined.stderr);
+    assert_eq!(device_names(&a, &srv), ["laptop"]);
+    assert!(!b.identity_path().exists());
+}
+
+#[test]
+fn two_pairings_at_once_for_one_account() {
+    let srv = TestServer::start();
+    let (a, b, c) = (Device::new(), Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    let first = Pairing::start(&a, &[]);
+    let second = Pairing::start(&a, &["--name", "tablet"]);
+    let slot = |code: &str| code.split_once('-').unwrap().0.to_owned();
+    assert_ne!(slot(&first.code), slot(&second.code));
+    let (code_b, code_c) = (first.code.clone(), second.code.clone());
+    let (jb, jc) = std::thread::scope(|s| {
+        let jb = s.spawn(|| join(&b, &code_b, &srv, "phone"));
+        let jc = s.spawn(|| join(&c, &code_c, &srv, "phone"));
+        (jb.join().unwrap(), jc.join().unwrap())
+    });
+    assert_eq!((jb.code, jc.code), (0, 0), "{jb:?}\n{jc:?}");
+    for p in [first, second] {
+        let (status, outcome, stderr) = p.end();
+        assert_eq!(
+            (status, &outcome["outcome"]),
+            (0, &"paired".into()),
+            "{stderr}"
+        );
+    }
+    assert_eq!(device_names(&a, &srv), ["laptop", "phone", "tablet"]);
+    a.write(&today(), "s1", b"{\"role\":\"user\",\"content\":\"one\"}\n");
+    a.sync_ok(&["push"]);
+    for dev in [&b, &c] {
+        dev.sync_ok(&["pull"]);
+        assert!(
+            dev.home()
+                .join("transcripts")
+                .join(today())
+                .join("s1.jsonl")
+                .is_file()
+        );
+    }
+}
