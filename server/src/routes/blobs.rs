@@ -117,7 +117,10 @@ pub async fn put(
         .await
     {
         Ok(recorded) => {
-            let created = recorded && placed.ours;
+            // The row decides, not who wrote the object: the other upload
+            // may have seen this one's object and recorded it first, and
+            // then this one's insert finds the row and neither would say so.
+            let created = recorded;
             if created {
                 state.metrics.blob_bytes_stored.inc_by(placed.size);
             }
