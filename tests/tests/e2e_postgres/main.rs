@@ -14,6 +14,10 @@
 // Helpers of the modules borrowed here that only their other users call.
 #![allow(dead_code)]
 
+#[path = "../e2e/agents.rs"]
+mod agents;
+#[path = "../e2e/agents_git.rs"]
+mod agents_git;
 #[path = "../e2e/common.rs"]
 mod common;
 #[path = "../e2e/convergence.rs"]
