@@ -94,7 +94,10 @@ impl Library {
             meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
         )];
         self.cached(&file.stream.to_string(), &now, || {
-            let tree = SessionTree::load_agent(file, &self.map)?;
+            // The session's own map, as every reader and push use it: a
+            // session pull placed by its git remote reads back through its pair.
+            let projects = crate::source::project::Projects::load(&self.home.sync_dir());
+            let tree = SessionTree::load_agent(file, &projects.map_for(&self.map, &file.stream))?;
             let short = file.stream.session.as_str().chars().take(8).collect();
             TreeIndex::new(tree, short)
         })
