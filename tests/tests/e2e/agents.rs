@@ -242,6 +242,12 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
             "{h}"
         );
         assert_eq!(h["project"], proj_b.as_str());
+        // The web viewer's address of the session, as for eVi's.
+        assert_eq!(
+            h["url"],
+            format!("http://127.0.0.1:7878/?session={id}"),
+            "{h}"
+        );
     }
 
     // What pull wrote is what push skips.

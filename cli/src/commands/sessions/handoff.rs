@@ -192,15 +192,21 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         writeln!(out, "  deep link: {}", h.deep_link)?;
     }
     if args.qr {
-        let code = qrcode::QrCode::new(h.url.as_bytes())
-            .map_err(|e| user_error(format!("cannot draw a QR code: {e}")))?;
-        let art = code
-            .render::<qrcode::render::unicode::Dense1x2>()
-            .quiet_zone(true)
-            .build();
-        writeln!(out, "{art}")?;
+        qr(&mut out, &h.url)?;
     }
     finish(out)
+}
+
+/// `--qr`: the web URL drawn for a phone's camera.
+fn qr(out: &mut impl Write, url: &str) -> CommandResult {
+    let code = qrcode::QrCode::new(url.as_bytes())
+        .map_err(|e| user_error(format!("cannot draw a QR code: {e}")))?;
+    let art = code
+        .render::<qrcode::render::unicode::Dense1x2>()
+        .quiet_zone(true)
+        .build();
+    writeln!(out, "{art}")?;
+    Ok(())
 }
 
 /// The session of another agent turned on here that `prefix` names, if one
@@ -235,6 +241,8 @@ struct AgentHandoff {
     /// git remote places it).
     project: Option<String>,
     resume_command: String,
+    /// The web viewer opens any agent's session by its id.
+    url: String,
 }
 
 /// Pushes and prints the steps for a Claude Code or Codex session: the
@@ -271,6 +279,7 @@ fn agent_handoff(
         pull_command: "evi sync pull",
         project: summary.project.clone(),
         resume_command: agent.resume_command(&id, summary.project.as_deref()),
+        url: format!("{}/?session={id}", web_url(ctx)),
     };
     let mut out = stdout();
     if args.json {
@@ -297,11 +306,15 @@ fn agent_handoff(
             agent.name()
         )?;
         writeln!(out, "       {}", h.resume_command)?;
+        writeln!(out, "       or open {} in the web UI", h.url)?;
         writeln!(
             out,
             "     (there, the project is where `[paths]` or its git remote puts it; \
              `evi sessions handoff {id} --no-push` run there prints its command)"
         )?;
+    }
+    if args.qr {
+        qr(&mut out, &h.url)?;
     }
     finish(out)
 }
