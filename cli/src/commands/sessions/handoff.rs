@@ -79,6 +79,11 @@ pub fn web_url(ctx: &Ctx) -> String {
     }
 }
 
+/// The web UI's address of one session, whatever its agent.
+fn session_url(ctx: &Ctx, id: &impl std::fmt::Display) -> String {
+    format!("{}/?session={id}", web_url(ctx))
+}
+
 fn has_host(u: &str) -> bool {
     reqwest::Url::parse(u).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
 }
@@ -154,7 +159,7 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         push: pushed,
         pull_command: "evi sync pull",
         resume_command: format!("evi sessions resume {id}"),
-        url: format!("{}/?session={id}", web_url(ctx)),
+        url: session_url(ctx, &id),
         deep_link: format!("evi://session/{id}"),
         git,
     };
@@ -279,7 +284,7 @@ fn agent_handoff(
         pull_command: "evi sync pull",
         project: summary.project.clone(),
         resume_command: agent.resume_command(&id, summary.project.as_deref()),
-        url: format!("{}/?session={id}", web_url(ctx)),
+        url: session_url(ctx, &id),
     };
     let mut out = stdout();
     if args.json {
