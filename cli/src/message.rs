@@ -9,6 +9,8 @@
 
 mod claude_code;
 mod codex;
+mod fields;
+pub mod outline;
 
 use serde_json::Value;
 
@@ -150,6 +152,24 @@ impl Message {
 
     /// Reads a line of `agent`'s session (without `\n`).
     pub fn read(agent: Agent, raw: &[u8]) -> Reading {
+        let (read, keys): (fn(&Value) -> Reading, _) = match agent {
+            Agent::Evi => return Reading::Message(Self::from_line(raw), None),
+            Agent::ClaudeCode => (claude_code::read, claude_code::KEYS),
+            Agent::Codex => (codex::read, codex::KEYS),
+        };
+        // The keys the reader looks at, in one pass; a bare Codex response
+        // item (no `payload`) is read whole.
+        if let Some(v) = fields::trimmed(raw, keys)
+            && (agent != Agent::Codex || v.get("payload").is_some())
+        {
+            return read(&v);
+        }
+        Self::read_whole(agent, raw)
+    }
+
+    /// [`Self::read`] from a `Value` of the whole line: what the shortcuts
+    /// of [`fields`] and [`outline`] stand for.
+    pub(crate) fn read_whole(agent: Agent, raw: &[u8]) -> Reading {
         let read: fn(&Value) -> Reading = match agent {
             Agent::Evi => return Reading::Message(Self::from_line(raw), None),
             Agent::ClaudeCode => claude_code::read,
@@ -163,6 +183,17 @@ impl Message {
                 Err(_) => Reading::Message(Self::from_line(raw), None),
             },
             _ => Reading::Message(Self::from_line(raw), None),
+        }
+    }
+
+    /// What the tree needs of a line of another agent's session, read in
+    /// one pass without building the message (see [`outline`]); `None`
+    /// when the line is to be read whole ([`Self::read`]).
+    pub fn outline(agent: Agent, raw: &[u8]) -> Option<outline::LineOutline> {
+        match agent {
+            Agent::Evi => None,
+            Agent::ClaudeCode => claude_code::outline(raw),
+            Agent::Codex => codex::outline(raw),
         }
     }
 

@@ -6,9 +6,35 @@
 //! A thinking block's `signature` and a `redacted_thinking` block's `data`
 //! are encrypted for the model alone: they are never read into a message.
 
-use serde_json::Value;
+use std::fmt;
 
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::outline::{
+    EviHead, LineOutline, Obj, Outline, is_null, is_object, is_str, is_true, joined_nonempty,
+    output_nonempty, present, str_nonempty, string, time,
+};
 use super::{Message, Reading, ToolCall, compact, output_text, str_field};
+use crate::transcript::entry_id::ExplicitIds;
+use crate::transcript::line::Role;
+
+/// Every key of a line [`read`] looks at.
+pub(super) const KEYS: &[&str] = &[
+    "type",
+    "timestamp",
+    "summary",
+    "message",
+    "isCompactSummary",
+    "isMeta",
+    "parentUuid",
+    "logicalParentUuid",
+    "subtype",
+    "compactMetadata",
+    "content",
+];
 
 pub(super) fn read(v: &Value) -> Reading {
     let ts = str_field(v, "timestamp");
@@ -108,6 +134,232 @@ fn blocks(role: &str, content: &Value) -> Message {
         m.reasoning = Some(thinking.join("\n"));
     }
     m
+}
+
+/// The fields of a line [`outline`] reads: those [`read`] looks at, and
+/// those of eVi's head (see [`EviHead`]).
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "parentId", deserialize_with = "present")]
+    parent_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "ts", deserialize_with = "present")]
+    _ts: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "role", deserialize_with = "present")]
+    _role: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "eviRawLine", deserialize_with = "present")]
+    raw_line: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    uuid: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "parentUuid", deserialize_with = "present")]
+    parent_uuid: Option<&'a RawValue>,
+    #[serde(
+        borrow,
+        default,
+        rename = "logicalParentUuid",
+        deserialize_with = "present"
+    )]
+    logical_parent_uuid: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    timestamp: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    cwd: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    subtype: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    summary: Option<&'a RawValue>,
+    #[serde(
+        borrow,
+        default,
+        rename = "isCompactSummary",
+        deserialize_with = "present"
+    )]
+    is_compact_summary: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "isMeta", deserialize_with = "present")]
+    is_meta: Option<&'a RawValue>,
+    /// `null` reads as absent; any other value than an object makes the
+    /// line one to read whole.
+    #[serde(borrow, default)]
+    message: Option<Obj<MessageFields<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct MessageFields<'a> {
+    #[serde(borrow, default)]
+    content: Content<'a>,
+}
+
+/// A message's `content` as [`blocks`] reads it, decoding no text.
+#[derive(Default)]
+enum Content<'a> {
+    /// Neither a string nor an array: no text.
+    #[default]
+    Nothing,
+    /// A string: whether it is non-empty.
+    Text(bool),
+    Blocks(Vec<Block<'a>>),
+}
+
+/// A content block: the fields [`blocks`] reads. A block that is not an
+/// object makes the line one to read whole.
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    text: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    thinking: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    is_error: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Content<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("message content")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Content::Text(!s.is_empty()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut blocks = Vec::new();
+                while let Some(Obj(b)) = seq.next_element::<Obj<Block<'a>>>()? {
+                    blocks.push(b);
+                }
+                Ok(Content::Blocks(blocks))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Content::Nothing)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Content::Nothing)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Content::Nothing)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Content::Nothing)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Content::Nothing)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Content::Nothing)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// What [`read`] makes of a line, without making the message: `None` for
+/// a line it cannot vouch for (see [`super::outline`]).
+pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
+    if !is_object(raw) {
+        return None;
+    }
+    let mut l: Line<'_> = serde_json::from_slice(raw).ok()?;
+    let head = EviHead {
+        id: l.id,
+        parent_id: l.parent_id,
+        raw_line: l.raw_line,
+    };
+    if head.wrapped() {
+        return None;
+    }
+    // `uuid_ids`: a string `uuid` is the id, `parentUuid` the parent.
+    let ids = match l.uuid.and_then(string) {
+        Some(id) => ExplicitIds {
+            id: Some(id.into_owned()),
+            parent: Some(l.parent_uuid.and_then(string).map(Into::into)),
+        },
+        None => head.ids(),
+    };
+    let project = l
+        .cwd
+        .and_then(string)
+        .filter(|c| c.starts_with('/'))
+        .map(|c| Some(c.into_owned()));
+    let outline = match l.kind.and_then(string).as_deref() {
+        Some("summary") if l.summary.and_then(string).is_some() => Outline::Title,
+        Some(role @ ("user" | "assistant")) => {
+            let content = l.message.take().map(|Obj(m)| m.content).unwrap_or_default();
+            message_outline(&l, role, content)?
+        }
+        Some("system") => {
+            let said = is_str(l.subtype, "compact_boundary")
+                || l.content.and_then(str_nonempty).unwrap_or(false);
+            message_outline(&l, "system", Content::Text(said))?
+        }
+        _ => Outline::Hidden,
+    };
+    Some(LineOutline {
+        ids,
+        outline,
+        project,
+    })
+}
+
+/// The rest of [`read`] for a line of `role` whose content is `content`.
+fn message_outline(l: &Line<'_>, role: &str, content: Content<'_>) -> Option<Outline> {
+    let mut role = role;
+    let said = match content {
+        Content::Nothing => false,
+        Content::Text(nonempty) => nonempty,
+        Content::Blocks(blocks) => {
+            let mut pieces = Vec::new();
+            let mut more = false;
+            for b in &blocks {
+                match b.kind.and_then(string).as_deref() {
+                    Some("text") => pieces.extend(b.text.and_then(str_nonempty)),
+                    Some("thinking") => more |= b.thinking.and_then(str_nonempty).is_some(),
+                    Some("tool_use" | "server_tool_use") => {
+                        more |= b.name.and_then(str_nonempty).is_some()
+                    }
+                    Some("tool_result") => {
+                        role = "tool";
+                        pieces.push(output_nonempty(b.content)? || is_true(b.is_error));
+                    }
+                    Some("image") => pieces.push(true),
+                    _ => {}
+                }
+            }
+            more || joined_nonempty(pieces)
+        }
+    };
+    let said = if is_true(l.is_compact_summary) {
+        role = "system";
+        true
+    } else {
+        if is_true(l.is_meta) && role == "user" {
+            role = "system";
+        }
+        said
+    };
+    if !said {
+        return Some(Outline::Hidden);
+    }
+    Some(Outline::Message {
+        role: Role::of(role),
+        ts: time(l.timestamp),
+        fault: None,
+        shown_parent: is_null(l.parent_uuid)
+            .then(|| l.logical_parent_uuid.and_then(string).map(Into::into))
+            .flatten(),
+    })
 }
 
 #[cfg(test)]

@@ -8,9 +8,20 @@
 //! A reasoning item's `encrypted_content` is for the model alone: it is
 //! never read into a message, only its `summary` (and plain `content`).
 
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
+use super::outline::{
+    EviHead, LineOutline, Obj, Outline, is_object, joined_nonempty, output_nonempty, present,
+    str_nonempty, string, time,
+};
 use super::{Message, Reading, ToolCall, compact, output_text, str_field};
+use crate::transcript::line::Role;
+
+/// Every key of a line [`read`] looks at, but for a bare response item
+/// (one without `payload`), which is read whole.
+pub(super) const KEYS: &[&str] = &["type", "payload", "timestamp"];
 
 pub(super) fn read(v: &Value) -> Reading {
     let item = match v["type"].as_str() {
@@ -101,6 +112,200 @@ fn response_item(p: &Value) -> Option<Message> {
 fn is_context(text: &str) -> bool {
     let t = text.trim_start();
     t.starts_with('<') || t.starts_with("# AGENTS.md")
+}
+
+/// The fields of a line [`outline`] reads: those [`read`] and
+/// [`crate::source::codex::meta`] look at, and those of eVi's head (see
+/// [`EviHead`]).
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "parentId", deserialize_with = "present")]
+    parent_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "ts", deserialize_with = "present")]
+    _ts: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "role", deserialize_with = "present")]
+    _role: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "eviRawLine", deserialize_with = "present")]
+    raw_line: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    timestamp: Option<&'a RawValue>,
+    /// `null` reads as absent; any other value than an object makes the
+    /// line one to read whole.
+    #[serde(borrow, default)]
+    payload: Option<Obj<Payload<'a>>>,
+}
+
+/// A `payload`: the fields of a response item, and of a `session_meta`'s
+/// [`crate::source::codex::Meta`].
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    role: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    summary: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    output: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    timestamp: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    cwd: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    model_provider: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    cli_version: Option<&'a RawValue>,
+}
+
+/// A content, summary or output part: the fields read of it. A part that
+/// is not an object makes the line one to read whole.
+#[derive(Deserialize)]
+struct Part<'a> {
+    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    text: Option<&'a RawValue>,
+}
+
+/// The parts of an array value (`Some(empty)` for any other value).
+fn parts(raw: Option<&RawValue>) -> Option<Vec<Part<'_>>> {
+    match raw {
+        Some(r) if r.get().starts_with('[') => {
+            let parts: Vec<Obj<Part<'_>>> = serde_json::from_str(r.get()).ok()?;
+            Some(parts.into_iter().map(|Obj(p)| p).collect())
+        }
+        _ => Some(Vec::new()),
+    }
+}
+
+/// What [`read`] makes of a line, without making the message: `None` for
+/// a line it cannot vouch for (see [`super::outline`]).
+pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
+    if !is_object(raw) {
+        return None;
+    }
+    let l: Line<'_> = serde_json::from_slice(raw).ok()?;
+    let head = EviHead {
+        id: l.id,
+        parent_id: l.parent_id,
+        raw_line: l.raw_line,
+    };
+    if head.wrapped() {
+        return None;
+    }
+    let kind = l.kind.and_then(string);
+    let message = |role: Role| Outline::Message {
+        role,
+        ts: time(l.timestamp),
+        fault: None,
+        shown_parent: None,
+    };
+    let mut project = None;
+    let outline = match kind.as_deref() {
+        Some("response_item") => match &l.payload {
+            Some(Obj(p)) => match item_role(p)? {
+                Some(role) => message(role),
+                None => Outline::Hidden,
+            },
+            None => Outline::Hidden,
+        },
+        Some("compacted") => message(Role::System),
+        Some("session_meta") => {
+            project = l.payload.as_ref().and_then(|Obj(p)| meta_cwd(p));
+            Outline::Hidden
+        }
+        Some("turn_context" | "event_msg") | None => Outline::Hidden,
+        // A bare response item of an older rollout: read whole.
+        Some(_) if l.payload.is_none() => return None,
+        Some(_) => Outline::Hidden,
+    };
+    Some(LineOutline {
+        ids: head.ids(),
+        outline,
+        project,
+    })
+}
+
+/// The `cwd` of a `session_meta` payload that reads as a
+/// [`crate::source::codex::Meta`] (`Some(None)`: it has none).
+fn meta_cwd(p: &Payload<'_>) -> Option<Option<String>> {
+    // An optional string field: absent or `null`, else a string.
+    let optional = |raw: Option<&RawValue>| match raw {
+        None => Some(None),
+        Some(r) if r.get() == "null" => Some(None),
+        Some(r) => string(r).map(|s| Some(s.into_owned())),
+    };
+    p.id.and_then(string)?;
+    p.timestamp.and_then(string)?;
+    optional(p.model_provider)?;
+    optional(p.cli_version)?;
+    optional(p.cwd)
+}
+
+/// The role of the message [`response_item`] makes of `p` (`Some(None)`:
+/// none, or an empty one); `None` when unsure.
+fn item_role(p: &Payload<'_>) -> Option<Option<Role>> {
+    let kind = p.kind.and_then(string);
+    Some(match kind.as_deref() {
+        Some("message") => {
+            let parts = parts(p.content)?;
+            let said = if p.content.is_some_and(|c| c.get().starts_with('[')) {
+                joined_nonempty(parts.iter().filter_map(|b| {
+                    if b.kind
+                        .and_then(string)
+                        .is_some_and(|t| t.ends_with("image"))
+                    {
+                        return Some(true);
+                    }
+                    b.text.and_then(str_nonempty)
+                }))
+            } else {
+                output_nonempty(p.content)?
+            };
+            if !said {
+                return Some(None);
+            }
+            let all_context = || {
+                let texts: Vec<_> = parts
+                    .iter()
+                    .filter_map(|b| b.text.and_then(string))
+                    .collect();
+                !texts.is_empty() && texts.iter().all(|t| is_context(t))
+            };
+            match p.role.and_then(string).as_deref() {
+                Some("user") if all_context() => Role::System,
+                Some("developer" | "system") => Role::System,
+                Some(r) => Role::of(r),
+                None => Role::Other,
+            }
+            .into()
+        }
+        Some("reasoning") => {
+            let said = |raw| -> Option<bool> {
+                Some(
+                    parts(raw)?
+                        .iter()
+                        .any(|b| b.text.and_then(str_nonempty).is_some()),
+                )
+            };
+            (said(p.summary)? || said(p.content)?).then_some(Role::Assistant)
+        }
+        Some("function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call") => {
+            Some(Role::Assistant)
+        }
+        Some("function_call_output" | "custom_tool_call_output") => {
+            output_nonempty(p.output)?.then_some(Role::Tool)
+        }
+        _ => None,
+    })
 }
 
 #[cfg(test)]

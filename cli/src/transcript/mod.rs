@@ -3,6 +3,7 @@
 //! ids ([`entry_id`]), the session tree they form ([`tree`]), and the
 //! titles kept beside it ([`title`]).
 
+pub mod agent_line;
 pub mod catalog;
 pub mod entry_id;
 pub mod git_state;

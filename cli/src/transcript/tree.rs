@@ -11,10 +11,12 @@ use std::ops::ControlFlow;
 
 use evi_shared::{Day, SessionId};
 
+use super::agent_line::AgentLine;
 use super::catalog::SessionFile;
 use super::entry_id::IdChain;
 use super::line::{LineFault, Role, parse_head};
 use super::lines::{LineAt, LineFetcher, walk};
+use crate::message::outline::Outline;
 use crate::message::{Message, Reading};
 use crate::source::paths::PathMap;
 use crate::source::{Agent, AgentFile};
@@ -137,7 +139,9 @@ impl SessionTree {
     /// from the line as every device agrees on it, `map` undone); its
     /// entries are the lines that read as messages ([`Message::read`]),
     /// each shown under its nearest ancestor that is one, so the agent's
-    /// bookkeeping lines neither show nor break a branch.
+    /// bookkeeping lines neither show nor break a branch. Each line is read
+    /// once, for what the tree keeps ([`AgentLine`]); messages are built
+    /// only for the lines a reader shows.
     pub fn load_agent(file: &AgentFile, map: &PathMap) -> io::Result<Self> {
         let agent = file.stream.agent;
         let meta = std::fs::metadata(&file.path)?;
@@ -160,27 +164,26 @@ impl SessionTree {
         let mut shown: Vec<Option<String>> = Vec::new();
         let end = walk(&files, |at, raw| {
             let canon = agent.canonical(raw, map);
-            let placed = chain.place(&canon, agent.explicit_ids(&canon));
-            match agent {
-                Agent::ClaudeCode if project.is_none() => {
-                    project = crate::source::claude_code::cwd([raw]);
-                }
-                Agent::Codex if project.is_none() => {
-                    project = crate::source::codex::meta([raw])
-                        .map(|m| m.cwd.map(|c| map.local(&c)).unwrap_or_default());
-                }
-                _ => {}
+            let line = AgentLine::read(agent, raw, &canon, map, project.is_none());
+            let placed = chain.place(&canon, line.ids);
+            if project.is_none() {
+                project = line.project;
             }
-            match Message::read(agent, raw) {
-                Reading::Title(_) => titles.push(TitleMeta {
+            match line.outline {
+                Outline::Title => titles.push(TitleMeta {
                     id: placed.id,
                     ts: None,
                     at,
                 }),
-                Reading::Hidden => {
+                Outline::Hidden => {
                     hidden.entry(placed.id).or_insert(placed.parent);
                 }
-                Reading::Message(m, shown_parent) => {
+                Outline::Message {
+                    role,
+                    ts,
+                    fault,
+                    shown_parent,
+                } => {
                     if !index.contains_key(&placed.id) {
                         index.insert(placed.id.clone(), entries.len());
                         shown.push(shown_parent.or_else(|| placed.parent.clone()));
@@ -189,9 +192,9 @@ impl SessionTree {
                             parent: placed.parent,
                             day: files[at.file].day,
                             at,
-                            ts: m.ts.as_deref().and_then(super::line::parse_ts),
-                            role: Role::of(&m.role),
-                            fault: m.fault,
+                            ts,
+                            role,
+                            fault,
                         });
                     }
                 }
