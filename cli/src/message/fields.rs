@@ -35,12 +35,12 @@ pub(super) fn trimmed(raw: &[u8], keys: &[&str]) -> Option<Value> {
             // A key with an escape is no borrowed `&str`: the line is then
             // read whole.
             while let Some(key) = m.next_key::<&'de str>()? {
-                if let Some(h) = HEAD.iter().position(|h| *h == key) {
-                    if std::mem::replace(&mut seen[h], true) {
-                        m.next_value::<IgnoredAny>()?;
-                        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                        return Ok(None);
-                    }
+                if let Some(h) = HEAD.iter().position(|h| *h == key)
+                    && std::mem::replace(&mut seen[h], true)
+                {
+                    m.next_value::<IgnoredAny>()?;
+                    while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    return Ok(None);
                 }
                 if self.0.contains(&key) || key == "id" || key == "eviRawLine" {
                     let v: Value = m.next_value()?;

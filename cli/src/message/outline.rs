@@ -153,14 +153,11 @@ pub(super) fn is_object(raw: &[u8]) -> bool {
 /// Whether a text joined from `pieces` with `\n` is non-empty, given each
 /// piece's emptiness in order: two pieces or more always are.
 pub(super) fn joined_nonempty(pieces: impl IntoIterator<Item = bool>) -> bool {
-    let mut n = 0;
-    for nonempty in pieces {
-        if nonempty || n > 0 {
-            return true;
-        }
-        n += 1;
+    let mut pieces = pieces.into_iter();
+    match pieces.next() {
+        None => false,
+        Some(first) => first || pieces.next().is_some(),
     }
-    false
 }
 
 /// Whether [`super::output_text`] of a raw value (`None`: absent) is

@@ -4,8 +4,6 @@
 //! ([`Message::outline`]); else the long way, each rule on its own, which
 //! is what the outline is a shortcut for.
 
-use std::borrow::Cow;
-
 use super::entry_id::ExplicitIds;
 use super::line::{Role, parse_ts};
 use crate::message::outline::Outline;
@@ -27,21 +25,16 @@ pub struct AgentLine {
 impl AgentLine {
     /// Reads `raw` (as this device holds it) of `agent`'s session; `canon`
     /// is its canonical form ([`Agent::canonical`] through `map`).
-    pub fn read(
-        agent: Agent,
-        raw: &[u8],
-        canon: &Cow<'_, [u8]>,
-        map: &PathMap,
-        want_project: bool,
-    ) -> Self {
+    pub fn read(agent: Agent, raw: &[u8], canon: &[u8], map: &PathMap, want_project: bool) -> Self {
         let Some(line) = Message::outline(agent, raw) else {
             return Self::read_whole(agent, raw, canon, map, want_project);
         };
-        // A mapped `cwd` is all canonical form changes; ids are read from
-        // it all the same, as sync reads them.
-        let ids = match canon {
-            Cow::Borrowed(_) => line.ids,
-            Cow::Owned(c) => agent.explicit_ids(c),
+        // A canonical form that is `raw` itself (no `cwd` mapped) has the
+        // ids just read; else they are read from it, as sync reads them.
+        let ids = if std::ptr::eq(canon, raw) {
+            line.ids
+        } else {
+            agent.explicit_ids(canon)
         };
         let project = match agent {
             _ if !want_project => None,
@@ -93,6 +86,8 @@ impl AgentLine {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::*;
 
     /// Lines of every shape the readers know, and of shapes they read the
@@ -146,6 +141,8 @@ mod tests {
         r#"{"type":"user","uuid":"x9","message":{"content":{"text":"x"}}}"#,
         r#"{"type":"user","uuid":"x10","message":{"content":["bare block"]}}"#,
         r#"{"type":"user","uuid":"x11","message":{"content":true}}"#,
+        r#"{"type":"user","uuid":"m1","cwd":"/srv/b/proj","message":{"content":"mapped"}}"#,
+        r#"{"type":"file-history-snapshot","id":"m2","cwd":"/srv/b","snapshot":{}}"#,
         r#"{"type":"user","uuid":"x12","cwd":"relative","message":{"content":"c"}}"#,
         r#"{"type":"user","uuid":"x13","cwd":5,"message":{"content":"c"}}"#,
         r#"{"type":"user","uuid":"x14","cwd":null,"message":{"content":"c"}}"#,
@@ -245,6 +242,10 @@ mod tests {
         let n = agree(Agent::ClaudeCode, bytes(CLAUDE), &PathMap::default());
         assert!(n > CLAUDE.len() * 3 / 4, "{n} of {}", CLAUDE.len());
         // Mapped `cwd`: ids from the canonical line.
+        assert!(matches!(
+            Agent::ClaudeCode.canonical(br#"{"cwd":"/srv/b/proj"}"#, &map()),
+            Cow::Owned(_)
+        ));
         agree(Agent::ClaudeCode, bytes(CLAUDE), &map());
         let n = agree(Agent::Codex, bytes(CODEX), &map());
         assert!(n > CODEX.len() * 3 / 4, "{n} of {}", CODEX.len());
