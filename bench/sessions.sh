@@ -14,7 +14,9 @@
 # written (or read by the previous run), so this measures the reader, not the
 # disk.
 #
-# Environment: RUNS (default 5), GEN_ARGS (extra evi-gen-home options).
+# Environment: RUNS (default 5), GEN_ARGS (extra evi-gen-home options),
+# EVI (the evi binary to time instead of the one just built: another
+# build's, to compare two on the same homes and machine).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +25,7 @@ cd "$root"
 
 cargo build --release --quiet -p evi -p evi-tests
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-evi="$target/release/evi"
+evi=${EVI:-$target/release/evi}
 gen="$target/release/evi-gen-home"
 
 if [[ $# -ge 1 ]]; then
