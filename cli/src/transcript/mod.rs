@@ -1,7 +1,8 @@
 //! Reading eVi transcripts: which files exist ([`catalog`]), their lines
 //! streamed with bounded memory ([`lines`]), each line's head ([`line`]), entry
 //! ids ([`entry_id`]), the session tree they form ([`tree`]), and the
-//! titles kept beside it ([`title`]).
+//! titles kept beside it ([`title`]). Other agents' sessions form the same
+//! tree, each line read once for what it keeps ([`agent_line`]).
 
 pub mod agent_line;
 pub mod catalog;
