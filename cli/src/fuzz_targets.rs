@@ -28,7 +28,7 @@ use evi_shared::{Day, KeyedId, SessionId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::sync::segment::{check_device, open_plaintext_bytes};
+use crate::sync::seal::segment::{check_device, open_plaintext_bytes};
 use crate::sync::{Entry, Identity, SegmentKind, SyncKeys, open, seal};
 use crate::transcript::catalog::{SessionFile, starts_with_ignore_case};
 use crate::transcript::lines::{LineFetcher, walk_reader};

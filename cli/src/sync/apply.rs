@@ -54,11 +54,11 @@ use std::time::{Duration, SystemTime};
 use base64::Engine as _;
 use evi_shared::{Day, SessionId};
 
-use super::Entry;
-use super::id_set::IdSet;
-use super::pending::WaitReason;
-use super::state::{FileState, Stat, line_hash};
 use crate::home::EviHome;
+use crate::sync::Entry;
+use crate::sync::id_set::IdSet;
+use crate::sync::pending::WaitReason;
+use crate::sync::state::{FileState, Stat, line_hash};
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::parse_head;
 use crate::transcript::lines::walk_file;
@@ -89,7 +89,7 @@ enum Outcome {
 
 /// One append to one file.
 #[derive(Debug)]
-pub(super) struct Appended {
+pub(crate) struct Appended {
     pub day: Day,
     /// `stat` right before the append (`None`: pull created the file).
     pub before: Option<Stat>,
@@ -101,7 +101,7 @@ pub(super) struct Appended {
 
 /// What a batch did.
 #[derive(Debug, Default)]
-pub(super) struct Batch {
+pub(crate) struct Batch {
     pub appended: Vec<Appended>,
     /// Entries that must wait, in their order of arrival.
     pub waiting: Vec<(Entry, WaitReason)>,
@@ -158,7 +158,7 @@ struct Planned {
 }
 
 /// One local session, ready to take pulled entries.
-pub(super) struct SessionAppender {
+pub(crate) struct SessionAppender {
     pub session: SessionId,
     dir: PathBuf,
     known: IdSet,

@@ -15,7 +15,7 @@
 //! TLS handshake, timeout, unknown host); an answer that is not evi-server's
 //! (a 404 of no route, a body that is not its JSON) is checked against
 //! `<base>/healthz` and said to be so. Waits are told through
-//! [`notice`](super::notice): each rate-limit wait with its length, and once
+//! [`notice`](crate::sync::notice): each rate-limit wait with its length, and once
 //! per command that a lost connection is being retried (all the calls of a
 //! client and its clones share that one line; a long-running watcher says
 //! it again after a quiet minute). A server this client
@@ -41,8 +41,8 @@ use reqwest::StatusCode;
 use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 
-use super::notice::notice;
-use super::records::{self, OutBatch, Page};
+use crate::sync::notice::notice;
+use crate::sync::records::{self, OutBatch, Page};
 use evi_shared::frames;
 
 /// A failed call.

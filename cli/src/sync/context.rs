@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use super::client::Client;
-use super::error::{IoContext, SyncError};
-use super::journal::PulledJournals;
-use super::lock::SyncLock;
-use super::state::{Account, SyncPaths, SyncState};
-use super::{Identity, SyncKeys};
 use crate::home::EviHome;
+use crate::sync::client::Client;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::journal::PulledJournals;
+use crate::sync::lock::SyncLock;
+use crate::sync::state::{Account, SyncPaths, SyncState};
+use crate::sync::{Identity, SyncKeys};
 
 pub struct SyncContext {
     pub home: EviHome,
@@ -34,7 +34,7 @@ pub struct SyncContext {
     /// `[paths] search`, `~` expanded.
     pub search: Vec<std::path::PathBuf>,
     /// The redaction rules `[sync]` turns on (`None`: `redact = false`).
-    pub redactor: Option<std::sync::Arc<super::redact::Redactor>>,
+    pub redactor: Option<std::sync::Arc<crate::sync::redact::Redactor>>,
     _lock: SyncLock,
 }
 
@@ -73,10 +73,12 @@ impl SyncContext {
             .unwrap_or_default();
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
         let projects = crate::source::project::Projects::load(&paths.dir);
-        let redactor =
-            super::redact::Redactor::configured(config.sync.redact, &config.sync.redact_rules)
-                .map_err(|e| SyncError::Config(e.to_string()))?
-                .map(std::sync::Arc::new);
+        let redactor = crate::sync::redact::Redactor::configured(
+            config.sync.redact,
+            &config.sync.redact_rules,
+        )
+        .map_err(|e| SyncError::Config(e.to_string()))?
+        .map(std::sync::Arc::new);
         Ok(Self {
             home: home.clone(),
             paths,

@@ -23,9 +23,9 @@
 use evi_shared::{KeyedId, SessionId};
 use serde::{Deserialize, Serialize};
 
-use super::context::SyncContext;
-use super::error::SyncError;
-use super::records::PulledRecord;
+use crate::sync::context::SyncContext;
+use crate::sync::error::SyncError;
+use crate::sync::records::PulledRecord;
 use crate::transcript::Catalog;
 
 /// One record this device refused, as it remembers it.
@@ -73,7 +73,7 @@ impl std::fmt::Display for DamagedRecord {
 
 /// Records `found` in the state (replacing what it said of the same seq)
 /// and forgets `healed`; the caller saves the state with the cursor.
-pub(super) fn note(ctx: &mut SyncContext, found: Vec<DamagedRecord>, healed: &[u64]) {
+pub(crate) fn note(ctx: &mut SyncContext, found: Vec<DamagedRecord>, healed: &[u64]) {
     let list = &mut ctx.state.damaged;
     list.retain(|d| !healed.contains(&d.seq) && !found.iter().any(|f| f.seq == d.seq));
     list.extend(found);
@@ -82,7 +82,7 @@ pub(super) fn note(ctx: &mut SyncContext, found: Vec<DamagedRecord>, healed: &[u
 
 /// Names the session of every damaged record whose stream is a session
 /// here (sessions pulled since included).
-pub(super) fn name_sessions(ctx: &mut SyncContext) {
+pub(crate) fn name_sessions(ctx: &mut SyncContext) {
     if ctx.state.damaged.iter().all(|d| d.session.is_some()) {
         return;
     }
@@ -105,7 +105,7 @@ pub(super) fn name_sessions(ctx: &mut SyncContext) {
 /// Fetches each damaged record of `stream` (all streams when `None`) again,
 /// alone: `Some(record)` as the server serves it now, `None` when it holds
 /// no record of that seq any more.
-pub(super) fn refetch(
+pub(crate) fn refetch(
     ctx: &SyncContext,
     stream: Option<&KeyedId>,
     framed: bool,

@@ -19,23 +19,23 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use evi_shared::SessionId;
 
-use super::Entry;
-use super::apply::{Appended, SessionAppender, local_today};
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::pending::{PendingStore, WaitReason, Waiting};
-use super::push::rel_name;
+use crate::sync::Entry;
+use crate::sync::apply::{Appended, SessionAppender, local_today};
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::pending::{PendingStore, WaitReason, Waiting};
+use crate::sync::push::rel_name;
 
 /// What applying did, summed over a command.
 #[derive(Debug, Default)]
-pub(super) struct Applied {
+pub(crate) struct Applied {
     pub entries: u64,
     pub sessions: BTreeSet<SessionId>,
     /// Sessions that got an entry branching from the local tip.
     pub diverged: BTreeSet<SessionId>,
 }
 
-pub(super) struct Incoming {
+pub(crate) struct Incoming {
     /// Sessions as read from disk, kept from one page to the next only while
     /// each page touches them: a session spread over many pages is read
     /// once, and memory follows the pages, not the whole history (an
@@ -101,7 +101,7 @@ impl Incoming {
             let mut ready = Vec::with_capacity(entries.len());
             let mut blob_waits = Vec::new();
             for mut e in entries {
-                if e.line_blob.is_some() && !super::line_blobs::fetch_line(ctx, &mut e)? {
+                if e.line_blob.is_some() && !crate::sync::line_blobs::fetch_line(ctx, &mut e)? {
                     blob_waits.push(e);
                     continue;
                 }
@@ -164,7 +164,7 @@ impl Incoming {
 }
 
 /// Applies what waits from earlier syncs (the start of every push and pull).
-pub(super) fn drain_pending(ctx: &mut SyncContext) -> Result<Incoming, SyncError> {
+pub(crate) fn drain_pending(ctx: &mut SyncContext) -> Result<Incoming, SyncError> {
     let mut inc = Incoming::open(ctx)?;
     if inc.has_work() {
         inc.apply(ctx)?;

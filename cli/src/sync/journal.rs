@@ -43,12 +43,12 @@ use evi_shared::limits::MAX_ENTRY_IDS_PER_SEGMENT;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::push::{Mark, PushReport, prefix_intact};
-use super::state::{Account, JournalState, Stat, line_hash};
-use super::uploader::Uploader;
-use super::{JournalLine, seal_journal};
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::push::{Mark, PushReport, prefix_intact};
+use crate::sync::state::{Account, JournalState, Stat, line_hash};
+use crate::sync::uploader::Uploader;
+use crate::sync::{JournalLine, seal_journal};
 use crate::transcript::lines::walk_file;
 
 /// How many characters of the server's device id a journal name keeps.
@@ -97,7 +97,7 @@ struct BlobRef {
 }
 
 /// The blob a journal line names, if it is a well-formed SHA-256.
-pub(super) fn blob_of(line: &[u8]) -> Option<String> {
+pub(crate) fn blob_of(line: &[u8]) -> Option<String> {
     let b = serde_json::from_slice::<BlobRef>(line).ok()?.blob?;
     let ok = b.len() == 64
         && b.bytes()
@@ -105,7 +105,7 @@ pub(super) fn blob_of(line: &[u8]) -> Option<String> {
     ok.then_some(b)
 }
 
-pub(super) fn push_journal(
+pub(crate) fn push_journal(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
@@ -185,7 +185,7 @@ fn send_lines(
     careful: bool,
 ) -> Result<(), SyncError> {
     if careful {
-        super::unfinished::drop_known_lines(ctx, name, lines)?;
+        crate::sync::unfinished::drop_known_lines(ctx, name, lines)?;
     }
     if lines.is_empty() {
         up.mark("checkpoint journal".into(), vec![Mark::Journal(mark)]);
@@ -211,7 +211,7 @@ fn upload_blobs(
 ) -> Result<(), SyncError> {
     // Any size (in parts past the server's limit); one that cannot go up is
     // warned about, counted and remembered, and the lines still go.
-    super::blob_transfer::push_blobs(ctx, report, shas)
+    crate::sync::blob_transfer::push_blobs(ctx, report, shas)
 }
 
 /// Pulled journals as this command has read them, so a journal arriving in
@@ -407,7 +407,7 @@ fn pulled_error(ctx: &SyncContext, name: &str) -> impl FnOnce() -> String {
 /// Appends the lines of another device's journal `name` that are not here
 /// yet (see [`PulledJournals::apply`]); returns how many it appended and
 /// the blobs they name.
-pub(super) fn apply_journal(
+pub(crate) fn apply_journal(
     ctx: &mut SyncContext,
     name: &str,
     lines: Vec<JournalLine>,
@@ -422,7 +422,7 @@ pub(super) fn apply_journal(
 
 /// The blobs named by those of journal `name`'s lines that [`apply_journal`]
 /// would append.
-pub(super) fn journal_blobs(
+pub(crate) fn journal_blobs(
     ctx: &SyncContext,
     name: &str,
     lines: &[JournalLine],
@@ -437,7 +437,7 @@ pub(super) fn journal_blobs(
 
 /// How many of journal `name`'s lines are not here (none of this device's
 /// own journal, which is never pulled).
-pub(super) fn journal_lines_missing(
+pub(crate) fn journal_lines_missing(
     ctx: &SyncContext,
     name: &str,
     lines: &[JournalLine],
@@ -453,14 +453,14 @@ pub(super) fn journal_lines_missing(
 /// Downloads, verifies and stores blobs that are not here yet (whole or in
 /// parts); one the server lacks is warned about and remembered in the state,
 /// and asked for again at every pull.
-pub(super) fn fetch_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
-    super::blob_transfer::pull_blobs(ctx, shas)
+pub(crate) fn fetch_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
+    crate::sync::blob_transfer::pull_blobs(ctx, shas)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::segment::check_device;
+    use crate::sync::seal::segment::check_device;
 
     fn jl(seq: u64, line: &str) -> JournalLine {
         JournalLine {

@@ -17,15 +17,15 @@ use std::io::Read;
 
 use sha2::{Digest, Sha256};
 
-use super::Entry;
-use super::blob_transfer::{self, BlobTransfer};
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::segment::LineBlob;
+use crate::sync::Entry;
+use crate::sync::blob_transfer::{self, BlobTransfer};
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::seal::segment::LineBlob;
 
 /// Uploads `line` as a blob (if the server lacks it) and returns the
 /// reference a segment carries instead of the line.
-pub(super) fn upload_line(ctx: &mut SyncContext, line: &[u8]) -> Result<LineBlob, SyncError> {
+pub(crate) fn upload_line(ctx: &mut SyncContext, line: &[u8]) -> Result<LineBlob, SyncError> {
     let sha = hex::encode(Sha256::digest(line));
     let mut tmp = tempfile::NamedTempFile::new_in(&ctx.paths.dir)
         .ctx(|| "cannot create a temp file in the sync folder".into())?;

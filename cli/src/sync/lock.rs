@@ -7,7 +7,7 @@ use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::notice::notice;
+use crate::sync::notice::notice;
 
 /// Held until dropped (the OS releases it if the process dies).
 #[derive(Debug)]

@@ -18,7 +18,6 @@
 //! segment plaintext and MAC) for a fixed test identity.
 
 pub mod apply;
-pub mod blob;
 pub mod blob_transfer;
 pub mod client;
 pub mod context;
@@ -26,32 +25,28 @@ pub mod damaged;
 pub mod error;
 pub mod high_water;
 pub mod id_set;
-pub mod identity;
 pub mod incoming;
 pub mod journal;
-pub mod keys;
 pub mod line_blobs;
 pub mod lock;
 pub mod notice;
-pub mod pairing;
 pub mod pending;
 pub mod progress;
 pub mod pull;
 pub mod push;
 pub mod records;
 pub mod redact;
-pub mod segment;
+pub mod seal;
 pub mod state;
 mod unfinished;
 pub mod uploader;
 pub mod verify;
 pub mod watch;
-pub mod zstd_context;
 
-pub use blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};
-pub use identity::{Identity, IdentityError};
-pub use keys::SyncKeys;
-pub use segment::{
+pub use seal::blob::{BlobDigest, BlobError, BlobWrite, open_blob, open_blob_to_path, seal_blob};
+pub use seal::identity::{Identity, IdentityError};
+pub use seal::keys::SyncKeys;
+pub use seal::segment::{
     Entry, JournalLine, OpenedSegment, SealedSegment, SegmentError, SegmentKind, open, seal,
     seal_journal, seal_stream,
 };
@@ -60,6 +55,3 @@ pub use segment::{
 /// only, never a real key).
 pub(crate) const TEST_IDENTITY: &str =
     "AGE-SECRET-KEY-19SS7KFETF239GNV7LY5EDZRN9R2FDUS58K9ML8WTY33MDSAEW5RSJCA34J";
-
-#[cfg(test)]
-mod vectors;

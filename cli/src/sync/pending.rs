@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use evi_shared::{Day, SessionId};
 use serde::{Deserialize, Serialize};
 
-use super::Entry;
 use crate::fsutil::{replace_file, sync_dir};
+use crate::sync::Entry;
 
 /// Why an entry waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,10 +88,13 @@ impl Waiting {
             parent: self.parent.clone(),
             day: self.day,
             line: self.line.clone(),
-            line_blob: self.line_blob.as_ref().map(|b| super::segment::LineBlob {
-                sha256_hex: b.sha256.clone(),
-                len: b.len,
-            }),
+            line_blob: self
+                .line_blob
+                .as_ref()
+                .map(|b| crate::sync::seal::segment::LineBlob {
+                    sha256_hex: b.sha256.clone(),
+                    len: b.len,
+                }),
         }
     }
 }

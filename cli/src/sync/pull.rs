@@ -1,11 +1,11 @@
 //! `evi sync pull`: fetch records after the cursor, page by page; verify a
 //! whole page (MAC, bound ids, formats) before writing any of it; append
-//! entries as [`apply`](super::apply) says, or keep them waiting in
-//! [`pending`](super::pending); fetch and verify the blobs the pulled
+//! entries as [`apply`](crate::sync::apply) says, or keep them waiting in
+//! [`pending`](crate::sync::pending); fetch and verify the blobs the pulled
 //! journals name; advance the cursor only once all that is durable.
 //!
 //! A record that arrives whole and fails its checks is not applied and
-//! does not stop the others: it is recorded as [`damaged`](super::damaged)
+//! does not stop the others: it is recorded as [`damaged`](crate::sync::damaged)
 //! in the state save that moves the cursor past it, fetched again by every
 //! later pull, and named in the report until it opens.
 //!
@@ -19,16 +19,16 @@ use std::str::FromStr;
 
 use evi_shared::{KeyedId, SessionId};
 
-use super::context::SyncContext;
-use super::damaged::{self, DamagedRecord};
-use super::error::SyncError;
-use super::high_water::HighWater;
-use super::incoming::{Incoming, drain_pending};
-use super::journal::{apply_journal, fetch_blobs, journal_blobs};
-use super::progress::Progress;
-use super::records::{Page, PulledRecord};
-use super::state::JournalState;
-use super::{OpenedSegment, SegmentKind, open};
+use crate::sync::context::SyncContext;
+use crate::sync::damaged::{self, DamagedRecord};
+use crate::sync::error::SyncError;
+use crate::sync::high_water::HighWater;
+use crate::sync::incoming::{Incoming, drain_pending};
+use crate::sync::journal::{apply_journal, fetch_blobs, journal_blobs};
+use crate::sync::progress::Progress;
+use crate::sync::records::{Page, PulledRecord};
+use crate::sync::state::JournalState;
+use crate::sync::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -45,7 +45,7 @@ pub struct PullReport {
     /// Entries kept in `sync/pending/` until their file is whole.
     pub waiting: u64,
     /// Set when the server holds less than this device saw it hold (see
-    /// [`high_water`](super::high_water)): what went back, for people.
+    /// [`high_water`](crate::sync::high_water)): what went back, for people.
     pub server_went_back: Option<String>,
     /// Requests sent again after a transient failure (see `PushReport`).
     pub retries: u64,
@@ -91,7 +91,7 @@ pub fn pull(
 }
 
 /// [`pull`], but when the server's history went back (see
-/// [`high_water`](super::high_water)) it mends as `pull --all` does instead
+/// [`high_water`](crate::sync::high_water)) it mends as `pull --all` does instead
 /// of only saying so: for `evi sync watch`, which has nobody to run `pull
 /// --all` and would otherwise wait for the seqs the restored server gives
 /// out again below its cursor. The report says what went back all the same.
@@ -214,7 +214,7 @@ fn pull_scope(
     let framed = caps.frames;
     let mut report = PullReport::default();
     // Blobs an earlier pull found missing are asked for again first.
-    report.blobs += super::blob_transfer::pull_missing_blobs(ctx)?;
+    report.blobs += crate::sync::blob_transfer::pull_missing_blobs(ctx)?;
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
     let only = match &scope {
@@ -362,8 +362,8 @@ fn apply_opened(
 
 /// Downloads pages from `after` on into `tx` until the last one (or an
 /// error, which is sent too); stops when the receiver is gone.
-pub(super) fn fetch_pages(
-    client: &super::client::Client,
+pub(crate) fn fetch_pages(
+    client: &crate::sync::client::Client,
     stream: Option<&KeyedId>,
     mut after: u64,
     framed: bool,
@@ -390,7 +390,7 @@ pub(super) fn fetch_pages(
 
 /// Opens (decrypts and checks) one pulled record: age, the MAC, the ids it
 /// was served under, the formats of what it holds.
-pub(super) fn open_record(ctx: &SyncContext, r: &PulledRecord) -> Result<OpenedSegment, SyncError> {
+pub(crate) fn open_record(ctx: &SyncContext, r: &PulledRecord) -> Result<OpenedSegment, SyncError> {
     let h = &r.head;
     let kind = SegmentKind::from_str(&h.kind).map_err(|e| SyncError::Segment {
         seq: h.seq,
@@ -452,7 +452,7 @@ fn open_page(ctx: &SyncContext, records: &[PulledRecord], all: bool) -> OpenedPa
 
 /// `f` over `items`, on all cores (at most 8): each record is independent.
 /// Results in the order of `items`.
-pub(super) fn on_all_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub(crate) fn on_all_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if threads == 1 || items.len() < 2 {
         return items.iter().map(f).collect();

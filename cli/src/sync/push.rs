@@ -16,19 +16,19 @@ use evi_shared::api::ErrorCode;
 use evi_shared::limits::MAX_ENTRY_IDS_PER_SEGMENT;
 use evi_shared::{Day, SessionId};
 
-use super::Entry;
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::incoming::drain_pending;
-use super::journal;
-use super::line_blobs::upload_line;
-use super::progress::Progress;
-use super::redact::record::{Redaction, RedactionRecord};
-use super::state::{FileState, Stat, line_hash};
-use super::unfinished::{self, Unfinished};
-use super::uploader::Uploader;
 use crate::source::Agent;
 use crate::source::project::ProjectRecord;
+use crate::sync::Entry;
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::incoming::drain_pending;
+use crate::sync::journal;
+use crate::sync::line_blobs::upload_line;
+use crate::sync::progress::Progress;
+use crate::sync::redact::record::{Redaction, RedactionRecord};
+use crate::sync::state::{FileState, Stat, line_hash};
+use crate::sync::unfinished::{self, Unfinished};
+use crate::sync::uploader::Uploader;
 use crate::transcript::Catalog;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
@@ -55,7 +55,7 @@ pub struct PushReport {
     /// an answer cut short, a 5xx, a rate limit).
     pub retries: u64,
     /// Secrets replaced with `[REDACTED:<rule>]` before sealing, by rule
-    /// (see [`super::redact`]).
+    /// (see [`crate::sync::redact`]).
     pub redactions: std::collections::BTreeMap<String, u64>,
     /// Lines that held them.
     pub redacted_lines: u64,
@@ -207,9 +207,9 @@ fn push_into(
     up.flush(ctx, report)?;
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
-    super::blob_transfer::push_missing_blobs(ctx, report)?;
+    crate::sync::blob_transfer::push_missing_blobs(ctx, report)?;
     if opts.recheck_journal {
-        ctx.state.journal = super::state::JournalState::default();
+        ctx.state.journal = crate::sync::state::JournalState::default();
     }
     let careful = unfinished.careful || opts.recheck_journal;
     match journal::push_journal(ctx, &mut up, report, careful) {
@@ -226,9 +226,9 @@ fn push_into(
 }
 
 /// A state to record once everything before it is on the server.
-pub(super) enum Mark {
+pub(crate) enum Mark {
     File(String, FileState),
-    Journal(super::state::JournalState),
+    Journal(crate::sync::state::JournalState),
     /// The project entry of a session ([`crate::source::project`]).
     Project(crate::source::StreamName, ProjectRecord),
 }
@@ -286,7 +286,7 @@ pub fn rel_name(day: Day, session: &SessionId) -> String {
 }
 
 /// Whether the line the state names as last pushed is still in place.
-pub(super) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
+pub(crate) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
     let Some(hash) = &fs.last_hash else {
         return fs.offset == 0;
     };
@@ -490,7 +490,7 @@ fn push_files(
                         rules: r.hits,
                     },
                 ));
-                super::redact::carry(agent, r.line, &placed.id, placed.parent.as_deref())
+                crate::sync::redact::carry(agent, r.line, &placed.id, placed.parent.as_deref())
             });
             let sealed: &[u8] = redacted.as_deref().unwrap_or(&canon);
             // A line too large for a segment goes up as a blob first; the

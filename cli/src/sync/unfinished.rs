@@ -20,13 +20,13 @@ use std::path::PathBuf;
 
 use evi_shared::KeyedId;
 
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::state::SyncPaths;
-use super::{Entry, JournalLine};
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::state::SyncPaths;
+use crate::sync::{Entry, JournalLine};
 
 /// The marker of a push under way.
-pub(super) struct Unfinished {
+pub(crate) struct Unfinished {
     path: PathBuf,
     /// Whether the push before this one did not finish, and the server can
     /// say which ids it holds.
@@ -60,7 +60,7 @@ impl Unfinished {
 }
 
 /// Removes from `entries` those the server already holds.
-pub(super) fn drop_known_entries(
+pub(crate) fn drop_known_entries(
     ctx: &SyncContext,
     stream: &str,
     entries: &mut Vec<Entry>,
@@ -75,7 +75,7 @@ pub(super) fn drop_known_entries(
 }
 
 /// Removes from `lines` of the journal `name` those the server holds.
-pub(super) fn drop_known_lines(
+pub(crate) fn drop_known_lines(
     ctx: &SyncContext,
     name: &str,
     lines: &mut Vec<JournalLine>,

@@ -24,12 +24,12 @@ use std::thread::JoinHandle;
 use evi_shared::api::PushResponse;
 use evi_shared::frames::SegmentHead;
 
-use super::client::{Client, ClientError};
-use super::context::SyncContext;
-use super::error::SyncError;
-use super::push::{Mark, PushReport};
-use super::records::{OutBatch, OutSegment};
-use super::{Entry, SealedSegment, seal_stream};
+use crate::sync::client::{Client, ClientError};
+use crate::sync::context::SyncContext;
+use crate::sync::error::SyncError;
+use crate::sync::push::{Mark, PushReport};
+use crate::sync::records::{OutBatch, OutSegment};
+use crate::sync::{Entry, SealedSegment, seal_stream};
 
 /// Plaintext bytes gathered before a segment is sealed.
 const SEGMENT_TARGET: usize = 4 << 20;
@@ -66,7 +66,7 @@ type Ack = (u64, Result<PushResponse, ClientError>, u64);
 
 /// Segments on their way up, and the states that become true once they
 /// are acknowledged.
-pub(super) struct Uploader {
+pub(crate) struct Uploader {
     max_bytes: u64,
     framed: bool,
     jobs: Option<SyncSender<SealJob>>,
@@ -110,7 +110,7 @@ pub(super) struct Uploader {
 }
 
 impl Uploader {
-    pub(super) fn new(ctx: &SyncContext, max_bytes: u64, framed: bool) -> Self {
+    pub(crate) fn new(ctx: &SyncContext, max_bytes: u64, framed: bool) -> Self {
         let sealers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         // A job is handed over only when a sealer is free: entries waiting
         // in a queue would only hold another segment's plaintext.
@@ -177,7 +177,7 @@ impl Uploader {
 
     /// Budget for one segment's plaintext so that it fits a batch (as
     /// base64 in JSON, a third larger, when the server wants JSON).
-    pub(super) fn segment_budget(&self) -> usize {
+    pub(crate) fn segment_budget(&self) -> usize {
         (SEGMENT_TARGET as u64).min(self.max_bytes / 3) as usize
     }
 
@@ -197,7 +197,7 @@ impl Uploader {
 
     /// Queues `entries` of `session` to be sealed on a worker; `marks` are
     /// recorded once the segment is acknowledged.
-    pub(super) fn seal_and_add(
+    pub(crate) fn seal_and_add(
         &mut self,
         ctx: &mut SyncContext,
         report: &mut PushReport,
@@ -220,7 +220,7 @@ impl Uploader {
     }
 
     /// Queues a segment sealed already (the journal's).
-    pub(super) fn add(
+    pub(crate) fn add(
         &mut self,
         ctx: &mut SyncContext,
         report: &mut PushReport,
@@ -235,7 +235,7 @@ impl Uploader {
 
     /// States that need no upload, recorded after everything before them
     /// (unless something of `label`'s failed before).
-    pub(super) fn mark(&mut self, label: String, marks: Vec<Mark>) {
+    pub(crate) fn mark(&mut self, label: String, marks: Vec<Mark>) {
         let idx = self.take_idx(marks, label, 0);
         self.ready.insert(idx, None);
     }
@@ -451,7 +451,7 @@ impl Uploader {
 
     /// Waits until everything queued so far is sealed, sent, acknowledged
     /// and recorded.
-    pub(super) fn flush(
+    pub(crate) fn flush(
         &mut self,
         ctx: &mut SyncContext,
         report: &mut PushReport,

@@ -54,16 +54,16 @@ use std::time::Instant;
 
 use evi_shared::KeyedId;
 
-use super::OpenedSegment;
-use super::blob_transfer::{Verified, checkpoint_blob_path, verify_blobs};
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::journal::{blob_of, journal_lines_missing, journal_name};
-use super::pending::PendingStore;
-use super::progress::Progress;
-use super::pull::{PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull};
-use super::push::{PushOptions, PushReport, agent_files, push_with, rel_name};
 use crate::source::{Agent, AgentFile, StreamName};
+use crate::sync::OpenedSegment;
+use crate::sync::blob_transfer::{Verified, checkpoint_blob_path, verify_blobs};
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::journal::{blob_of, journal_lines_missing, journal_name};
+use crate::sync::pending::PendingStore;
+use crate::sync::progress::Progress;
+use crate::sync::pull::{PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull};
+use crate::sync::push::{PushOptions, PushReport, agent_files, push_with, rel_name};
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::lines::walk_file;
 use crate::transcript::{Catalog, SessionTree};

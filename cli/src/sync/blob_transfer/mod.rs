@@ -1,7 +1,7 @@
 //! Blobs of any size to and from the server, and none forgotten.
 //!
 //! A blob whose age file fits the server's `max_blob_bytes` is stored whole
-//! under `blob_key(sha)`, as [`blob`](super::blob) describes. A larger one is
+//! under `blob_key(sha)`, as [`blob`](crate::sync::seal::blob) describes. A larger one is
 //! split: parts of [`PartManifest::part_size`] plaintext bytes (the last one
 //! shorter), each its own standard age file under `blob_part_key(sha, i,
 //! count)`, so `age -d` of the parts in order, concatenated, is the blob;
@@ -52,9 +52,9 @@ use std::sync::{Mutex, OnceLock};
 use evi_shared::KeyedId;
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 
-use super::client::{Client, ClientError};
-use super::error::SyncError;
-use super::{BlobError, Identity, SyncKeys};
+use crate::sync::client::{Client, ClientError};
+use crate::sync::error::SyncError;
+use crate::sync::{BlobError, Identity, SyncKeys};
 
 const BUF: usize = 64 * 1024;
 
@@ -201,7 +201,7 @@ fn is_sha_name(s: &str) -> bool {
 }
 
 /// What the client needs to move blobs: borrowed from a
-/// [`SyncContext`](super::context::SyncContext) or given piecemeal.
+/// [`SyncContext`](crate::sync::context::SyncContext) or given piecemeal.
 pub struct BlobTransfer<'a> {
     client: &'a Client,
     identity: &'a Identity,

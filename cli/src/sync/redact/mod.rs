@@ -34,8 +34,8 @@ use std::collections::BTreeMap;
 
 use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
-use super::Entry;
 use crate::source::Agent;
+use crate::sync::Entry;
 
 /// The rule set, with each rule's source (see the file's header).
 pub const RULES: &str = include_str!("rules.toml");
@@ -303,7 +303,7 @@ pub fn carry(agent: Agent, redacted: Vec<u8>, id: &str, parent: Option<&str>) ->
         line: redacted,
         line_blob: None,
     };
-    let mut out = super::apply::with_ids(&e, own.id.is_some(), is_object);
+    let mut out = crate::sync::apply::with_ids(&e, own.id.is_some(), is_object);
     out.pop();
     out
 }

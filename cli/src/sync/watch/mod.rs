@@ -25,7 +25,7 @@
 //! - A server whose history went back (restored from an older backup) is
 //!   said, and mended as `evi sync pull --all` then `push` mend it: what it
 //!   holds now is pulled from its first record, and everything here is
-//!   pushed again (see [`high_water`](super::high_water)).
+//!   pushed again (see [`high_water`](crate::sync::high_water)).
 //! - A refused token (revoked) is said once; the watcher waits for `evi sync
 //!   login` and goes on with the new token ([`health`]).
 //! - Killed at any moment, it leaves what a killed push or pull leaves:
@@ -45,12 +45,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use super::client::{Client, is_unauthorized};
-use super::context::SyncContext;
-use super::error::{IoContext, SyncError};
-use super::progress::Quiet;
-use super::state::{SyncPaths, SyncState};
 use crate::home::EviHome;
+use crate::sync::client::{Client, is_unauthorized};
+use crate::sync::context::SyncContext;
+use crate::sync::error::{IoContext, SyncError};
+use crate::sync::progress::Quiet;
+use crate::sync::state::{SyncPaths, SyncState};
 use health::{Health, LOGIN_POLL};
 use presence::{Presence, PresenceError};
 use remote::{Backoff, Remote};
@@ -411,7 +411,7 @@ impl Loop {
             if !scan && nothing_to_push(ctx)? {
                 return Ok(None);
             }
-            super::push::push(ctx, &Quiet).map(Some)
+            crate::sync::push::push(ctx, &Quiet).map(Some)
         };
         // A look that found nothing asked the server nothing.
         let step = self.with_context("push", look, Option::is_some)?;
@@ -439,7 +439,7 @@ impl Loop {
 
     fn pull(&mut self) -> Result<Pulled, WatchError> {
         let pull = |ctx: &mut SyncContext| {
-            let r = super::pull::pull_mending(ctx, &Quiet)?;
+            let r = crate::sync::pull::pull_mending(ctx, &Quiet)?;
             Ok((r, ctx.state.cursor))
         };
         let step = self.with_context("pull", pull, |_| true)?;
@@ -585,7 +585,7 @@ fn fatal(e: &SyncError) -> bool {
 /// pushed, the journal too, no blob owed and nothing waiting. Conservative:
 /// anything it cannot tell counts as something.
 fn nothing_to_push(ctx: &SyncContext) -> Result<bool, SyncError> {
-    if super::push::changed_files(ctx)? > 0 || !ctx.state.missing_blobs.is_empty() {
+    if crate::sync::push::changed_files(ctx)? > 0 || !ctx.state.missing_blobs.is_empty() {
         return Ok(false);
     }
     let pending = ctx.paths.dir.join("pending");
@@ -593,7 +593,7 @@ fn nothing_to_push(ctx: &SyncContext) -> Result<bool, SyncError> {
         return Ok(false);
     }
     let journal = ctx.home.checkpoints_dir().join("journal.jsonl");
-    Ok(match super::state::Stat::of(&journal) {
+    Ok(match crate::sync::state::Stat::of(&journal) {
         Ok(st) => st.matches(&ctx.state.journal.file),
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     })

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::super::state::SyncPaths;
+use crate::sync::state::SyncPaths;
 
 /// What the running watcher says of itself.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

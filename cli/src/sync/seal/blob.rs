@@ -32,9 +32,9 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::identity::Identity;
 use crate::fsutil::{persist_new, temp_beside};
-use crate::sync::zstd_context::compress_into;
+use crate::sync::seal::identity::Identity;
+use crate::sync::seal::zstd_context::compress_into;
 
 const BUF: usize = 64 * 1024;
 
@@ -166,7 +166,7 @@ pub fn open_blob<R: Read, W: Write>(
 /// `decoding` says. A zstd window past 2^[`MAX_WINDOW_LOG`] is refused, so a
 /// hostile blob cannot make the decoder allocate more than that.
 ///
-/// [`MAX_WINDOW_LOG`]: super::segment::MAX_WINDOW_LOG
+/// [`MAX_WINDOW_LOG`]: crate::sync::seal::segment::MAX_WINDOW_LOG
 pub fn blob_reader<'a, R: Read + 'a>(
     identity: &Identity,
     ciphertext: R,
@@ -191,7 +191,7 @@ pub fn blob_reader<'a, R: Read + 'a>(
         return Ok(Box::new(whole));
     }
     let mut z = zstd::stream::read::Decoder::new(whole)?;
-    z.window_log_max(super::segment::MAX_WINDOW_LOG)?;
+    z.window_log_max(crate::sync::seal::segment::MAX_WINDOW_LOG)?;
     Ok(Box::new(z))
 }
 

@@ -58,7 +58,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
-use super::identity::Identity;
+use crate::sync::seal::identity::Identity;
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 

@@ -3,8 +3,8 @@ use std::iter;
 
 use super::*;
 use crate::sync::TEST_IDENTITY;
-use crate::sync::identity::Identity;
-use crate::sync::keys::SyncKeys;
+use crate::sync::seal::identity::Identity;
+use crate::sync::seal::keys::SyncKeys;
 
 fn fixture() -> (SyncKeys, Identity) {
     let id = Identity::from_secret_str(TEST_IDENTITY).unwrap();

@@ -14,9 +14,9 @@ use super::{
     BUF, Entry, FORMAT_VERSION, JournalLine, MAC_DOMAIN, MAGIC, MAX_PLAINTEXT_BYTES, SealedSegment,
     SegmentError, SegmentKind, ZSTD_LEVEL,
 };
-use crate::sync::identity::Identity;
-use crate::sync::keys::{HmacSha256, SyncKeys};
-use crate::sync::zstd_context::compress_into;
+use crate::sync::seal::identity::Identity;
+use crate::sync::seal::keys::{HmacSha256, SyncKeys};
+use crate::sync::seal::zstd_context::compress_into;
 
 /// Borrowed, unvalidated body: what the encoder writes. Public constructors
 /// build it only from validated types; tests build bad ones directly.

@@ -56,7 +56,7 @@
 //! The MAC covers the version byte, so a version 1 segment cannot be passed
 //! off as version 2 or back. `kind name` is `entries` or `journal`; stream
 //! and entry ids are the keyed ids as 64 ASCII hex characters
-//! ([`super::keys`]):
+//! ([`crate::sync::seal::keys`]):
 //!
 //! | segment          | stream id                    | id of each entry / line          |
 //! |------------------|------------------------------|----------------------------------|

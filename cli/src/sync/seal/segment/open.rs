@@ -15,9 +15,9 @@ use super::{
     BUF, Entry, FORMAT_VERSION, JournalLine, LineBlob, MAGIC, MAX_PLAINTEXT_BYTES, MAX_WINDOW_LOG,
     MIN_FORMAT_VERSION, OpenedSegment, SegmentError, SegmentKind,
 };
-use crate::sync::identity::Identity;
-use crate::sync::keys::{HmacSha256, SyncKeys};
-use crate::sync::zstd_context::decompress_from;
+use crate::sync::seal::identity::Identity;
+use crate::sync::seal::keys::{HmacSha256, SyncKeys};
+use crate::sync::seal::zstd_context::decompress_from;
 
 #[derive(Debug)]
 pub(super) struct TooLargeMarker;

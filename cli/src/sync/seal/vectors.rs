@@ -8,12 +8,12 @@
 
 use serde_json::{Value, json};
 
-use super::TEST_IDENTITY;
-use super::identity::Identity;
-use super::journal;
-use super::keys::SyncKeys;
-use super::segment::{self, BodyRef, JournalLine, RawEntry};
-use super::state::Account;
+use crate::sync::TEST_IDENTITY;
+use crate::sync::journal;
+use crate::sync::seal::identity::Identity;
+use crate::sync::seal::keys::SyncKeys;
+use crate::sync::seal::segment::{self, BodyRef, JournalLine, RawEntry};
+use crate::sync::state::Account;
 
 type Ids = (evi_shared::KeyedId, Vec<evi_shared::KeyedId>);
 

@@ -181,7 +181,7 @@ impl Identity {
     }
 
     /// The `AGE-SECRET-KEY-1…` line alone: what pairing seals for a new
-    /// device (see [`crate::sync::pairing`]).
+    /// device (see [`crate::sync::seal::pairing`]).
     pub fn secret_line(&self) -> Zeroizing<String> {
         Zeroizing::new(self.secret.to_string().expose_secret().to_owned())
     }
@@ -223,7 +223,7 @@ impl Identity {
     }
 
     /// The raw 32-byte X25519 secret scalar (as encoded in the Bech32 key),
-    /// the input keying material of [`super::keys::SyncKeys`].
+    /// the input keying material of [`crate::sync::seal::keys::SyncKeys`].
     pub(crate) fn secret_bytes(&self) -> Zeroizing<[u8; 32]> {
         let s = self.secret.to_string();
         let decoded = bech32_data(s.expose_secret()).expect("age encodes valid Bech32");
