@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use crate::home::EviHome;
-use crate::sync::client::Client;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::journal::PulledJournals;
 use crate::sync::lock::SyncLock;
+use crate::sync::remote::client::Client;
 use crate::sync::state::{Account, SyncPaths, SyncState};
 use crate::sync::{Identity, SyncKeys};
 

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sync::context::SyncContext;
 use crate::sync::error::SyncError;
-use crate::sync::records::PulledRecord;
+use crate::sync::remote::records::PulledRecord;
 use crate::transcript::Catalog;
 
 /// One record this device refused, as it remembers it.

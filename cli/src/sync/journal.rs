@@ -211,7 +211,7 @@ fn upload_blobs(
 ) -> Result<(), SyncError> {
     // Any size (in parts past the server's limit); one that cannot go up is
     // warned about, counted and remembered, and the lines still go.
-    crate::sync::blob_transfer::push_blobs(ctx, report, shas)
+    crate::sync::remote::blob_transfer::push_blobs(ctx, report, shas)
 }
 
 /// Pulled journals as this command has read them, so a journal arriving in
@@ -454,7 +454,7 @@ pub(crate) fn journal_lines_missing(
 /// parts); one the server lacks is warned about and remembered in the state,
 /// and asked for again at every pull.
 pub(crate) fn fetch_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
-    crate::sync::blob_transfer::pull_blobs(ctx, shas)
+    crate::sync::remote::blob_transfer::pull_blobs(ctx, shas)
 }
 
 #[cfg(test)]

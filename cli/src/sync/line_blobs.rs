@@ -18,9 +18,9 @@ use std::io::Read;
 use sha2::{Digest, Sha256};
 
 use crate::sync::Entry;
-use crate::sync::blob_transfer::{self, BlobTransfer};
 use crate::sync::context::SyncContext;
 use crate::sync::error::{IoContext, SyncError};
+use crate::sync::remote::blob_transfer::{self, BlobTransfer};
 use crate::sync::seal::segment::LineBlob;
 
 /// Uploads `line` as a blob (if the server lacks it) and returns the

@@ -18,8 +18,6 @@
 //! segment plaintext and MAC) for a fixed test identity.
 
 pub mod apply;
-pub mod blob_transfer;
-pub mod client;
 pub mod context;
 pub mod damaged;
 pub mod error;
@@ -34,8 +32,8 @@ pub mod pending;
 pub mod progress;
 pub mod pull;
 pub mod push;
-pub mod records;
 pub mod redact;
+pub mod remote;
 pub mod seal;
 pub mod state;
 mod unfinished;

@@ -26,7 +26,7 @@ use crate::sync::high_water::HighWater;
 use crate::sync::incoming::{Incoming, drain_pending};
 use crate::sync::journal::{apply_journal, fetch_blobs, journal_blobs};
 use crate::sync::progress::Progress;
-use crate::sync::records::{Page, PulledRecord};
+use crate::sync::remote::records::{Page, PulledRecord};
 use crate::sync::state::JournalState;
 use crate::sync::{OpenedSegment, SegmentKind, open};
 
@@ -214,7 +214,7 @@ fn pull_scope(
     let framed = caps.frames;
     let mut report = PullReport::default();
     // Blobs an earlier pull found missing are asked for again first.
-    report.blobs += crate::sync::blob_transfer::pull_missing_blobs(ctx)?;
+    report.blobs += crate::sync::remote::blob_transfer::pull_missing_blobs(ctx)?;
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
     let only = match &scope {
@@ -363,7 +363,7 @@ fn apply_opened(
 /// Downloads pages from `after` on into `tx` until the last one (or an
 /// error, which is sent too); stops when the receiver is gone.
 pub(crate) fn fetch_pages(
-    client: &crate::sync::client::Client,
+    client: &crate::sync::remote::client::Client,
     stream: Option<&KeyedId>,
     mut after: u64,
     framed: bool,

@@ -207,7 +207,7 @@ fn push_into(
     up.flush(ctx, report)?;
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
-    crate::sync::blob_transfer::push_missing_blobs(ctx, report)?;
+    crate::sync::remote::blob_transfer::push_missing_blobs(ctx, report)?;
     if opts.recheck_journal {
         ctx.state.journal = crate::sync::state::JournalState::default();
     }

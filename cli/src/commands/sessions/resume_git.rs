@@ -12,7 +12,7 @@ use crate::commands::warn;
 use crate::git::bring::{Target, bring};
 use crate::git::carry::Carried;
 use crate::git::{self, GitError};
-use crate::sync::blob_transfer::BlobTransfer;
+use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::transcript::SessionTree;
 use crate::transcript::git_state::{GitState, changes, short};
 

@@ -15,7 +15,7 @@ use super::account::{begin, device_name, finish, load_identity};
 use super::pair::{Waited, slot_error, wait_past};
 use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::sync::client::{Client, ClientError, check_server_url};
+use crate::sync::remote::client::{Client, ClientError, check_server_url};
 use crate::sync::seal::pairing::{Code, Grant, Hello, answer};
 use crate::sync::state::SyncState;
 use crate::sync::{Identity, SyncKeys};

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::{Ctx, client_error, open};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::sync::client::{Client, ClientError};
+use crate::sync::remote::client::{Client, ClientError};
 use crate::sync::seal::pairing::{Code, Creator, Grant, PairError, new_words};
 
 #[derive(Debug, Args)]

@@ -46,10 +46,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use crate::home::EviHome;
-use crate::sync::client::{Client, is_unauthorized};
 use crate::sync::context::SyncContext;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::progress::Quiet;
+use crate::sync::remote::client::{Client, is_unauthorized};
 use crate::sync::state::{SyncPaths, SyncState};
 use health::{Health, LOGIN_POLL};
 use presence::{Presence, PresenceError};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::Signal;
 use super::health::Health;
-use crate::sync::client::{Client, ClientError, is_unauthorized};
+use crate::sync::remote::client::{Client, ClientError, is_unauthorized};
 
 /// How often an older server without the wait endpoint is asked instead.
 const STATUS_POLL: Duration = Duration::from_secs(30);

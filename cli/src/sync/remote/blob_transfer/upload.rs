@@ -23,7 +23,7 @@ use super::manifest::{MAX_BLOB_TOTAL_BYTES, PartManifest, part_size_for, sealed_
 use super::{
     BUF, BlobTransfer, TransferError, UploadFailure, UploadOutcome, in_parallel, is_sha_name,
 };
-use crate::sync::client::ClientError;
+use crate::sync::remote::client::ClientError;
 use crate::sync::seal_blob;
 
 /// One attempt at an upload under one limit.

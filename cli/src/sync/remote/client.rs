@@ -42,7 +42,7 @@ use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 
 use crate::sync::notice::notice;
-use crate::sync::records::{self, OutBatch, Page};
+use crate::sync::remote::records::{self, OutBatch, Page};
 use evi_shared::frames;
 
 /// A failed call.

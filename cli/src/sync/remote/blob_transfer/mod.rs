@@ -52,8 +52,8 @@ use std::sync::{Mutex, OnceLock};
 use evi_shared::KeyedId;
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 
-use crate::sync::client::{Client, ClientError};
 use crate::sync::error::SyncError;
+use crate::sync::remote::client::{Client, ClientError};
 use crate::sync::{BlobError, Identity, SyncKeys};
 
 const BUF: usize = 64 * 1024;

@@ -20,7 +20,7 @@ use tempfile::NamedTempFile;
 use super::manifest::{MANIFEST_MAX_BYTES, MAX_BLOB_TOTAL_BYTES, ManifestError, PartManifest};
 use super::{BUF, BlobTransfer, Fetched, TransferError, is_sha_name};
 use crate::fsutil::{persist_new, temp_beside};
-use crate::sync::client::{ClientError, CutWatch};
+use crate::sync::remote::client::{ClientError, CutWatch};
 use crate::sync::seal::blob::{BlobDecoding, blob_reader, open_blob_as};
 use crate::sync::{BlobError, Identity};
 
