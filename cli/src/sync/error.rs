@@ -3,8 +3,8 @@
 //! the user to act (the message says how) or means a server sent something
 //! that must not be trusted.
 
-use crate::sync::lock::LockError;
 use crate::sync::remote::client::ClientError;
+use crate::sync::state::lock::LockError;
 use crate::sync::{BlobError, IdentityError, SegmentError};
 
 #[derive(Debug, thiserror::Error)]

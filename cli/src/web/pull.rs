@@ -7,9 +7,9 @@ use crate::command_error::CommandError;
 use crate::commands::sync::one_session::{self, Wanted};
 use crate::commands::sync::sync_error;
 use crate::home::EviHome;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::pull::{PullOptions, PullReport, pull as sync_pull};
 use crate::sync::progress::Quiet;
-use crate::sync::pull::{PullOptions, PullReport, pull as sync_pull};
+use crate::sync::state::context::SyncContext;
 
 /// Fetches the session the page asked for alone from the account's
 /// server. A session not here that the server has no record of under that

@@ -14,8 +14,8 @@ use crate::command_error::{CommandError, CommandResult, user_error};
 use crate::commands::sync::{open as open_sync, sync_error};
 use crate::commands::{finish, stdout, warn};
 use crate::config::DEFAULT_WEB_URL;
+use crate::sync::engine::push::{push, session_pushed};
 use crate::sync::progress::Quiet;
-use crate::sync::push::{push, session_pushed};
 use crate::sync::state::SyncState;
 use crate::transcript::SessionTree;
 use crate::transcript::git_state::GitState;
@@ -328,7 +328,7 @@ fn agent_handoff(
 /// server; other items that could not go up are warnings, this session not
 /// being fully pushed is the error.
 fn push_session_first(
-    sync: &mut crate::sync::context::SyncContext,
+    sync: &mut crate::sync::state::context::SyncContext,
     id: &evi_shared::SessionId,
 ) -> Result<&'static str, CommandError> {
     let r = push(sync, &Quiet)

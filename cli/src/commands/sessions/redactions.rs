@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::{Ctx, resolve, scan};
 use crate::command_error::{CommandResult, user_error};
 use crate::commands::{finish, stdout};
-use crate::sync::redact::record::RedactionRecord;
+use crate::sync::engine::redact::record::RedactionRecord;
 
 /// One redacted line, as `--json` prints it.
 #[derive(Debug, Serialize)]

@@ -18,8 +18,8 @@ use crate::commands::sync::{client_error, open as open_sync, sync_error};
 use crate::commands::{finish, stdout};
 use crate::resume::rebuild;
 use crate::source::AgentFile;
+use crate::sync::engine::pull::{PullOptions, PullReport, pull};
 use crate::sync::progress::Quiet;
-use crate::sync::pull::{PullOptions, PullReport, pull};
 use crate::transcript::recent::most_recent;
 use crate::transcript::{Catalog, SessionTree};
 

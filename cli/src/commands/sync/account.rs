@@ -19,10 +19,10 @@ use super::key::identity_error;
 use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::fsutil::replace_file;
-use crate::sync::context::lock_wait;
-use crate::sync::journal::journal_name;
-use crate::sync::lock::SyncLock;
+use crate::sync::engine::journal::journal_name;
 use crate::sync::remote::client::{Client, check_server_url};
+use crate::sync::state::context::lock_wait;
+use crate::sync::state::lock::SyncLock;
 use crate::sync::state::{Account, SyncPaths, SyncState};
 use crate::sync::{Identity, SyncKeys};
 

@@ -17,9 +17,9 @@ use super::Ctx;
 use evi_shared::api::ErrorCode;
 
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::sync::context::SyncContext;
 use crate::sync::error::SyncError;
 use crate::sync::remote::client::{Cause, ClientError, is_unauthorized};
+use crate::sync::state::context::SyncContext;
 
 pub use account::{InitArgs, LoginArgs};
 pub use key::KeyCommand;

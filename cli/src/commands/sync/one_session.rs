@@ -13,9 +13,9 @@ use evi_shared::SessionId;
 
 use super::sync_error;
 use crate::command_error::{CommandError, user_error};
-use crate::sync::context::SyncContext;
+use crate::sync::engine::pull::{PullOptions, PullReport, pull, pull_session};
 use crate::sync::progress::Progress;
-use crate::sync::pull::{PullOptions, PullReport, pull, pull_session};
+use crate::sync::state::context::SyncContext;
 use crate::transcript::Catalog;
 
 /// The session a command asks for.

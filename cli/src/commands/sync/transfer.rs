@@ -10,11 +10,11 @@ use crate::command_error::CommandResult;
 use crate::command_error::user_error;
 use crate::commands::sessions::fmt_minute;
 use crate::commands::{finish, stdout};
-use crate::sync::damaged::DamagedRecord;
-use crate::sync::pending::PendingStore;
+use crate::sync::engine::pending::PendingStore;
+use crate::sync::engine::pull::{PullOptions, pull};
+use crate::sync::engine::push::{changed_files, push};
 use crate::sync::progress::{Bar, Progress, Quiet};
-use crate::sync::pull::{PullOptions, pull};
-use crate::sync::push::{changed_files, push};
+use crate::sync::state::damaged::DamagedRecord;
 use crate::transcript::line::parse_ts;
 
 #[derive(Debug, Args)]
@@ -238,7 +238,7 @@ struct Status {
     /// again until they verify.
     damaged: Vec<DamagedRecord>,
     /// The `evi sync watch` running for this home, if one runs.
-    watcher: Option<crate::sync::watch::presence::WatchInfo>,
+    watcher: Option<crate::sync::engine::watch::presence::WatchInfo>,
     /// Other agents' folders: found or not, turned on or not, sessions held.
     agents: Vec<AgentFolder>,
     /// Whether push redacts secrets (`[sync] redact`), and the rules on.
@@ -296,9 +296,11 @@ struct WaitingSummary {
     since: String,
 }
 
-fn waiting(sync: &crate::sync::context::SyncContext) -> std::io::Result<Vec<WaitingSummary>> {
-    use crate::sync::apply::ABANDONED_AFTER;
-    use crate::sync::pending::WaitReason;
+fn waiting(
+    sync: &crate::sync::state::context::SyncContext,
+) -> std::io::Result<Vec<WaitingSummary>> {
+    use crate::sync::engine::apply::ABANDONED_AFTER;
+    use crate::sync::engine::pending::WaitReason;
     let store = PendingStore::load(sync.paths.dir.join("pending"))?;
     let mut out: Vec<WaitingSummary> = Vec::new();
     for (session, list) in store.sessions() {
@@ -344,7 +346,11 @@ fn waiting(sync: &crate::sync::context::SyncContext) -> std::io::Result<Vec<Wait
 }
 
 fn ends_mid_line(path: &std::path::Path, size: u64) -> bool {
-    size > 0 && matches!(crate::sync::apply::ends_in_newline(path, size), Ok(false))
+    size > 0
+        && matches!(
+            crate::sync::engine::apply::ends_in_newline(path, size),
+            Ok(false)
+        )
 }
 
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
@@ -369,8 +375,8 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         ),
         Err(e) => (None, Some(client_error(e).message)),
     };
-    let record =
-        crate::sync::redact::record::RedactionRecord::load(&sync.paths.dir).unwrap_or_default();
+    let record = crate::sync::engine::redact::record::RedactionRecord::load(&sync.paths.dir)
+        .unwrap_or_default();
     let s = Status {
         redact: sync.redactor.is_some(),
         redact_rules: sync
@@ -394,7 +400,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         missing_blobs: sync.state.missing_blobs.len() as u64,
         server_went_back: went_back,
         damaged: sync.state.damaged.clone(),
-        watcher: crate::sync::watch::presence::running(&sync.paths),
+        watcher: crate::sync::engine::watch::presence::running(&sync.paths),
         agents: agent_folders(ctx),
     };
     if let Some(back) = &s.server_went_back {

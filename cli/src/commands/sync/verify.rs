@@ -10,7 +10,7 @@ use super::transfer::{print_json, progress};
 use super::{Ctx, open, sync_error_in};
 use crate::command_error::{CommandResult, user_error};
 use crate::commands::{finish, stdout};
-use crate::sync::verify::{Problem, Repaired, VerifyReport, repair, verify};
+use crate::sync::engine::verify::{Problem, Repaired, VerifyReport, repair, verify};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{Ctx, sync_error};
 use crate::command_error::{CommandResult, user_error};
-use crate::sync::watch::{WatchError, WatchEvent, WatchLog, WatchOptions, run};
+use crate::sync::engine::watch::{WatchError, WatchEvent, WatchLog, WatchOptions, run};
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {

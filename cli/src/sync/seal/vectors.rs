@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::sync::TEST_IDENTITY;
-use crate::sync::journal;
+use crate::sync::engine::journal;
 use crate::sync::seal::identity::Identity;
 use crate::sync::seal::keys::SyncKeys;
 use crate::sync::seal::segment::{self, BodyRef, JournalLine, RawEntry};

@@ -24,23 +24,18 @@
 //! until the server has them.
 //!
 //! The parts: `manifest` (part sizing and the manifest's format and checks),
-//! `upload` and `fetch` (the two directions of [`BlobTransfer`]), and
-//! `sync_side` (which blobs a push or pull moves and what the sync state
-//! remembers). This file holds what they share: the errors and outcomes, and
-//! [`BlobTransfer`] itself.
+//! and `upload` and `fetch` (the two directions of [`BlobTransfer`]). Which
+//! blobs a push or pull moves, and what the sync state remembers of them, is
+//! the engine's ([`crate::sync::engine::blobs`]). This file holds what the
+//! parts share: the errors and outcomes, and [`BlobTransfer`] itself.
 
 mod fetch;
 mod manifest;
-mod sync_side;
 mod upload;
 
 pub use manifest::{
     MANIFEST_FORMAT, MANIFEST_VERSION, MAX_BLOB_TOTAL_BYTES, MIN_PART_BYTES, ManifestError,
     PartManifest, part_size_for, sealed_len,
-};
-pub use sync_side::{
-    Verified, checkpoint_blob_path, fetch_to, pull_blobs, pull_missing_blobs, push_blobs,
-    push_missing_blobs, upload_one, verify_blobs,
 };
 
 use std::collections::BTreeSet;
@@ -167,7 +162,7 @@ const TRANSFERS: usize = 8;
 /// `f` over `items` on [`TRANSFERS`] threads; results in the order of
 /// `items`. Items are taken in order and none is started after a failure,
 /// so the first failure in that order is the one returned.
-fn in_parallel<T: Sync, R: Send, E: Send>(
+pub(crate) fn in_parallel<T: Sync, R: Send, E: Send>(
     items: &[T],
     f: impl Fn(&T) -> Result<R, E> + Sync,
 ) -> Result<Vec<R>, E> {
@@ -194,14 +189,14 @@ fn in_parallel<T: Sync, R: Send, E: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
-fn is_sha_name(s: &str) -> bool {
+pub(crate) fn is_sha_name(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// What the client needs to move blobs: borrowed from a
-/// [`SyncContext`](crate::sync::context::SyncContext) or given piecemeal.
+/// [`SyncContext`](crate::sync::state::context::SyncContext) or given piecemeal.
 pub struct BlobTransfer<'a> {
     client: &'a Client,
     identity: &'a Identity,

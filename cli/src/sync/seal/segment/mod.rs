@@ -71,7 +71,7 @@
 //! keeps the first of identical lines), for version 1 journals the `seq`.
 //!
 //! A version 2 journal's `name` is the folder it lands in on other devices,
-//! `<device name>-<short device id>` (see [`crate::sync::journal`]): device
+//! `<device name>-<short device id>` (see [`crate::sync::engine::journal`]): device
 //! names repeat (a reinstall, two machines called `laptop`), the server's
 //! device id does not. A version 1 journal's `device` is the bare device
 //! name, and its folder too. Either way the name follows the session id rule

@@ -56,14 +56,19 @@ use evi_shared::KeyedId;
 
 use crate::source::{Agent, AgentFile, StreamName};
 use crate::sync::OpenedSegment;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::blobs::{Verified, checkpoint_blob_path, verify_blobs};
+use crate::sync::engine::journal::{journal_lines_missing, journal_name};
+use crate::sync::engine::pending::PendingStore;
+use crate::sync::engine::pull::{
+    PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull,
+};
+use crate::sync::engine::push::{PushOptions, agent_files, push_with};
+use crate::sync::engine::push_report::PushReport;
 use crate::sync::error::{IoContext, SyncError};
-use crate::sync::journal::{blob_of, journal_lines_missing, journal_name};
-use crate::sync::pending::PendingStore;
 use crate::sync::progress::Progress;
-use crate::sync::pull::{PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull};
-use crate::sync::push::{PushOptions, PushReport, agent_files, push_with, rel_name};
-use crate::sync::remote::blob_transfer::{Verified, checkpoint_blob_path, verify_blobs};
+use crate::sync::state::context::SyncContext;
+use crate::sync::state::pulled_journals::blob_of;
+use crate::sync::state::rel_name;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::lines::walk_file;
 use crate::transcript::{Catalog, SessionTree};

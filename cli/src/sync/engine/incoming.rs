@@ -20,11 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use evi_shared::SessionId;
 
 use crate::sync::Entry;
-use crate::sync::apply::{Appended, SessionAppender, local_today};
-use crate::sync::context::SyncContext;
+use crate::sync::engine::apply::{Appended, SessionAppender, local_today};
+use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting};
 use crate::sync::error::{IoContext, SyncError};
-use crate::sync::pending::{PendingStore, WaitReason, Waiting};
-use crate::sync::push::rel_name;
+use crate::sync::state::context::SyncContext;
+use crate::sync::state::rel_name;
 
 /// What applying did, summed over a command.
 #[derive(Debug, Default)]
@@ -101,7 +101,9 @@ impl Incoming {
             let mut ready = Vec::with_capacity(entries.len());
             let mut blob_waits = Vec::new();
             for mut e in entries {
-                if e.line_blob.is_some() && !crate::sync::line_blobs::fetch_line(ctx, &mut e)? {
+                if e.line_blob.is_some()
+                    && !crate::sync::engine::line_blobs::fetch_line(ctx, &mut e)?
+                {
                     blob_waits.push(e);
                     continue;
                 }

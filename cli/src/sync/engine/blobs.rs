@@ -12,10 +12,12 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{BlobTransfer, Fetched, TransferError, UploadOutcome, is_sha_name};
-use crate::sync::context::SyncContext;
+use crate::sync::engine::push_report::PushReport;
 use crate::sync::error::SyncError;
-use crate::sync::push::PushReport;
+use crate::sync::remote::blob_transfer::{
+    BlobTransfer, Fetched, TransferError, UploadOutcome, in_parallel, is_sha_name,
+};
+use crate::sync::state::context::SyncContext;
 
 /// Tells the user about a blob that did not move. The one call from this
 /// module up into the face (`commands::warn`); a reporter handed in by the
@@ -133,7 +135,7 @@ pub fn pull_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncErr
         .collect();
     // A few at once (see `in_parallel`), each written and made durable on
     // its own before its journal line is applied.
-    let results = super::in_parallel(&todo, |(sha, dest)| t.fetch_blob(sha, dest))?;
+    let results = in_parallel(&todo, |(sha, dest)| t.fetch_blob(sha, dest))?;
     let mut fetched = 0;
     let mut missing = Vec::new();
     for ((sha, _), result) in todo.into_iter().zip(results) {
@@ -168,7 +170,7 @@ pub enum Verified {
 /// a server out of reach (or refusing the device) stops it.
 pub fn verify_blobs(ctx: &SyncContext, shas: &[String]) -> Result<Vec<Verified>, SyncError> {
     let t = transfer(ctx);
-    let checked = super::in_parallel(shas, |sha| match t.verify_blob(sha) {
+    let checked = in_parallel(shas, |sha| match t.verify_blob(sha) {
         Ok(Some(n)) => Ok(Verified::Good(n)),
         Ok(None) => Ok(Verified::Missing),
         Err(e @ (TransferError::Refused { .. } | TransferError::Manifest { .. })) => {

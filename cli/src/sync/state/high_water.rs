@@ -12,7 +12,7 @@
 //! makes the next push send everything again (the server keeps by entry id
 //! what it still has), so what the server lost comes back from the devices.
 //! `evi sync watch` does the same by itself when it sees the server went
-//! back ([`pull_mending`](crate::sync::pull::pull_mending)); the single-session
+//! back ([`pull_mending`](crate::sync::engine::pull::pull_mending)); the single-session
 //! fetch checks the marks too and fetches its session from the first record.
 
 use std::fmt;

@@ -18,10 +18,11 @@ use std::io::Read;
 use sha2::{Digest, Sha256};
 
 use crate::sync::Entry;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::blobs;
 use crate::sync::error::{IoContext, SyncError};
-use crate::sync::remote::blob_transfer::{self, BlobTransfer};
+use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::sync::seal::segment::LineBlob;
+use crate::sync::state::context::SyncContext;
 
 /// Uploads `line` as a blob (if the server lacks it) and returns the
 /// reference a segment carries instead of the line.
@@ -31,7 +32,7 @@ pub(crate) fn upload_line(ctx: &mut SyncContext, line: &[u8]) -> Result<LineBlob
         .ctx(|| "cannot create a temp file in the sync folder".into())?;
     std::io::Write::write_all(&mut tmp, line)
         .ctx(|| "cannot write a temp file in the sync folder".into())?;
-    blob_transfer::upload_one(ctx, &sha, tmp.path())?;
+    blobs::upload_one(ctx, &sha, tmp.path())?;
     Ok(LineBlob {
         sha256_hex: sha,
         len: line.len() as u64,

@@ -20,9 +20,9 @@ use std::path::PathBuf;
 
 use evi_shared::KeyedId;
 
-use crate::sync::context::SyncContext;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::SyncPaths;
+use crate::sync::state::context::SyncContext;
 use crate::sync::{Entry, JournalLine};
 
 /// The marker of a push under way.

@@ -294,7 +294,7 @@ fn a_redacted_line_carries_the_original_ids() {
 /// prints the table docs/redaction.md shows.
 #[test]
 fn corpus() {
-    let corpus = include_bytes!("../testdata/redact-corpus.jsonl");
+    let corpus = include_bytes!("../../testdata/redact-corpus.jsonl");
     let specs = rule_specs();
     let mut lines = 0;
     let mut table = Vec::new();

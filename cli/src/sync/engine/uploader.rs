@@ -24,11 +24,11 @@ use std::thread::JoinHandle;
 use evi_shared::api::PushResponse;
 use evi_shared::frames::SegmentHead;
 
-use crate::sync::context::SyncContext;
+use crate::sync::engine::push_report::{Mark, PushReport};
 use crate::sync::error::SyncError;
-use crate::sync::push::{Mark, PushReport};
 use crate::sync::remote::client::{Client, ClientError};
 use crate::sync::remote::records::{OutBatch, OutSegment};
+use crate::sync::state::context::SyncContext;
 use crate::sync::{Entry, SealedSegment, seal_stream};
 
 /// Plaintext bytes gathered before a segment is sealed.

@@ -9,7 +9,6 @@
 //! Progress is saved after every acknowledged batch, so a push killed at any
 //! point and run again sends only what was not yet acknowledged.
 
-use std::io::Read;
 use std::ops::ControlFlow;
 
 use evi_shared::api::ErrorCode;
@@ -19,50 +18,21 @@ use evi_shared::{Day, SessionId};
 use crate::source::Agent;
 use crate::source::project::ProjectRecord;
 use crate::sync::Entry;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::incoming::drain_pending;
+use crate::sync::engine::journal;
+use crate::sync::engine::line_blobs::upload_line;
+use crate::sync::engine::push_report::{Mark, PushReport};
+use crate::sync::engine::redact::record::{Redaction, RedactionRecord};
+use crate::sync::engine::unfinished::{self, Unfinished};
+use crate::sync::engine::uploader::Uploader;
 use crate::sync::error::{IoContext, SyncError};
-use crate::sync::incoming::drain_pending;
-use crate::sync::journal;
-use crate::sync::line_blobs::upload_line;
 use crate::sync::progress::Progress;
-use crate::sync::redact::record::{Redaction, RedactionRecord};
-use crate::sync::state::{FileState, Stat, line_hash};
-use crate::sync::unfinished::{self, Unfinished};
-use crate::sync::uploader::Uploader;
+use crate::sync::state::context::SyncContext;
+use crate::sync::state::{FileState, Stat, line_hash, prefix_intact, rel_name};
 use crate::transcript::Catalog;
 use crate::transcript::entry_id::IdChain;
 use crate::transcript::line::parse_head;
 use crate::transcript::lines::walk_file;
-
-/// What a push did.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct PushReport {
-    pub entries: u64,
-    pub sessions: u64,
-    pub segments_stored: u64,
-    pub segments_dropped: u64,
-    pub journal_lines: u64,
-    pub blobs_uploaded: u64,
-    /// Blobs that could not be sent (each named in a warning; retried).
-    pub blobs_failed: u64,
-    pub bytes_sent: u64,
-    pub files_read: u64,
-    /// Lines too large for a segment, sent as blobs.
-    pub line_blobs: u64,
-    /// What could not be sent, one message per item; everything else was.
-    pub failed: Vec<String>,
-    /// Requests sent again after a transient failure (a lost connection,
-    /// an answer cut short, a 5xx, a rate limit).
-    pub retries: u64,
-    /// Secrets replaced with `[REDACTED:<rule>]` before sealing, by rule
-    /// (see [`crate::sync::redact`]).
-    pub redactions: std::collections::BTreeMap<String, u64>,
-    /// Lines that held them.
-    pub redacted_lines: u64,
-    /// Where, for the device's record (saved even when the push fails).
-    #[serde(skip)]
-    redacted: Vec<(String, Redaction)>,
-}
 
 /// Whether an error concerns one item (a file, a line, a blob) that the rest
 /// of a push can go on without, rather than the server or the account.
@@ -207,7 +177,7 @@ fn push_into(
     up.flush(ctx, report)?;
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
-    crate::sync::remote::blob_transfer::push_missing_blobs(ctx, report)?;
+    crate::sync::engine::blobs::push_missing_blobs(ctx, report)?;
     if opts.recheck_journal {
         ctx.state.journal = crate::sync::state::JournalState::default();
     }
@@ -223,14 +193,6 @@ fn push_into(
     unfinished.finish()?;
     report.retries = ctx.client.retries();
     Ok(())
-}
-
-/// A state to record once everything before it is on the server.
-pub(crate) enum Mark {
-    File(String, FileState),
-    Journal(crate::sync::state::JournalState),
-    /// The project entry of a session ([`crate::source::project`]).
-    Project(crate::source::StreamName, ProjectRecord),
 }
 
 /// The project entry to send with `file`, when the server has none for it
@@ -278,28 +240,6 @@ struct PushFile {
     rel: String,
     path: std::path::PathBuf,
     day: Day,
-}
-
-/// The relative name of a transcript file in the state.
-pub fn rel_name(day: Day, session: &SessionId) -> String {
-    format!("{day}/{session}.jsonl")
-}
-
-/// Whether the line the state names as last pushed is still in place.
-pub(crate) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
-    let Some(hash) = &fs.last_hash else {
-        return fs.offset == 0;
-    };
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    use std::io::{Seek, SeekFrom};
-    let len = (fs.offset - fs.last_start) as usize;
-    let mut buf = vec![0; len];
-    f.seek(SeekFrom::Start(fs.last_start)).is_ok()
-        && f.read_exact(&mut buf).is_ok()
-        && buf.pop() == Some(b'\n')
-        && line_hash(&buf) == *hash
 }
 
 /// One session being gathered into segments.
@@ -490,7 +430,12 @@ fn push_files(
                         rules: r.hits,
                     },
                 ));
-                crate::sync::redact::carry(agent, r.line, &placed.id, placed.parent.as_deref())
+                crate::sync::engine::redact::carry(
+                    agent,
+                    r.line,
+                    &placed.id,
+                    placed.parent.as_deref(),
+                )
             });
             let sealed: &[u8] = redacted.as_deref().unwrap_or(&canon);
             // A line too large for a segment goes up as a blob first; the

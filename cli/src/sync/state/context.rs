@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::home::EviHome;
 use crate::sync::error::{IoContext, SyncError};
-use crate::sync::journal::PulledJournals;
-use crate::sync::lock::SyncLock;
 use crate::sync::remote::client::Client;
+use crate::sync::state::lock::SyncLock;
+use crate::sync::state::pulled_journals::PulledJournals;
 use crate::sync::state::{Account, SyncPaths, SyncState};
 use crate::sync::{Identity, SyncKeys};
 
@@ -34,7 +34,7 @@ pub struct SyncContext {
     /// `[paths] search`, `~` expanded.
     pub search: Vec<std::path::PathBuf>,
     /// The redaction rules `[sync]` turns on (`None`: `redact = false`).
-    pub redactor: Option<std::sync::Arc<crate::sync::redact::Redactor>>,
+    pub redactor: Option<std::sync::Arc<crate::sync::engine::redact::Redactor>>,
     _lock: SyncLock,
 }
 
@@ -73,7 +73,7 @@ impl SyncContext {
             .unwrap_or_default();
         let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
         let projects = crate::source::project::Projects::load(&paths.dir);
-        let redactor = crate::sync::redact::Redactor::configured(
+        let redactor = crate::sync::engine::redact::Redactor::configured(
             config.sync.redact,
             &config.sync.redact_rules,
         )

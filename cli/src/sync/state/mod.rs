@@ -11,6 +11,22 @@
 //! sync leaves either the old or the new state, never a torn one. The state
 //! only ever lags the server: losing it costs a re-upload that the server
 //! drops by entry id, never data.
+//!
+//! The room also holds what a command opens from that state and keeps for
+//! its run:
+//!
+//! - [`context`]: everything a sync command works with, opened once under
+//!   the lock ([`context::SyncContext`]);
+//! - [`lock`]: the sync lock;
+//! - [`high_water`]: the most this device has seen the server hold;
+//! - [`damaged`]: records that arrived whole and failed their checks;
+//! - [`pulled_journals`]: other devices' checkpoint journals as pulled here.
+
+pub mod context;
+pub mod damaged;
+pub mod high_water;
+pub mod lock;
+pub mod pulled_journals;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -20,8 +36,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::home::EviHome;
-use crate::sync::damaged::DamagedRecord;
-use crate::sync::high_water::HighWater;
+use crate::sync::state::damaged::DamagedRecord;
+use crate::sync::state::high_water::HighWater;
 
 /// The account this device syncs with.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -127,7 +143,7 @@ pub struct SyncState {
     #[serde(default)]
     pub high_water: HighWater,
     /// Records pull refused as damaged and passed, each fetched again by
-    /// every later pull until it opens ([`damaged`](crate::sync::damaged)).
+    /// every later pull until it opens ([`damaged`](crate::sync::state::damaged)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<DamagedRecord>,
 }
@@ -226,4 +242,26 @@ impl Stat {
     pub fn matches(&self, f: &FileState) -> bool {
         self.size == f.size && self.mtime_ns == f.mtime_ns && self.ino == f.ino
     }
+}
+
+/// The relative name of a transcript file in the state.
+pub fn rel_name(day: evi_shared::Day, session: &evi_shared::SessionId) -> String {
+    format!("{day}/{session}.jsonl")
+}
+
+/// Whether the line the state names as last pushed is still in place.
+pub(crate) fn prefix_intact(path: &std::path::Path, fs: &FileState) -> bool {
+    let Some(hash) = &fs.last_hash else {
+        return fs.offset == 0;
+    };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    use std::io::{Read, Seek, SeekFrom};
+    let len = (fs.offset - fs.last_start) as usize;
+    let mut buf = vec![0; len];
+    f.seek(SeekFrom::Start(fs.last_start)).is_ok()
+        && f.read_exact(&mut buf).is_ok()
+        && buf.pop() == Some(b'\n')
+        && line_hash(&buf) == *hash
 }

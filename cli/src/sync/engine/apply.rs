@@ -56,8 +56,8 @@ use evi_shared::{Day, SessionId};
 
 use crate::home::EviHome;
 use crate::sync::Entry;
-use crate::sync::id_set::IdSet;
-use crate::sync::pending::WaitReason;
+use crate::sync::engine::id_set::IdSet;
+use crate::sync::engine::pending::WaitReason;
 use crate::sync::state::{FileState, Stat, line_hash};
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::parse_head;

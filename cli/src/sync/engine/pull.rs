@@ -1,11 +1,11 @@
 //! `evi sync pull`: fetch records after the cursor, page by page; verify a
 //! whole page (MAC, bound ids, formats) before writing any of it; append
-//! entries as [`apply`](crate::sync::apply) says, or keep them waiting in
-//! [`pending`](crate::sync::pending); fetch and verify the blobs the pulled
+//! entries as [`apply`](crate::sync::engine::apply) says, or keep them waiting in
+//! [`pending`](crate::sync::engine::pending); fetch and verify the blobs the pulled
 //! journals name; advance the cursor only once all that is durable.
 //!
 //! A record that arrives whole and fails its checks is not applied and
-//! does not stop the others: it is recorded as [`damaged`](crate::sync::damaged)
+//! does not stop the others: it is recorded as [`damaged`](crate::sync::state::damaged)
 //! in the state save that moves the cursor past it, fetched again by every
 //! later pull, and named in the report until it opens.
 //!
@@ -19,15 +19,15 @@ use std::str::FromStr;
 
 use evi_shared::{KeyedId, SessionId};
 
-use crate::sync::context::SyncContext;
-use crate::sync::damaged::{self, DamagedRecord};
+use crate::sync::engine::incoming::{Incoming, drain_pending};
+use crate::sync::engine::journal::{apply_journal, fetch_blobs, journal_blobs};
 use crate::sync::error::SyncError;
-use crate::sync::high_water::HighWater;
-use crate::sync::incoming::{Incoming, drain_pending};
-use crate::sync::journal::{apply_journal, fetch_blobs, journal_blobs};
 use crate::sync::progress::Progress;
 use crate::sync::remote::records::{Page, PulledRecord};
 use crate::sync::state::JournalState;
+use crate::sync::state::context::SyncContext;
+use crate::sync::state::damaged::{self, DamagedRecord};
+use crate::sync::state::high_water::HighWater;
 use crate::sync::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
@@ -45,7 +45,7 @@ pub struct PullReport {
     /// Entries kept in `sync/pending/` until their file is whole.
     pub waiting: u64,
     /// Set when the server holds less than this device saw it hold (see
-    /// [`high_water`](crate::sync::high_water)): what went back, for people.
+    /// [`high_water`](crate::sync::state::high_water)): what went back, for people.
     pub server_went_back: Option<String>,
     /// Requests sent again after a transient failure (see `PushReport`).
     pub retries: u64,
@@ -91,7 +91,7 @@ pub fn pull(
 }
 
 /// [`pull`], but when the server's history went back (see
-/// [`high_water`](crate::sync::high_water)) it mends as `pull --all` does instead
+/// [`high_water`](crate::sync::state::high_water)) it mends as `pull --all` does instead
 /// of only saying so: for `evi sync watch`, which has nobody to run `pull
 /// --all` and would otherwise wait for the seqs the restored server gives
 /// out again below its cursor. The report says what went back all the same.
@@ -214,7 +214,7 @@ fn pull_scope(
     let framed = caps.frames;
     let mut report = PullReport::default();
     // Blobs an earlier pull found missing are asked for again first.
-    report.blobs += crate::sync::remote::blob_transfer::pull_missing_blobs(ctx)?;
+    report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx)?;
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
     let only = match &scope {

@@ -25,7 +25,7 @@
 //! - A server whose history went back (restored from an older backup) is
 //!   said, and mended as `evi sync pull --all` then `push` mend it: what it
 //!   holds now is pulled from its first record, and everything here is
-//!   pushed again (see [`high_water`](crate::sync::high_water)).
+//!   pushed again (see [`high_water`](crate::sync::state::high_water)).
 //! - A refused token (revoked) is said once; the watcher waits for `evi sync
 //!   login` and goes on with the new token ([`health`]).
 //! - Killed at any moment, it leaves what a killed push or pull leaves:
@@ -46,10 +46,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use crate::home::EviHome;
-use crate::sync::context::SyncContext;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::progress::Quiet;
 use crate::sync::remote::client::{Client, is_unauthorized};
+use crate::sync::state::context::SyncContext;
 use crate::sync::state::{SyncPaths, SyncState};
 use health::{Health, LOGIN_POLL};
 use presence::{Presence, PresenceError};
@@ -411,7 +411,7 @@ impl Loop {
             if !scan && nothing_to_push(ctx)? {
                 return Ok(None);
             }
-            crate::sync::push::push(ctx, &Quiet).map(Some)
+            crate::sync::engine::push::push(ctx, &Quiet).map(Some)
         };
         // A look that found nothing asked the server nothing.
         let step = self.with_context("push", look, Option::is_some)?;
@@ -439,7 +439,7 @@ impl Loop {
 
     fn pull(&mut self) -> Result<Pulled, WatchError> {
         let pull = |ctx: &mut SyncContext| {
-            let r = crate::sync::pull::pull_mending(ctx, &Quiet)?;
+            let r = crate::sync::engine::pull::pull_mending(ctx, &Quiet)?;
             Ok((r, ctx.state.cursor))
         };
         let step = self.with_context("pull", pull, |_| true)?;
@@ -585,7 +585,7 @@ fn fatal(e: &SyncError) -> bool {
 /// pushed, the journal too, no blob owed and nothing waiting. Conservative:
 /// anything it cannot tell counts as something.
 fn nothing_to_push(ctx: &SyncContext) -> Result<bool, SyncError> {
-    if crate::sync::push::changed_files(ctx)? > 0 || !ctx.state.missing_blobs.is_empty() {
+    if crate::sync::engine::push::changed_files(ctx)? > 0 || !ctx.state.missing_blobs.is_empty() {
         return Ok(false);
     }
     let pending = ctx.paths.dir.join("pending");

@@ -23,9 +23,9 @@
 use evi_shared::{KeyedId, SessionId};
 use serde::{Deserialize, Serialize};
 
-use crate::sync::context::SyncContext;
 use crate::sync::error::SyncError;
 use crate::sync::remote::records::PulledRecord;
+use crate::sync::state::context::SyncContext;
 use crate::transcript::Catalog;
 
 /// One record this device refused, as it remembers it.
