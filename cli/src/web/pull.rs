@@ -4,8 +4,8 @@
 //! appends, never outside the eVi home).
 
 use crate::command_error::CommandError;
+use crate::commands::shared::sync_error;
 use crate::commands::sync::one_session::{self, Wanted};
-use crate::commands::sync::sync_error;
 use crate::home::EviHome;
 use crate::sync::engine::pull::{PullOptions, PullReport, pull as sync_pull};
 use crate::sync::progress::Quiet;

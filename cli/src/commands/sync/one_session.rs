@@ -11,8 +11,8 @@ use std::str::FromStr;
 
 use evi_shared::SessionId;
 
-use super::sync_error;
 use crate::command_error::{CommandError, user_error};
+use crate::commands::shared::{resolve, sync_error};
 use crate::sync::engine::pull::{PullOptions, PullReport, pull, pull_session};
 use crate::sync::progress::Progress;
 use crate::sync::state::context::SyncContext;
@@ -37,9 +37,7 @@ pub fn wanted(catalog: &Catalog, id: &str) -> Result<Wanted, CommandError> {
         [] => SessionId::from_str(id)
             .map(|id| Wanted { id, here: false })
             .map_err(|e| user_error(format!("`{id}` is not a session id: {e}"))),
-        _ => {
-            crate::commands::sessions::resolve(catalog, id).map(|(id, _)| Wanted { id, here: true })
-        }
+        _ => resolve(catalog, id).map(|(id, _)| Wanted { id, here: true }),
     }
 }
 

@@ -1,19 +1,20 @@
 //! `evi sync push`, `pull` and `status`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, client_error, one_session, open, sync_error, sync_error_in};
+use super::{Ctx, one_session};
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
-use crate::commands::sessions::fmt_minute;
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{
+    client_error, finish, fmt_minute, open_sync, print_json, progress, scan, stdout, sync_error,
+    sync_error_in, warn,
+};
 use crate::sync::engine::pending::PendingStore;
 use crate::sync::engine::pull::{PullOptions, pull};
 use crate::sync::engine::push::{changed_files, push};
-use crate::sync::progress::{Bar, Progress, Quiet};
 use crate::sync::state::damaged::DamagedRecord;
 use crate::transcript::line::parse_ts;
 
@@ -47,23 +48,8 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub(super) fn progress(json: bool) -> Box<dyn Progress> {
-    if json || !std::io::stderr().is_terminal() {
-        Box::new(Quiet)
-    } else {
-        Box::new(Bar::default())
-    }
-}
-
-pub(super) fn print_json(value: &impl Serialize) -> CommandResult {
-    let mut out = stdout();
-    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
-    writeln!(out)?;
-    finish(out)
-}
-
 pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
-    let mut sync = open(ctx)?;
+    let mut sync = open_sync(ctx)?;
     let r = push(&mut sync, progress(args.json).as_ref()).map_err(|e| sync_error_in(ctx, e))?;
     drop(sync);
     refresh_search(ctx);
@@ -114,7 +100,7 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     if let Some(id) = &args.session {
         return pull_one_session(ctx, id, args.json);
     }
-    let mut sync = open(ctx)?;
+    let mut sync = open_sync(ctx)?;
     let opts = PullOptions { all: args.all };
     let r =
         pull(&mut sync, progress(args.json).as_ref(), opts).map_err(|e| sync_error_in(ctx, e))?;
@@ -177,14 +163,14 @@ fn refresh_search(ctx: &Ctx) {
         return;
     };
     if let Some(w) = crate::search::refresh_after_sync(&ctx.home, &catalog) {
-        crate::commands::warn(&w);
+        warn(&w);
     }
 }
 
 /// `evi sync pull --session ID`.
 fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
-    let wanted = one_session::wanted(&crate::commands::sessions::scan(ctx)?, id)?;
-    let mut sync = open(ctx)?;
+    let wanted = one_session::wanted(&scan(ctx)?, id)?;
+    let mut sync = open_sync(ctx)?;
     let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
     drop(sync);
     refresh_search(ctx);
@@ -354,7 +340,7 @@ fn ends_mid_line(path: &std::path::Path, size: u64) -> bool {
 }
 
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
-    let sync = open(ctx)?;
+    let sync = open_sync(ctx)?;
     let changed = changed_files(&sync).map_err(sync_error)?;
     let waiting = waiting(&sync)?;
     let remote = sync.client.status_after(sync.state.cursor);

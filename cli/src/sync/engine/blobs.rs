@@ -23,7 +23,7 @@ use crate::sync::state::context::SyncContext;
 /// module up into the face (`commands::warn`); a reporter handed in by the
 /// caller would replace it here, in one place.
 fn warn(msg: &str) {
-    crate::commands::warn(msg);
+    crate::commands::shared::warn(msg);
 }
 
 /// Where a checkpoint blob lives: `checkpoints/blobs/<sha256>`.
