@@ -12,13 +12,14 @@ use evi_shared::SessionId;
 use super::Ctx;
 use super::resume_git::{TreeWanted, show_and_bring};
 use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::shared::one_session;
 use crate::commands::shared::{
     agent_file, client_error, finish, open_sync, path_map, resolve, scan, stdout, sync_error,
     sync_set_up, warn,
 };
-use crate::commands::sync::one_session::{self, Wanted};
 use crate::resume::rebuild;
 use crate::source::AgentFile;
+use crate::sync::engine::one_session::{self as engine_one_session, Wanted};
 use crate::sync::engine::pull::{PullOptions, PullReport, pull};
 use crate::sync::progress::Quiet;
 use crate::transcript::recent::most_recent;
@@ -113,7 +114,7 @@ fn fetch_now(ctx: &Ctx, wanted: &Wanted) -> Result<(Catalog, PullReport), Comman
             .fail_fast(QUICK_PULL_TIMEOUT)
             .map_err(client_error)?;
     }
-    let r = one_session::fetch(&mut sync, &Quiet, &wanted.id)?;
+    let r = engine_one_session::fetch(&mut sync, &Quiet, &wanted.id).map_err(sync_error)?;
     drop(sync);
     let dir = ctx.home.transcripts_dir();
     let catalog = Catalog::scan(&dir)

@@ -5,6 +5,7 @@
 //! address, and the checkpoint journal `--device` names.
 
 mod checkpoints;
+pub mod one_session;
 mod output;
 mod sessions;
 mod sync;

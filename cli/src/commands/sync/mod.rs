@@ -4,7 +4,6 @@ mod account;
 mod devices;
 mod join;
 mod key;
-pub mod one_session;
 mod pair;
 mod service;
 mod transfer;

@@ -5,9 +5,10 @@ use std::io::Write;
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, one_session};
+use super::Ctx;
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
+use crate::commands::shared::one_session;
 use crate::commands::shared::{
     client_error, finish, fmt_minute, open_sync, print_json, progress, scan, stdout, sync_error,
     sync_error_in, warn,
@@ -171,7 +172,8 @@ fn refresh_search(ctx: &Ctx) {
 fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
     let wanted = one_session::wanted(&scan(ctx)?, id)?;
     let mut sync = open_sync(ctx)?;
-    let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
+    let r = crate::sync::engine::one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)
+        .map_err(sync_error)?;
     drop(sync);
     refresh_search(ctx);
     if let Some(back) = &r.server_went_back {

@@ -10,6 +10,7 @@
 //!   lines too large for a segment; [`push_report`] what push says it did).
 //! - [`pull`]: fetch the records, open them, apply them ([`apply`],
 //!   [`incoming`], [`pending`] for entries whose parent has not arrived).
+//! - [`one_session`]: one session fetched alone.
 //! - [`blobs`]: which checkpoint blobs a push or pull moves.
 //! - [`redact`]: secrets replaced before a line is sealed.
 //! - [`verify`]: everything the server holds checked, and repaired.
@@ -21,6 +22,7 @@ pub mod id_set;
 pub mod incoming;
 pub mod journal;
 pub mod line_blobs;
+pub mod one_session;
 pub mod pending;
 pub mod pull;
 pub mod push;

@@ -11,9 +11,8 @@ use std::str::FromStr;
 
 use evi_shared::SessionId;
 
-use crate::command_error::{CommandError, user_error};
-use crate::commands::shared::{resolve, sync_error};
 use crate::sync::engine::pull::{PullOptions, PullReport, pull, pull_session};
+use crate::sync::error::SyncError;
 use crate::sync::progress::Progress;
 use crate::sync::state::context::SyncContext;
 use crate::transcript::Catalog;
@@ -26,9 +25,32 @@ pub struct Wanted {
     pub here: bool,
 }
 
+/// Why an id names no session to fetch.
+#[derive(Debug, thiserror::Error)]
+pub enum WantedError {
+    /// Not on this device, and not a whole id either.
+    #[error("`{id}` is not a session id: {reason}")]
+    NotAnId { id: String, reason: String },
+    /// A prefix of more than one session here.
+    #[error("{}", ambiguous(.prefix, .matches))]
+    Ambiguous {
+        prefix: String,
+        matches: Vec<SessionId>,
+    },
+}
+
+/// `` `PREFIX` matches N sessions: `` and the first 20 of them, one a line.
+fn ambiguous(prefix: &str, matches: &[SessionId]) -> String {
+    let mut msg = format!("`{prefix}` matches {} sessions:", matches.len());
+    for id in matches.iter().take(20) {
+        msg.push_str(&format!("\n  {id}"));
+    }
+    msg
+}
+
 /// The session `id` names: the local one it matches (a whole id or an
 /// unambiguous prefix), else `id` itself taken as a whole id.
-pub fn wanted(catalog: &Catalog, id: &str) -> Result<Wanted, CommandError> {
+pub fn wanted(catalog: &Catalog, id: &str) -> Result<Wanted, WantedError> {
     match catalog.matching(id).as_slice() {
         [one] => Ok(Wanted {
             id: (*one).clone(),
@@ -36,8 +58,14 @@ pub fn wanted(catalog: &Catalog, id: &str) -> Result<Wanted, CommandError> {
         }),
         [] => SessionId::from_str(id)
             .map(|id| Wanted { id, here: false })
-            .map_err(|e| user_error(format!("`{id}` is not a session id: {e}"))),
-        _ => resolve(catalog, id).map(|(id, _)| Wanted { id, here: true }),
+            .map_err(|e| WantedError::NotAnId {
+                id: id.to_owned(),
+                reason: e.to_string(),
+            }),
+        many => Err(WantedError::Ambiguous {
+            prefix: id.to_owned(),
+            matches: many.iter().map(|s| (*s).clone()).collect(),
+        }),
     }
 }
 
@@ -47,18 +75,9 @@ pub fn fetch(
     sync: &mut SyncContext,
     progress: &dyn Progress,
     session: &SessionId,
-) -> Result<PullReport, CommandError> {
-    match pull_session(sync, progress, session).map_err(sync_error)? {
+) -> Result<PullReport, SyncError> {
+    match pull_session(sync, progress, session)? {
         Some(r) => Ok(r),
-        None => pull(sync, progress, PullOptions::default()).map_err(sync_error),
+        None => pull(sync, progress, PullOptions::default()),
     }
-}
-
-/// A session that is neither on this device nor, under that whole id, on
-/// the server.
-pub fn not_found(id: &str) -> CommandError {
-    user_error(format!("no session `{id}` on this device or on the server")).hinted(
-        "the server finds a session by its whole id only (as `evi sessions handoff` prints \
-         it); for a prefix, run `evi sync pull` first to fetch every session",
-    )
 }
