@@ -1,12 +1,12 @@
-//! The sync commands' side of blob transfer: which blobs a push or pull
+//! The engine's side of blob transfer: which blobs a push or pull
 //! moves, what the sync state remembers, and what the user is warned about.
 //! Blobs live in `checkpoints/blobs/<sha256>`. A blob a journal line names
 //! that cannot be sent, or that the server does not have, never stops the
 //! sync: it is warned about and remembered in `SyncState::missing_blobs`,
 //! and forgotten only once the server has it or it has arrived here (or its
 //! name is not a blob's). These functions change the state in memory and
-//! never save it (the caller does). Warnings go through the one private
-//! `warn` below.
+//! never save it (the caller does). Warnings go to the [`Progress`] the
+//! caller hands in (the face prints them; the engine never does).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -14,17 +14,11 @@ use std::path::{Path, PathBuf};
 
 use crate::sync::engine::push_report::PushReport;
 use crate::sync::error::SyncError;
+use crate::sync::progress::Progress;
 use crate::sync::remote::blob_transfer::{
     BlobTransfer, Fetched, TransferError, UploadOutcome, in_parallel, is_sha_name,
 };
 use crate::sync::state::context::SyncContext;
-
-/// Tells the user about a blob that did not move. The one call from this
-/// module up into the face (`commands::warn`); a reporter handed in by the
-/// caller would replace it here, in one place.
-fn warn(msg: &str) {
-    crate::commands::shared::warn(msg);
-}
 
 /// Where a checkpoint blob lives: `checkpoints/blobs/<sha256>`.
 pub fn checkpoint_blob_path(ctx: &SyncContext, sha256: &str) -> PathBuf {
@@ -65,6 +59,7 @@ pub fn push_blobs(
     ctx: &mut SyncContext,
     report: &mut PushReport,
     mut shas: BTreeSet<String>,
+    progress: &dyn Progress,
 ) -> Result<(), SyncError> {
     shas.retain(|s| is_sha_name(s));
     shas.extend(
@@ -95,7 +90,7 @@ pub fn push_blobs(
                 ctx.state.missing_blobs.remove(&sha);
             }
             UploadOutcome::Failed(why) => {
-                warn(&format!(
+                progress.warn(&format!(
                     "blob {sha} was not uploaded: {why}; the journal lines naming it go \
                      without it, and the next push tries again"
                 ));
@@ -109,8 +104,12 @@ pub fn push_blobs(
 
 /// [`push_blobs`] of only the blobs the state remembers as missing: what a
 /// push owes the server even when its journal did not change.
-pub fn push_missing_blobs(ctx: &mut SyncContext, report: &mut PushReport) -> Result<(), SyncError> {
-    push_blobs(ctx, report, BTreeSet::new())
+pub fn push_missing_blobs(
+    ctx: &mut SyncContext,
+    report: &mut PushReport,
+    progress: &dyn Progress,
+) -> Result<(), SyncError> {
+    push_blobs(ctx, report, BTreeSet::new(), progress)
 }
 
 /// Fetches the blobs `shas` (named by journal lines about to be applied)
@@ -119,7 +118,11 @@ pub fn push_missing_blobs(ctx: &mut SyncContext, report: &mut PushReport) -> Res
 /// for it again at every pull. Those already remembered were asked for at
 /// the start of this pull, so each is warned about once per pull. Returns
 /// how many were written.
-pub fn pull_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
+pub fn pull_blobs(
+    ctx: &mut SyncContext,
+    shas: &[String],
+    progress: &dyn Progress,
+) -> Result<u64, SyncError> {
     let todo: BTreeSet<&String> = shas
         .iter()
         .filter(|s| is_sha_name(s) && !ctx.state.missing_blobs.contains(*s))
@@ -143,7 +146,7 @@ pub fn pull_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncErr
             Fetched::Written(_) => fetched += 1,
             Fetched::AlreadyPresent => {}
             Fetched::Missing => {
-                warn(&format!(
+                progress.warn(&format!(
                     "blob {sha} is not on the server; its journal line is applied, and \
                      every pull asks for the blob again"
                 ));
@@ -187,7 +190,10 @@ pub fn verify_blobs(ctx: &SyncContext, shas: &[String]) -> Result<Vec<Verified>,
 /// kept (its line is applied already, so refusing the pull would only block
 /// everything else). Those that are here but not on the server wait for
 /// this device's next push. Returns how many were written.
-pub fn pull_missing_blobs(ctx: &mut SyncContext) -> Result<u64, SyncError> {
+pub fn pull_missing_blobs(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+) -> Result<u64, SyncError> {
     if ctx.state.missing_blobs.is_empty() {
         return Ok(0);
     }
@@ -221,12 +227,12 @@ pub fn pull_missing_blobs(ctx: &mut SyncContext) -> Result<u64, SyncError> {
                 done.push(sha);
             }
             Ok(Fetched::AlreadyPresent) => done.push(sha),
-            Ok(Fetched::Missing) => warn(&format!(
+            Ok(Fetched::Missing) => progress.warn(&format!(
                 "blob {sha} is still not on the server; a journal line here names it, and \
                  the next pull asks again"
             )),
             Err(e @ (TransferError::Refused { .. } | TransferError::Manifest { .. })) => {
-                warn(&format!("{e}; nothing was kept, the next pull asks again"));
+                progress.warn(&format!("{e}; nothing was kept, the next pull asks again"));
             }
             Err(e) => return Err(e.into()),
         }

@@ -40,6 +40,7 @@ use sha2::{Digest, Sha256};
 use crate::sync::engine::push_report::{Mark, PushReport};
 use crate::sync::engine::uploader::Uploader;
 use crate::sync::error::{IoContext, SyncError};
+use crate::sync::progress::Progress;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::pulled_journals::blob_of;
 use crate::sync::state::{Account, JournalState, Stat, line_hash, prefix_intact};
@@ -89,6 +90,7 @@ pub(crate) fn push_journal(
     up: &mut Uploader,
     report: &mut PushReport,
     careful: bool,
+    progress: &dyn Progress,
 ) -> Result<(), SyncError> {
     let path = ctx.home.checkpoints_dir().join("journal.jsonl");
     let Ok(stat) = Stat::of(&path) else {
@@ -115,6 +117,11 @@ pub(crate) fn push_journal(
     js.file.size = stat.size;
     js.file.mtime_ns = stat.mtime_ns;
     js.file.ino = stat.ino;
+    let how = Sending {
+        name: &name,
+        careful,
+        progress,
+    };
     let budget = up.segment_budget();
     let mut lines: Vec<JournalLine> = Vec::new();
     let mut bytes = 0;
@@ -136,7 +143,7 @@ pub(crate) fn push_journal(
                 file: js.file.mid_file(),
                 ..js.clone()
             };
-            if let Err(e) = send_lines(ctx, up, report, &name, &mut lines, mid, careful) {
+            if let Err(e) = send_lines(ctx, up, report, &how, &mut lines, mid) {
                 failure = Some(e);
                 return ControlFlow::Break(());
             }
@@ -149,20 +156,34 @@ pub(crate) fn push_journal(
         return Err(e);
     }
     js.file.offset = end.offset;
-    send_lines(ctx, up, report, &name, &mut lines, js, careful)
+    send_lines(ctx, up, report, &how, &mut lines, js)
+}
+
+/// What stays the same for every segment of one journal push.
+struct Sending<'a> {
+    /// The journal's name ([`journal_name`]).
+    name: &'a str,
+    /// Ask the server which lines it has before sending them.
+    careful: bool,
+    /// Where a blob that could not go up is told of.
+    progress: &'a dyn Progress,
 }
 
 /// Uploads the blobs `lines` name, then queues the lines as one segment of
-/// the journal `name`.
+/// the journal `how.name`.
 fn send_lines(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
-    name: &str,
+    how: &Sending<'_>,
     lines: &mut Vec<JournalLine>,
     mark: JournalState,
-    careful: bool,
 ) -> Result<(), SyncError> {
+    let Sending {
+        name,
+        careful,
+        progress,
+    } = *how;
     if careful {
         crate::sync::engine::unfinished::drop_known_lines(ctx, name, lines)?;
     }
@@ -171,7 +192,7 @@ fn send_lines(
         return Ok(());
     }
     let shas: BTreeSet<String> = lines.iter().filter_map(|l| blob_of(&l.line)).collect();
-    upload_blobs(ctx, report, shas)?;
+    upload_blobs(ctx, report, shas, progress)?;
     let sealed =
         seal_journal(&ctx.keys, &ctx.identity, name, lines).map_err(|e| SyncError::Io {
             context: "cannot seal the checkpoint journal".into(),
@@ -187,10 +208,11 @@ fn upload_blobs(
     ctx: &mut SyncContext,
     report: &mut PushReport,
     shas: BTreeSet<String>,
+    progress: &dyn Progress,
 ) -> Result<(), SyncError> {
     // Any size (in parts past the server's limit); one that cannot go up is
     // warned about, counted and remembered, and the lines still go.
-    crate::sync::engine::blobs::push_blobs(ctx, report, shas)
+    crate::sync::engine::blobs::push_blobs(ctx, report, shas, progress)
 }
 
 /// Whether `name` is this device's own journal, which it never applies.
@@ -252,8 +274,12 @@ pub(crate) fn journal_lines_missing(
 /// Downloads, verifies and stores blobs that are not here yet (whole or in
 /// parts); one the server lacks is warned about and remembered in the state,
 /// and asked for again at every pull.
-pub(crate) fn fetch_blobs(ctx: &mut SyncContext, shas: &[String]) -> Result<u64, SyncError> {
-    crate::sync::engine::blobs::pull_blobs(ctx, shas)
+pub(crate) fn fetch_blobs(
+    ctx: &mut SyncContext,
+    shas: &[String],
+    progress: &dyn Progress,
+) -> Result<u64, SyncError> {
+    crate::sync::engine::blobs::pull_blobs(ctx, shas, progress)
 }
 
 #[cfg(test)]

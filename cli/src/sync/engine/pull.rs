@@ -214,7 +214,7 @@ fn pull_scope(
     let framed = caps.frames;
     let mut report = PullReport::default();
     // Blobs an earlier pull found missing are asked for again first.
-    report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx)?;
+    report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx, progress)?;
     // What waited since an earlier sync goes in first, in its order.
     let mut incoming = drain_pending(ctx)?;
     let only = match &scope {
@@ -233,7 +233,7 @@ fn pull_scope(
             }
         }
         let mut opened = open_page(ctx, &records, true);
-        apply_opened(ctx, &mut incoming, &mut report, opened.good)?;
+        apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
         opened.healed.extend(gone);
         damaged::note(ctx, opened.damaged, &opened.healed);
         ctx.save_state()?;
@@ -268,7 +268,7 @@ fn pull_scope(
             let (count, next_after, more) = (page.records.len() as u64, page.next_after, page.more);
             // The ciphertext is done with; only the plaintext is written.
             drop(page);
-            apply_opened(ctx, &mut incoming, &mut report, opened.good)?;
+            apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
             // Entries that wait are safe in sync/pending/, damaged records
             // in the state saved below with the cursor: it moves past every
             // record of the page.
@@ -325,6 +325,7 @@ fn apply_opened(
     incoming: &mut Incoming,
     report: &mut PullReport,
     opened: Vec<OpenedSegment>,
+    progress: &dyn Progress,
 ) -> Result<(), SyncError> {
     let mut named = Vec::new();
     for seg in &opened {
@@ -332,7 +333,7 @@ fn apply_opened(
             named.extend(journal_blobs(ctx, device, lines)?);
         }
     }
-    report.blobs += fetch_blobs(ctx, &named)?;
+    report.blobs += fetch_blobs(ctx, &named, progress)?;
     let mut agents = Vec::new();
     for seg in opened {
         match seg {

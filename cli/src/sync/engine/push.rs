@@ -177,12 +177,12 @@ fn push_into(
     up.flush(ctx, report)?;
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
-    crate::sync::engine::blobs::push_missing_blobs(ctx, report)?;
+    crate::sync::engine::blobs::push_missing_blobs(ctx, report, progress)?;
     if opts.recheck_journal {
         ctx.state.journal = crate::sync::state::JournalState::default();
     }
     let careful = unfinished.careful || opts.recheck_journal;
-    match journal::push_journal(ctx, &mut up, report, careful) {
+    match journal::push_journal(ctx, &mut up, report, careful, progress) {
         Ok(()) => {}
         Err(e) if item_error(&e) => report.failed.push(format!("checkpoint journal: {e}")),
         Err(e) => return Err(e),
