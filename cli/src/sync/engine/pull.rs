@@ -223,7 +223,7 @@ fn pull_scope(
     };
     // Records refused before are asked for again first, each alone.
     if caps.stream_pull && !ctx.state.damaged.is_empty() {
-        let again = damaged::refetch(ctx, only.as_ref(), framed)?;
+        let again = damaged::refetch(&ctx.state.damaged, &ctx.client, only.as_ref(), framed)?;
         let mut gone = Vec::new();
         let mut records = Vec::new();
         for (seq, r) in again {
@@ -235,7 +235,7 @@ fn pull_scope(
         let mut opened = open_page(ctx, &records, true);
         apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
         opened.healed.extend(gone);
-        damaged::note(ctx, opened.damaged, &opened.healed);
+        damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
         ctx.save_state()?;
     }
     let mut pulled_to = first;
@@ -272,7 +272,7 @@ fn pull_scope(
             // Entries that wait are safe in sync/pending/, damaged records
             // in the state saved below with the cursor: it moves past every
             // record of the page.
-            damaged::note(ctx, opened.damaged, &opened.healed);
+            damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
             pulled_to = next_after;
             match &scope {
                 Scope::Everything => {
@@ -297,7 +297,7 @@ fn pull_scope(
         Ok(())
     })?;
     progress.finish();
-    damaged::name_sessions(ctx);
+    damaged::name_sessions(&mut ctx.state.damaged, &ctx.home, &ctx.keys);
     report.damaged = (ctx.state.damaged.iter())
         .filter(|d| only.as_ref().is_none_or(|s| *s == d.stream))
         .cloned()

@@ -23,9 +23,11 @@
 use evi_shared::{KeyedId, SessionId};
 use serde::{Deserialize, Serialize};
 
+use crate::home::EviHome;
+use crate::sync::SyncKeys;
 use crate::sync::error::SyncError;
+use crate::sync::remote::client::Client;
 use crate::sync::remote::records::PulledRecord;
-use crate::sync::state::context::SyncContext;
 use crate::transcript::Catalog;
 
 /// One record this device refused, as it remembers it.
@@ -71,10 +73,11 @@ impl std::fmt::Display for DamagedRecord {
     }
 }
 
-/// Records `found` in the state (replacing what it said of the same seq)
-/// and forgets `healed`; the caller saves the state with the cursor.
-pub(crate) fn note(ctx: &mut SyncContext, found: Vec<DamagedRecord>, healed: &[u64]) {
-    let list = &mut ctx.state.damaged;
+/// Records `found` in the state's list `list` (replacing what it said of
+/// the same seq) and forgets `healed`; the caller saves the state with the
+/// cursor. These take the state's parts, not the context, so the state
+/// imports nothing that imports it back.
+pub(crate) fn note(list: &mut Vec<DamagedRecord>, found: Vec<DamagedRecord>, healed: &[u64]) {
     list.retain(|d| !healed.contains(&d.seq) && !found.iter().any(|f| f.seq == d.seq));
     list.extend(found);
     list.sort_by_key(|d| d.seq);
@@ -82,19 +85,19 @@ pub(crate) fn note(ctx: &mut SyncContext, found: Vec<DamagedRecord>, healed: &[u
 
 /// Names the session of every damaged record whose stream is a session
 /// here (sessions pulled since included).
-pub(crate) fn name_sessions(ctx: &mut SyncContext) {
-    if ctx.state.damaged.iter().all(|d| d.session.is_some()) {
+pub(crate) fn name_sessions(list: &mut [DamagedRecord], home: &EviHome, keys: &SyncKeys) {
+    if list.iter().all(|d| d.session.is_some()) {
         return;
     }
-    let Ok(catalog) = Catalog::scan(&ctx.home.transcripts_dir()) else {
+    let Ok(catalog) = Catalog::scan(&home.transcripts_dir()) else {
         return;
     };
     let keyed: Vec<(KeyedId, &SessionId)> = catalog
         .sessions
         .keys()
-        .map(|s| (ctx.keys.session_key(s), s))
+        .map(|s| (keys.session_key(s), s))
         .collect();
-    for d in ctx.state.damaged.iter_mut().filter(|d| d.session.is_none()) {
+    for d in list.iter_mut().filter(|d| d.session.is_none()) {
         d.session = keyed
             .iter()
             .find(|(k, _)| *k == d.stream)
@@ -106,23 +109,24 @@ pub(crate) fn name_sessions(ctx: &mut SyncContext) {
 /// alone: `Some(record)` as the server serves it now, `None` when it holds
 /// no record of that seq any more.
 pub(crate) fn refetch(
-    ctx: &SyncContext,
+    list: &[DamagedRecord],
+    client: &Client,
     stream: Option<&KeyedId>,
     framed: bool,
 ) -> Result<Vec<(u64, Option<PulledRecord>)>, SyncError> {
     let mut out = Vec::new();
-    for d in &ctx.state.damaged {
+    for d in list {
         if stream.is_some_and(|s| *s != d.stream) {
             continue;
         }
         let after = d.seq.saturating_sub(1);
-        let page = ctx.client.pull_stream(&d.stream, after, framed)?;
+        let page = client.pull_stream(&d.stream, after, framed)?;
         let mut found =
             (page.records.into_iter()).find(|r| r.head.seq == d.seq && r.head.stream == d.stream);
         if found.is_none() {
             // The stream it was served under may have been a lie (a record
             // swapped into another stream): by seq alone, from every stream.
-            let page = ctx.client.pull(after, framed)?;
+            let page = client.pull(after, framed)?;
             found = page.records.into_iter().find(|r| r.head.seq == d.seq);
         }
         out.push((d.seq, found));
