@@ -89,15 +89,17 @@
 //!
 //! The ciphertext is `age(zstd(plaintext))`, zstd level 3, one or more frames.
 
+mod layout;
 mod open;
 mod seal;
 
 use evi_shared::{Day, KeyedId, SessionId};
 
+pub use layout::check_device;
 pub use open::{open, open_plaintext_bytes};
 #[cfg(test)]
 pub(crate) use seal::{BodyRef, RawEntry, seal_raw_for_test, write_plaintext};
-pub use seal::{check_device, seal, seal_journal, seal_stream, seal_unchecked_for_tests};
+pub use seal::{seal, seal_journal, seal_stream, seal_unchecked_for_tests};
 
 /// Plaintext format version written by this code.
 pub const FORMAT_VERSION: u8 = 2;

@@ -8,8 +8,9 @@ use std::iter;
 use evi_shared::{Day, IdError, KeyedId, SessionId};
 use hmac::Mac;
 
-use super::seal::{
-    FLAG_LINE_BLOB, FLAG_PARENT, check_device, journal_ids, mac_prefix, mac_suffix, session_ids,
+use super::layout::{
+    FLAG_LINE_BLOB, FLAG_PARENT, TooLargeMarker, check_device, is_marked, journal_ids, mac_prefix,
+    mac_suffix, session_ids,
 };
 use super::{
     BUF, Entry, FORMAT_VERSION, JournalLine, LineBlob, MAGIC, MAX_PLAINTEXT_BYTES, MAX_WINDOW_LOG,
@@ -18,15 +19,6 @@ use super::{
 use crate::sync::seal::identity::Identity;
 use crate::sync::seal::keys::{HmacSha256, SyncKeys};
 use crate::sync::seal::zstd_context::decompress_from;
-
-#[derive(Debug)]
-pub(super) struct TooLargeMarker;
-impl std::fmt::Display for TooLargeMarker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("plaintext size limit exceeded")
-    }
-}
-impl std::error::Error for TooLargeMarker {}
 
 #[derive(Debug)]
 struct MalformedMarker(String);
@@ -45,10 +37,6 @@ impl std::fmt::Display for AgeStreamError {
     }
 }
 impl std::error::Error for AgeStreamError {}
-
-pub(super) fn is_marked<T: std::error::Error + 'static>(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|i| i.is::<T>())
-}
 
 /// Tags errors of the age payload stream so they are told apart from zstd's.
 struct AgeTagged<R>(R);

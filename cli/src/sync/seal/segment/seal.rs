@@ -9,9 +9,12 @@ use std::iter;
 use evi_shared::{KeyedId, SessionId};
 use hmac::Mac;
 
-use super::open::{TooLargeMarker, is_marked};
+use super::layout::{
+    FLAG_LINE_BLOB, FLAG_PARENT, TooLargeMarker, check_device, is_marked, journal_ids, mac_prefix,
+    mac_suffix, session_ids,
+};
 use super::{
-    BUF, Entry, FORMAT_VERSION, JournalLine, MAC_DOMAIN, MAGIC, MAX_PLAINTEXT_BYTES, SealedSegment,
+    BUF, Entry, FORMAT_VERSION, JournalLine, MAGIC, MAX_PLAINTEXT_BYTES, SealedSegment,
     SegmentError, SegmentKind, ZSTD_LEVEL,
 };
 use crate::sync::seal::identity::Identity;
@@ -82,43 +85,6 @@ fn is_lower_hex_sha256(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-}
-
-/// Entry flag bits (format 2).
-pub(super) const FLAG_PARENT: u8 = 1;
-pub(super) const FLAG_LINE_BLOB: u8 = 2;
-
-/// The keyed ids of a journal's lines in format `version`: by content from
-/// format 2 on, by number in format 1. Sealing and opening both call this,
-/// so the two can never disagree.
-pub(super) fn journal_ids(
-    keys: &SyncKeys,
-    version: u8,
-    name: &[u8],
-    lines: &[JournalLine],
-) -> (KeyedId, Vec<KeyedId>) {
-    let stream = keys.keyed_raw(&[b"journal-stream", name]);
-    let ids = lines
-        .iter()
-        .map(|l| match version {
-            1 => keys.keyed_raw(&[b"journal-entry", name, &l.seq.to_be_bytes()]),
-            _ => keys.keyed_raw(&[b"journal-line", name, &l.line]),
-        })
-        .collect();
-    (stream, ids)
-}
-
-/// The keyed ids of a session's entries (the same in every format).
-pub(super) fn session_ids<'a>(
-    keys: &SyncKeys,
-    session: &[u8],
-    ids: impl Iterator<Item = &'a [u8]>,
-) -> (KeyedId, Vec<KeyedId>) {
-    (
-        keys.keyed_raw(&[b"session", session]),
-        ids.map(|id| keys.keyed_raw(&[b"entry", session, id]))
-            .collect(),
-    )
 }
 
 impl BodyRef<'_> {
@@ -201,26 +167,6 @@ fn write_count<W: Write>(w: &mut W, n: usize) -> io::Result<()> {
     let n = u32::try_from(n)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many entries"))?;
     w.write_all(&n.to_be_bytes())
-}
-
-pub(super) fn mac_prefix(mac: &mut HmacSha256, version: u8, kind: SegmentKind) {
-    mac.update(&(MAC_DOMAIN.len() as u32).to_be_bytes());
-    mac.update(MAC_DOMAIN);
-    mac.update(&[version]);
-    let name = kind.as_str().as_bytes();
-    mac.update(&(name.len() as u32).to_be_bytes());
-    mac.update(name);
-}
-
-pub(super) fn mac_suffix(mac: &mut HmacSha256, body_len: u64, stream: &KeyedId, ids: &[KeyedId]) {
-    mac.update(&body_len.to_be_bytes());
-    mac.update(&64u32.to_be_bytes());
-    mac.update(stream.as_str().as_bytes());
-    mac.update(&(ids.len() as u32).to_be_bytes());
-    for id in ids {
-        mac.update(&64u32.to_be_bytes());
-        mac.update(id.as_str().as_bytes());
-    }
 }
 
 /// Counts and MACs what passes through, and refuses to pass the size limit.
@@ -398,14 +344,6 @@ pub fn seal_journal(
             lines: &lines,
         },
     )
-}
-
-/// Whether `device` may name a journal stream (and so a folder).
-pub fn check_device(device: &str) -> Result<(), SegmentError> {
-    device
-        .parse::<SessionId>()
-        .map(|_| ())
-        .map_err(|_| SegmentError::BadDevice(device.to_owned()))
 }
 
 /// Tests of other crates only (the end-to-end tampering tests play a server
