@@ -67,7 +67,7 @@ pub struct SyncConfig {
     /// pushes only what the watcher has not.
     pub auto: bool,
     /// Push replaces secrets in known formats with `[REDACTED:<rule>]`
-    /// before a line is sealed (see [`crate::sync::redact`]): on, because a
+    /// before a line is sealed (see [`crate::sync::engine::redact`]): on, because a
     /// key pasted once would otherwise be on every device a minute later.
     pub redact: bool,
     /// Rules that are off by default (they showed false positives on

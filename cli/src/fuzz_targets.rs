@@ -28,7 +28,7 @@ use evi_shared::{Day, KeyedId, SessionId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::sync::segment::{check_device, open_plaintext_bytes};
+use crate::sync::seal::segment::{check_device, open_plaintext_bytes};
 use crate::sync::{Entry, Identity, SegmentKind, SyncKeys, open, seal};
 use crate::transcript::catalog::{SessionFile, starts_with_ignore_case};
 use crate::transcript::lines::{LineFetcher, walk_reader};
@@ -200,7 +200,7 @@ pub fn segment(data: &[u8]) {
 /// batch; a page that reads writes back to a body that reads the same.
 pub fn frames(data: &[u8]) {
     const MAX_BODY: u32 = 1 << 16;
-    if let Ok(page) = crate::sync::records::read_framed_page(data, MAX_BODY) {
+    if let Ok(page) = crate::sync::remote::records::read_framed_page(data, MAX_BODY) {
         let mut body = frames::start_body();
         for r in &page.records {
             frames::write_frame(&mut body, Tag::Record, &r.head, &r.ciphertext);
@@ -210,7 +210,7 @@ pub fn frames(data: &[u8]) {
             more: page.more,
         };
         frames::write_frame(&mut body, Tag::End, &end, &[]);
-        let again = crate::sync::records::read_framed_page(&body[..], MAX_BODY)
+        let again = crate::sync::remote::records::read_framed_page(&body[..], MAX_BODY)
             .expect("a written page reads");
         assert_eq!(again, page);
     }

@@ -13,7 +13,7 @@
 //!     cargo run --release -p evi-server --example bench
 //!
 //! Sizes come from the environment, with defaults from the real client
-//! (`cli/src/sync/uploader.rs`: segments of up to 4 MiB plaintext, batches
+//! (`cli/src/sync/engine/uploader.rs`: segments of up to 4 MiB plaintext, batches
 //! up to 90% of the server's 8 MiB `max_batch_bytes`; the generated 417 MB
 //! home of `bench/sync.sh` went up as 2,076 records of 131 entries each in
 //! about 50 batches, so about 100 KB of ciphertext per record):

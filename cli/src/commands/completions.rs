@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use super::{finish, stdout};
 use crate::cli::Cli;
 use crate::command_error::{CommandResult, user_error};
+use crate::commands::shared::{finish, stdout};
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {

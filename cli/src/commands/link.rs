@@ -5,9 +5,9 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::sessions::{resolve, scan};
-use super::{Ctx, finish, stdout};
+use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
+use crate::commands::shared::{finish, resolve, scan, stdout};
 use crate::deeplink::session_link;
 
 #[derive(Debug, Args)]

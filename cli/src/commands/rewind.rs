@@ -8,11 +8,11 @@ use chrono::{Local, TimeZone};
 use clap::Args;
 use serde::Serialize;
 
-use super::checkpoints::journal_of;
-use super::{Ctx, finish, stdout, warn};
+use super::Ctx;
 use crate::checkpoints::journal::{Journal, Unreadable};
 use crate::checkpoints::rewind::{Outcome, Report, RewindError, Target, Undone, rewind};
 use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::shared::{finish, journal_of, stdout, warn};
 
 #[derive(Debug, Args)]
 pub struct RewindArgs {

@@ -5,8 +5,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use clap::Args;
 
-use super::{Ctx, warn};
+use super::Ctx;
 use crate::command_error::{CommandResult, usage_error, user_error};
+use crate::commands::shared::{open_browser, warn};
 
 /// Where the viewer listens when neither `--listen` nor `[web] listen` says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -105,13 +106,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
-    }
-}
-
-/// Opens `url` in the desktop's browser; a failure is only a warning (the
-/// URL is printed anyway).
-pub fn open_browser(url: &str) {
-    if let Err(e) = crate::desktop::open_in_background(url) {
-        warn(&format!("cannot open a browser: {e}; open {url}"));
     }
 }

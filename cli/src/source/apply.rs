@@ -40,9 +40,9 @@ use super::paths::PathMap;
 use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::pending::{WaitReason, Waiting};
 use crate::sync::error::{IoContext, SyncError};
-use crate::sync::pending::{WaitReason, Waiting};
+use crate::sync::state::context::SyncContext;
 use crate::sync::state::{FileState, Stat, line_hash};
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::lines::walk_file;
@@ -122,7 +122,7 @@ fn plan(
             let is_object =
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.line)
                     .is_ok();
-            let line = crate::sync::apply::with_ids(e, own.id.is_some(), is_object);
+            let line = crate::sync::engine::apply::with_ids(e, own.id.is_some(), is_object);
             out.extend_from_slice(&agent.localize(&line, map));
         }
     }
@@ -237,7 +237,7 @@ pub fn apply(
         let mut waiting = Vec::new();
         let mut ready = Vec::with_capacity(entries.len());
         for mut e in entries {
-            if crate::sync::line_blobs::fetch_line(ctx, &mut e)? {
+            if crate::sync::engine::line_blobs::fetch_line(ctx, &mut e)? {
                 ready.push(e);
             } else {
                 waiting.push(Waiting::new(&e, WaitReason::BlobMissing));

@@ -3,9 +3,9 @@
 //! the user to act (the message says how) or means a server sent something
 //! that must not be trusted.
 
-use super::client::ClientError;
-use super::lock::LockError;
-use super::{BlobError, IdentityError, SegmentError};
+use crate::sync::remote::client::ClientError;
+use crate::sync::state::lock::LockError;
+use crate::sync::{BlobError, IdentityError, SegmentError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {

@@ -2,7 +2,10 @@
 //! terminal (indicatif hides itself when stderr is not one), nothing in pipes.
 //!
 //! The engine only calls [`Progress`]; what a bar counts follows from its
-//! label ([`Unit::of`]), so the engine names no unit and draws nothing.
+//! label ([`Unit::of`]), so the engine names no unit and draws nothing. It
+//! also tells of what did not move (a blob not sent, not found) through
+//! [`Progress::warn`], so the reporter the face hands in says it: the two
+//! here print `warning: ...` on stderr, with a bar or without one.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -15,15 +18,27 @@ pub trait Progress {
     fn start(&self, what: &str, total: u64);
     fn inc(&self, n: u64);
     fn finish(&self);
+    /// Something the user should know that did not stop the work (a blob
+    /// that did not move): one line for a person.
+    fn warn(&self, msg: &str);
 }
 
-/// Draws nothing (tests, `--json`).
+/// A warning as the command line prints it, whatever draws the progress.
+fn print_warning(msg: &str) {
+    eprintln!("warning: {msg}");
+}
+
+/// Draws nothing (tests, `--json`), and still prints warnings: they are
+/// not progress.
 pub struct Quiet;
 
 impl Progress for Quiet {
     fn start(&self, _: &str, _: u64) {}
     fn inc(&self, _: u64) {}
     fn finish(&self) {}
+    fn warn(&self, msg: &str) {
+        print_warning(msg);
+    }
 }
 
 /// What a bar counts.
@@ -165,6 +180,9 @@ impl Progress for Bar {
         if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
             bar.finish_and_clear();
         }
+    }
+    fn warn(&self, msg: &str) {
+        print_warning(msg);
     }
 }
 

@@ -361,8 +361,8 @@ pub async fn pull(
         let session = req.session.clone();
         blocking(move || {
             let catalog = scan(&state)?;
-            crate::commands::sync::one_session::wanted(&catalog, &session)
-                .map_err(|e| ApiError::bad_request(e.message))
+            crate::sync::engine::one_session::wanted(&catalog, &session)
+                .map_err(|e| ApiError::bad_request(e.to_string()))
         })
         .await?
     };

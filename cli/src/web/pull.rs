@@ -4,12 +4,12 @@
 //! appends, never outside the eVi home).
 
 use crate::command_error::CommandError;
-use crate::commands::sync::one_session::{self, Wanted};
-use crate::commands::sync::sync_error;
+use crate::commands::shared::sync_error;
 use crate::home::EviHome;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::one_session::{self, Wanted};
+use crate::sync::engine::pull::{PullOptions, PullReport, pull as sync_pull};
 use crate::sync::progress::Quiet;
-use crate::sync::pull::{PullOptions, PullReport, pull as sync_pull};
+use crate::sync::state::context::SyncContext;
 
 /// Fetches the session the page asked for alone from the account's
 /// server. A session not here that the server has no record of under that
@@ -19,7 +19,7 @@ pub fn pull(home: &EviHome, wanted: &Wanted) -> Result<PullReport, CommandError>
     // Waits and retries show on the terminal that runs the viewer.
     crate::sync::notice::set_sink(|msg| eprintln!("evi web: {msg}"));
     let mut sync = SyncContext::open(home).map_err(sync_error)?;
-    let r = one_session::fetch(&mut sync, &Quiet, &wanted.id)?;
+    let r = one_session::fetch(&mut sync, &Quiet, &wanted.id).map_err(sync_error)?;
     if wanted.here || r.records > 0 {
         return Ok(r);
     }

@@ -1,7 +1,7 @@
 //! A server restored from an older backup (or lying) holds less than a
 //! device saw it hold: `evi sync status` and `evi sync pull` say so, and
 //! `evi sync pull --all` then `evi sync push` put back what it lost
-//! (SECURITY.md, "Roll-back"; `cli/src/sync/high_water.rs`).
+//! (SECURITY.md, "Roll-back"; `cli/src/sync/state/high_water.rs`).
 
 use crate::common::{Device, TestServer, assert_converged, today};
 

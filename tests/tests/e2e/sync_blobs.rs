@@ -6,7 +6,7 @@
 use std::io::Read;
 
 use crate::common::{Device, TestServer, Tree, journal_line, random_bytes, sha256_hex as sha};
-use evi::sync::blob_transfer::part_size_for;
+use evi::sync::remote::blob_transfer::part_size_for;
 use evi::sync::{Identity, SyncKeys};
 
 const DAY: &str = "2026-06-10";

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use evi::sync::SyncKeys;
-use evi::sync::identity::Identity;
-use evi::sync::journal::journal_name;
+use evi::sync::engine::journal::journal_name;
+use evi::sync::seal::identity::Identity;
 use evi::sync::state::SyncState;
 use evi_shared::SessionId;
 

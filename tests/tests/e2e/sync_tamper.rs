@@ -303,7 +303,7 @@ fn blob_not_matching_its_name_is_refused() {
 /// A record the server adds: sealed with the victim's own keys (a stolen
 /// identity, or a bug on another device), holding unsafe names.
 fn inject(s: &Scene, session: &str, day: &str) {
-    let sealed = evi::sync::segment::seal_unchecked_for_tests(
+    let sealed = evi::sync::seal::segment::seal_unchecked_for_tests(
         &s.keys,
         &s.identity,
         session,

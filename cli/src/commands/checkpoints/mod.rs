@@ -3,13 +3,10 @@
 
 mod restore;
 
-use std::path::PathBuf;
-
 use clap::Subcommand;
 
 use super::Ctx;
-use crate::checkpoints::devices::journal_path;
-use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::command_error::CommandResult;
 
 pub use restore::RestoreArgs;
 
@@ -24,13 +21,4 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCommand) -> CommandResult {
     match cmd {
         CheckpointsCommand::Restore(a) => restore::cmd_checkpoints_restore(ctx, a),
     }
-}
-
-/// The journal `--device` asks for (none: this device's), and its name.
-pub fn journal_of(
-    ctx: &Ctx,
-    device: Option<&str>,
-) -> Result<(PathBuf, Option<String>), CommandError> {
-    journal_path(&ctx.home.checkpoints_dir(), device)
-        .map_err(|e| user_error(e).hinted("`evi sync pull` brings the other devices' checkpoints"))
 }

@@ -11,11 +11,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Ctx;
-use super::journal_of;
 use crate::checkpoints::restore::recorded_path;
 use crate::checkpoints::{Journal, Overwrite, RestoreError, restore_checkpoint};
 use crate::command_error::{CommandResult, user_error};
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{finish, journal_of, stdout};
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {

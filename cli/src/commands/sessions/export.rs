@@ -10,9 +10,9 @@ use base64::Engine as _;
 use clap::{Args, ValueEnum};
 use html_escape::encode_text as esc;
 
-use super::{Ctx, fmt_rfc3339, fmt_second, load_tree};
+use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::stdout;
+use crate::commands::shared::{fmt_rfc3339, fmt_second, load_tree, stdout};
 use crate::fsutil::{persist_new, persist_replace, temp_beside};
 use crate::message::{Message, without_encrypted};
 use crate::source::Agent;
@@ -48,7 +48,7 @@ pub fn cmd_sessions_export(ctx: &Ctx, args: ExportArgs) -> CommandResult {
     let Some(path) = args.output else {
         let mut out = stdout();
         write_export(&tree, args.format, &mut out)?;
-        return crate::commands::finish(out);
+        return crate::commands::shared::finish(out);
     };
     if path.exists() && !args.force {
         return Err(already_exists(&path));

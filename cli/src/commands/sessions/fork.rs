@@ -10,8 +10,9 @@ use chrono::Local;
 use clap::Args;
 use evi_shared::SessionId;
 
-use super::{Ctx, load_tree};
+use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
+use crate::commands::shared::load_tree;
 use crate::fsutil::{persist_new, temp_beside};
 
 #[derive(Debug, Args)]

@@ -8,15 +8,15 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
+use super::Ctx;
 use super::handoff_git::{self, Wanted};
-use super::{Ctx, resolve, scan};
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::sync::{open as open_sync, sync_error};
-use crate::commands::{finish, stdout, warn};
-use crate::config::DEFAULT_WEB_URL;
+use crate::commands::shared::{
+    agent_file, finish, open_sync, path_map, require_sync, resolve, scan, stdout, sync_error, warn,
+    web_url,
+};
+use crate::sync::engine::push::{push, session_pushed};
 use crate::sync::progress::Quiet;
-use crate::sync::push::{push, session_pushed};
-use crate::sync::state::SyncState;
 use crate::transcript::SessionTree;
 use crate::transcript::git_state::GitState;
 use crate::transcript::recent::most_recent;
@@ -65,46 +65,9 @@ struct Handoff {
     git: Option<GitState>,
 }
 
-/// The web UI's base URL: `[web] url` when it has a host, else the default.
-pub fn web_url(ctx: &Ctx) -> String {
-    match ctx.config.web.url.as_deref() {
-        Some(u) if has_host(u) => u.trim_end_matches('/').to_owned(),
-        Some(u) => {
-            warn(&format!(
-                "[web] url = {u:?} has no host; using {DEFAULT_WEB_URL}"
-            ));
-            DEFAULT_WEB_URL.to_owned()
-        }
-        None => DEFAULT_WEB_URL.to_owned(),
-    }
-}
-
 /// The web UI's address of one session, whatever its agent.
 fn session_url(ctx: &Ctx, id: &impl std::fmt::Display) -> String {
     format!("{}/?session={id}", web_url(ctx))
-}
-
-fn has_host(u: &str) -> bool {
-    reqwest::Url::parse(u).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
-}
-
-/// Whether this home is set up for sync.
-pub fn sync_set_up(ctx: &Ctx) -> bool {
-    SyncState::is_set_up(&ctx.home)
-}
-
-/// Errors unless this home is set up for sync.
-pub fn require_sync(ctx: &Ctx, what: &str) -> Result<(), CommandError> {
-    if !sync_set_up(ctx) {
-        return Err(user_error(format!(
-            "{what} needs sync, and this eVi home is not set up for it"
-        ))
-        .hinted(
-            "run `evi sync init --server URL --user NAME` (first device) or \
-             `evi sync login --server URL --user NAME` (another device), then try again",
-        ));
-    }
-    Ok(())
 }
 
 pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
@@ -226,10 +189,10 @@ fn agent_session(
     )>,
     CommandError,
 > {
-    let Some(file) = super::agent_file(ctx, prefix)? else {
+    let Some(file) = agent_file(ctx, prefix)? else {
         return Ok(None);
     };
-    let summary = crate::source::summary::summarize(&file, &super::path_map(ctx, &file.stream))
+    let summary = crate::source::summary::summarize(&file, &path_map(ctx, &file.stream))
         .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
     Ok(Some((file, summary)))
 }
@@ -328,7 +291,7 @@ fn agent_handoff(
 /// server; other items that could not go up are warnings, this session not
 /// being fully pushed is the error.
 fn push_session_first(
-    sync: &mut crate::sync::context::SyncContext,
+    sync: &mut crate::sync::state::context::SyncContext,
     id: &evi_shared::SessionId,
 ) -> Result<&'static str, CommandError> {
     let r = push(sync, &Quiet)
@@ -339,7 +302,7 @@ fn push_session_first(
             return Err(user_error(format!("session {id} is not fully pushed: {f}"))
                 .hinted("fix that and run `evi sync push`, then hand off again"));
         }
-        crate::commands::warn(&format!("not pushed: {f}"));
+        warn(&format!("not pushed: {f}"));
     }
     Ok("done")
 }

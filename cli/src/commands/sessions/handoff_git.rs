@@ -5,45 +5,13 @@
 use std::path::Path;
 
 use crate::command_error::{CommandError, user_error};
-use crate::commands::sync::sync_error;
-use crate::commands::warn;
+use crate::commands::shared::{git_error, sync_error, warn};
 use crate::git::{self, Git, GitError, carry};
-use crate::sync::blob_transfer::upload_one;
-use crate::sync::context::SyncContext;
+use crate::sync::engine::blobs::upload_one;
+use crate::sync::state::context::SyncContext;
 use crate::transcript::SessionTree;
 use crate::transcript::git_state::{CarriedBlob, GitState, git_state_line, short};
 use crate::transcript::title::append_line;
-
-/// A git failure as the command line says it, with what to do.
-pub fn git_error(e: GitError) -> CommandError {
-    let hint = match &e {
-        GitError::Missing(_) | GitError::TooOld(_) => Some(format!(
-            "install git {}.{} or later (https://git-scm.com), or hand off with --no-git \
-             (the conversation alone)",
-            git::MIN_GIT.0,
-            git::MIN_GIT.1
-        )),
-        GitError::TooLarge { .. } => Some(
-            "commit and push the large changes (or --push-branch), keep large files out \
-             with .gitignore, or hand off with --no-git (the conversation alone)"
-                .into(),
-        ),
-        GitError::NotACheckout(_) => {
-            Some("pass --repo PATH to name the checkout, or --no-git".into())
-        }
-        GitError::Busy { .. } => Some(
-            "commit or stash them yourself, or pass --worktree PATH for a new git worktree \
-             at the handoff's state (this checkout stays as it is)"
-                .into(),
-        ),
-        _ => None,
-    };
-    let err = user_error(e);
-    match hint {
-        Some(h) => err.hinted(h),
-        None => err,
-    }
-}
 
 /// What to do about the working tree.
 pub struct Wanted<'a> {

@@ -6,9 +6,9 @@ use chrono::{Days, Local};
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, fmt_minute, scan};
+use super::Ctx;
 use crate::command_error::{CommandResult, usage_error, user_error};
-use crate::commands::{finish, stdout, width};
+use crate::commands::shared::{finish, fmt_minute, scan, stdout, width};
 use crate::message::one_line;
 use crate::source::Agent;
 use crate::transcript::SessionTree;

@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::handoff::web_url;
-use super::{Ctx, resolve, scan};
+use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
-use crate::commands::web::open_browser;
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{finish, open_browser, resolve, scan, stdout, warn, web_url};
 
 #[derive(Debug, Args)]
 pub struct OpenArgs {
@@ -36,7 +34,7 @@ pub fn cmd_sessions_open(ctx: &Ctx, args: OpenArgs) -> CommandResult {
     let base = web_url(ctx);
     match probe(&base) {
         Some(home) if home != ctx.home.root().display().to_string() => {
-            crate::commands::warn(&format!(
+            warn(&format!(
                 "the viewer at {base} serves another eVi home ({home})"
             ));
         }

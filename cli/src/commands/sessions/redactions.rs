@@ -6,10 +6,10 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::{Ctx, resolve, scan};
+use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
-use crate::commands::{finish, stdout};
-use crate::sync::redact::record::RedactionRecord;
+use crate::commands::shared::{finish, resolve, scan, stdout};
+use crate::sync::engine::redact::record::RedactionRecord;
 
 /// One redacted line, as `--json` prints it.
 #[derive(Debug, Serialize)]

@@ -9,17 +9,19 @@ use std::time::Duration;
 use clap::Args;
 use evi_shared::SessionId;
 
-use super::handoff::sync_set_up;
+use super::Ctx;
 use super::resume_git::{TreeWanted, show_and_bring};
-use super::{Ctx, scan};
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::sync::one_session::{self, Wanted};
-use crate::commands::sync::{client_error, open as open_sync, sync_error};
-use crate::commands::{finish, stdout};
+use crate::commands::shared::one_session;
+use crate::commands::shared::{
+    agent_file, client_error, finish, open_sync, path_map, resolve, scan, stdout, sync_error,
+    sync_set_up, warn,
+};
 use crate::resume::rebuild;
 use crate::source::AgentFile;
+use crate::sync::engine::one_session::{self as engine_one_session, Wanted};
+use crate::sync::engine::pull::{PullOptions, PullReport, pull};
 use crate::sync::progress::Quiet;
-use crate::sync::pull::{PullOptions, PullReport, pull};
 use crate::transcript::recent::most_recent;
 use crate::transcript::{Catalog, SessionTree};
 
@@ -84,7 +86,7 @@ fn pulled_first(ctx: &Ctx, catalog: Catalog, here: bool) -> Result<Catalog, Comm
     match pull_now(ctx, here) {
         Ok((catalog, r)) => {
             if let Some(back) = &r.server_went_back {
-                super::super::warn(back);
+                warn(back);
             }
             if r.entries > 0 {
                 eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
@@ -92,7 +94,7 @@ fn pulled_first(ctx: &Ctx, catalog: Catalog, here: bool) -> Result<Catalog, Comm
             Ok(catalog)
         }
         Err(e) if here => {
-            super::super::warn(&format!(
+            warn(&format!(
                 "could not pull first ({}): resuming the copy on this device, which may be older",
                 e.message
             ));
@@ -112,7 +114,7 @@ fn fetch_now(ctx: &Ctx, wanted: &Wanted) -> Result<(Catalog, PullReport), Comman
             .fail_fast(QUICK_PULL_TIMEOUT)
             .map_err(client_error)?;
     }
-    let r = one_session::fetch(&mut sync, &Quiet, &wanted.id)?;
+    let r = engine_one_session::fetch(&mut sync, &Quiet, &wanted.id).map_err(sync_error)?;
     drop(sync);
     let dir = ctx.home.transcripts_dir();
     let catalog = Catalog::scan(&dir)
@@ -133,7 +135,7 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     };
     if agents
         && catalog.matching(&args.id).is_empty()
-        && let Some(file) = super::agent_file(ctx, &args.id)?
+        && let Some(file) = agent_file(ctx, &args.id)?
     {
         return resume_agent(ctx, asked, file, false);
     }
@@ -143,7 +145,7 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
         worktree: args.worktree,
     };
     if !sync_set_up(ctx) {
-        let (id, _) = super::resolve(&catalog, &args.id)?;
+        let (id, _) = resolve(&catalog, &args.id)?;
         return resume(ctx, &catalog, id, args.print, Some(&tree));
     }
     let wanted = one_session::wanted(&catalog, &args.id)?;
@@ -156,7 +158,7 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     let catalog = match fetch_now(ctx, &wanted) {
         Ok((catalog, r)) => {
             if let Some(back) = &r.server_went_back {
-                super::super::warn(back);
+                warn(back);
             }
             if r.entries > 0 {
                 eprintln!("pulled {} entries in {} sessions", r.entries, r.sessions);
@@ -164,7 +166,7 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
             catalog
         }
         Err(e) if wanted.here => {
-            super::super::warn(&format!(
+            warn(&format!(
                 "could not pull first ({}): resuming the copy on this device, which may be older",
                 e.message
             ));
@@ -176,7 +178,7 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
         // Perhaps another agent's session: those come with a whole pull.
         if agents {
             pull_now(ctx, false)?;
-            if let Some(file) = super::agent_file(ctx, &args.id)? {
+            if let Some(file) = agent_file(ctx, &args.id)? {
                 return resume_agent(ctx, asked, file, true);
             }
         }
@@ -277,12 +279,12 @@ fn resume_agent(ctx: &Ctx, args: Asked, file: AgentFile, pulled: bool) -> Comman
         && sync_set_up(ctx)
         && let Err(e) = pull_now(ctx, true)
     {
-        super::super::warn(&format!(
+        warn(&format!(
             "could not pull first ({}): resuming the copy on this device, which may be older",
             e.message
         ));
     }
-    let map = super::path_map(ctx, &file.stream);
+    let map = path_map(ctx, &file.stream);
     let tree = SessionTree::load_agent(&file, &map)
         .map_err(|e| user_error(format!("cannot read {}: {e}", file.path.display())))?;
     let agent = file.stream.agent;

@@ -4,15 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::handoff_git::git_error;
-use super::{Ctx, fmt_minute};
+use super::Ctx;
 use crate::command_error::{CommandError, user_error};
-use crate::commands::sync::{open as open_sync, sync_error};
-use crate::commands::warn;
+use crate::commands::shared::{fmt_minute, git_error, open_sync, sync_error, warn};
 use crate::git::bring::{Target, bring};
 use crate::git::carry::Carried;
 use crate::git::{self, GitError};
-use crate::sync::blob_transfer::BlobTransfer;
+use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::transcript::SessionTree;
 use crate::transcript::git_state::{GitState, changes, short};
 

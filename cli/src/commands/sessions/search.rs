@@ -9,9 +9,9 @@ use clap::{Args, ValueEnum};
 use evi_shared::SessionId;
 use serde::Serialize;
 
-use super::{Ctx, fmt_minute, fmt_rfc3339, scan};
+use super::Ctx;
 use crate::command_error::{CommandResult, usage_error, user_error};
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{finish, fmt_minute, fmt_rfc3339, scan, stdout};
 use crate::search::find::{Filter, Hit, since_day};
 use crate::search::query::Query;
 use crate::search::snippet::{Marks, Part, render, snippet};

@@ -5,9 +5,9 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{Ctx, fmt_minute, fmt_second, load, load_tree};
+use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{finish, fmt_minute, fmt_second, load, load_tree, stdout};
 use crate::message::{Message, one_line};
 use crate::source::Agent;
 use crate::transcript::SessionTree;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Ctx, load_tree};
+use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{finish, load_tree, stdout};
 use crate::title_command::{TitleCommandError, ask, prompt};
 use crate::transcript::title::{TitleError, append_title, clean};
 

@@ -15,14 +15,15 @@ use evi_shared::api::{AuthResponse, ErrorCode, LoginRequest, RegisterRequest};
 
 use evi_shared::limits::{PASSWORD_MAX_LEN, PASSWORD_MIN_LEN};
 
+use super::Ctx;
 use super::key::identity_error;
-use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
+use crate::commands::shared::{client_error, sync_error, warn};
 use crate::fsutil::replace_file;
-use crate::sync::client::{Client, check_server_url};
-use crate::sync::context::lock_wait;
-use crate::sync::journal::journal_name;
-use crate::sync::lock::SyncLock;
+use crate::sync::engine::journal::journal_name;
+use crate::sync::remote::client::{Client, check_server_url};
+use crate::sync::state::context::lock_wait;
+use crate::sync::state::lock::SyncLock;
 use crate::sync::state::{Account, SyncPaths, SyncState};
 use crate::sync::{Identity, SyncKeys};
 
@@ -210,7 +211,7 @@ fn given_name(asked: &str, auth: &AuthResponse) -> String {
         return asked.to_owned();
     }
     if given.parse::<SessionId>().is_err() {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "the server named this device {given:?}, which is not usable; keeping {asked}"
         ));
         return asked.to_owned();

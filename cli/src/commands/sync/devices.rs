@@ -5,10 +5,10 @@ use std::io::{IsTerminal, Write};
 use clap::Args;
 use evi_shared::api::Device;
 
+use super::Ctx;
 use super::transfer::JsonArgs;
-use super::{Ctx, client_error, open};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::{finish, stdout};
+use crate::commands::shared::{client_error, finish, open_sync, stdout};
 use crate::transcript::catalog::starts_with_ignore_case;
 
 #[derive(Debug, Args)]
@@ -21,7 +21,7 @@ pub struct RevokeArgs {
 }
 
 pub fn cmd_sync_devices(ctx: &Ctx, args: JsonArgs) -> CommandResult {
-    let sync = open(ctx)?;
+    let sync = open_sync(ctx)?;
     let list = sync.client.devices().map_err(client_error)?;
     let mut out = stdout();
     if args.json {
@@ -56,7 +56,7 @@ pub fn cmd_sync_devices(ctx: &Ctx, args: JsonArgs) -> CommandResult {
 }
 
 pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
-    let sync = open(ctx)?;
+    let sync = open_sync(ctx)?;
     let list = sync.client.devices().map_err(client_error)?;
     let d = find_device(&list.devices, &args.device)?;
     if d.current && !args.yes && !confirm_self(d)? {

@@ -11,12 +11,13 @@ use clap::Args;
 use evi_shared::api::{AuthResponse, ErrorCode, PairState, PairWaitResponse};
 use serde_json::json;
 
+use super::Ctx;
 use super::account::{begin, device_name, finish, load_identity};
 use super::pair::{Waited, slot_error, wait_past};
-use super::{Ctx, client_error, sync_error};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::sync::client::{Client, ClientError, check_server_url};
-use crate::sync::pairing::{Code, Grant, Hello, answer};
+use crate::commands::shared::{client_error, sync_error, warn};
+use crate::sync::remote::client::{Client, ClientError, check_server_url};
+use crate::sync::seal::pairing::{Code, Grant, Hello, answer};
 use crate::sync::state::SyncState;
 use crate::sync::{Identity, SyncKeys};
 
@@ -59,7 +60,7 @@ fn slot_refused(e: ClientError, code: &Code, server: &str) -> CommandError {
 /// cannot use it.
 fn give_back(authed: &Client, grant: &Grant) {
     if let Err(e) = authed.revoke(&grant.device_id) {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "could not revoke the device {} made for this pairing ({e}); revoke it from the \
              other device: evi sync revoke {}",
             grant.device_name, grant.device_id
@@ -190,7 +191,7 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
     let name = finish(&paths, SyncState::default(), &server, &device, auth)?;
     // Done: the other device reports the pairing; the slot keeps nothing.
     if let Err(e) = mine.pair_close(code.slot) {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "this device is set up, but the other device could not be told ({e}); it will say \
              the pairing did not finish: this device works all the same"
         ));

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use age::secrecy::SecretString;
 use clap::{Args, Subcommand};
 
-use super::{Ctx, sync_error};
+use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
+use crate::commands::shared::sync_error;
 use crate::fsutil::write_new_file;
 use crate::sync::state::SyncPaths;
 use crate::sync::{Identity, IdentityError};

@@ -4,7 +4,6 @@ mod account;
 mod devices;
 mod join;
 mod key;
-pub mod one_session;
 mod pair;
 mod service;
 mod transfer;
@@ -14,12 +13,8 @@ mod watch;
 use clap::Subcommand;
 
 use super::Ctx;
-use evi_shared::api::ErrorCode;
-
-use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::sync::client::{Cause, ClientError, is_unauthorized};
-use crate::sync::context::SyncContext;
-use crate::sync::error::SyncError;
+use super::shared::tell_notices;
+use crate::command_error::CommandResult;
 
 pub use account::{InitArgs, LoginArgs};
 pub use key::KeyCommand;
@@ -73,160 +68,4 @@ pub fn run(ctx: &Ctx, cmd: SyncCommand) -> CommandResult {
         SyncCommand::Revoke(a) => devices::cmd_sync_revoke(ctx, a),
         SyncCommand::Watch(a) => watch::cmd_sync_watch(ctx, a),
     }
-}
-
-/// Opens the home's sync context (taking the lock).
-pub fn open(ctx: &Ctx) -> Result<SyncContext, CommandError> {
-    tell_notices();
-    SyncContext::open(&ctx.home).map_err(sync_error)
-}
-
-/// The engine's notices (waits, retries) go to stderr, one line each.
-fn tell_notices() {
-    crate::sync::notice::set_sink(|msg| eprintln!("{msg}"));
-}
-
-/// A sync failure as the user reads it, with what to do.
-pub fn sync_error(e: SyncError) -> CommandError {
-    if let SyncError::Client(c) = &e
-        && let Some(err) = client_failure(c)
-    {
-        return err;
-    }
-    let hint = match &e {
-        SyncError::NotSetUp { .. } => Some(
-            "run `evi sync init --server URL --user NAME` on your first device, \
-             or `evi sync login --server URL --user NAME` on another",
-        ),
-        SyncError::Client(c) if is_unauthorized(c) => {
-            Some("this device's token is no longer valid (revoked?): run `evi sync login` again")
-        }
-        SyncError::KeyMismatch => Some(
-            "move sync/identity.txt (in the eVi home) away, then on your first device \
-             `evi sync key export -o key.age`, here `evi sync key import key.age`",
-        ),
-        SyncError::Identity(crate::sync::IdentityError::Malformed(_)) => {
-            Some("import your key backup: evi sync key import FILE")
-        }
-        SyncError::Segment { .. } | SyncError::Blob { .. } => Some(
-            "nothing from that record was written; the server may be compromised or its data \
-             damaged",
-        ),
-        SyncError::Lock(_) => Some("set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer"),
-        SyncError::Config(_) => Some(
-            "fix `[sync]` in config.toml (in the eVi home); README.md, \"Redaction\", lists the rules",
-        ),
-        _ => None,
-    };
-    let err = user_error(e);
-    match hint {
-        Some(h) => err.hinted(h),
-        None => err,
-    }
-}
-
-/// [`sync_error`] of a command that writes into `ctx`'s home: a full disk
-/// there is named, with what became of the work.
-pub fn sync_error_in(ctx: &Ctx, e: SyncError) -> CommandError {
-    if let SyncError::Io { source, .. } = &e
-        && crate::fsutil::is_disk_full(source)
-    {
-        return user_error(&e).hinted(format!(
-            "the disk holding {} is full: make room on it and run the command again; \
-             nothing is half-written, and it goes on from where it stopped",
-            ctx.home.root().display()
-        ));
-    }
-    sync_error(e)
-}
-
-/// What the client says about the URL, the network, the credentials and
-/// the server, when it is more than the error's text.
-fn client_failure(c: &ClientError) -> Option<CommandError> {
-    const EXAMPLE: &str = "for example --server http://127.0.0.1:8787";
-    let err = match c {
-        ClientError::UrlScheme { url } if !url.contains("://") => {
-            usage_error(c).hinted(format!("for example --server http://{url}"))
-        }
-        ClientError::UrlScheme { .. } | ClientError::BadUrl { .. } => {
-            usage_error(c).hinted(EXAMPLE)
-        }
-        ClientError::Api {
-            code: ErrorCode::InvalidCredentials,
-            ..
-        } => user_error("wrong user name or password").hinted(
-            "check the user name (--user) and the password \
-             (EVI_SYNC_PASSWORD, --password-stdin or the prompt)",
-        ),
-        ClientError::Api {
-            code: ErrorCode::RateLimited,
-            retry_after,
-            ..
-        } => {
-            user_error("rate limited by the server (too many attempts)").hinted(match retry_after {
-                Some(s) => format!("try again in {s} s"),
-                None => "try again in a minute".to_owned(),
-            })
-        }
-        ClientError::Api {
-            code: ErrorCode::StorageFull,
-            ..
-        } => user_error("the server is out of disk space: nothing of this request was stored")
-            .hinted(
-                "whoever runs evi-server must make room on the disk of its data folder; \
-                 then run the command again: it sends only what the server does not have",
-            ),
-        ClientError::Api {
-            code: ErrorCode::MisdirectedRequest,
-            ..
-        } => user_error(c).hinted(
-            "the server answers only at the URL it names (its --public-url): pass that URL \
-             with --server; behind a reverse proxy, the proxy must pass the Host header on",
-        ),
-        ClientError::Api {
-            code: ErrorCode::UnsupportedMediaType,
-            ..
-        } => user_error(c).hinted(
-            "something between this device and the server changed the request's \
-             Content-Type (a proxy?), or the server is newer than this evi",
-        ),
-        ClientError::Transport { url, cause, .. } => {
-            let hint = match cause {
-                Cause::Refused => "start evi-server, or check the host and port \
-                                   (evi-server prints the address it listens on)"
-                    .to_owned(),
-                Cause::Tls(_) if cause.is_plain_http() => format!(
-                    "the server does not speak TLS there: try {}",
-                    url.replacen("https://", "http://", 1)
-                ),
-                Cause::Tls(_) => "check the server's TLS certificate \
-                                  (is it trusted on this machine?)"
-                    .to_owned(),
-                Cause::Timeout => "check the host and port, and that no firewall is in the \
-                                   way; a busy server may also answer late"
-                    .to_owned(),
-                Cause::UnknownHost(_) => "check the host name in the server URL".to_owned(),
-                Cause::Other(_) => {
-                    "check that evi-server is running and the URL is right".to_owned()
-                }
-            };
-            user_error(c).hinted(hint)
-        }
-        ClientError::Cut { .. } | ClientError::BadFrames { .. } if c.is_transient() => {
-            user_error(c).hinted(
-                "the connection keeps failing while answers arrive (the network, or a proxy \
-                 in between): check it and run the command again; nothing is half-done",
-            )
-        }
-        ClientError::NotEviServer { root, .. } => user_error(c).hinted(match root {
-            Some(root) => format!("evi-server answers at {root}: use that as the server URL"),
-            None => format!("the server URL is where evi-server listens, with no path ({EXAMPLE})"),
-        }),
-        _ => return None,
-    };
-    Some(err)
-}
-
-pub fn client_error(e: ClientError) -> CommandError {
-    sync_error(SyncError::Client(e))
 }

@@ -15,10 +15,11 @@ use evi_shared::SessionId;
 use evi_shared::api::{AuthResponse, PairState, PairWaitResponse};
 use serde_json::json;
 
-use super::{Ctx, client_error, open};
+use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::sync::client::{Client, ClientError};
-use crate::sync::pairing::{Code, Creator, Grant, PairError, new_words};
+use crate::commands::shared::{client_error, open_sync, warn};
+use crate::sync::remote::client::{Client, ClientError};
+use crate::sync::seal::pairing::{Code, Creator, Grant, PairError, new_words};
 
 #[derive(Debug, Args)]
 pub struct PairArgs {
@@ -77,7 +78,7 @@ fn outcome(json: bool, value: serde_json::Value) -> Result<(), CommandError> {
 /// Ends the slot, saying so if the server cannot be told (it expires).
 fn close(client: &Client, slot: u32) {
     if let Err(e) = client.pair_close(slot) {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "could not end the pairing on the server ({e}); it expires by itself"
         ));
     }
@@ -86,7 +87,7 @@ fn close(client: &Client, slot: u32) {
 /// Takes back a device added for a pairing that did not finish.
 fn revoke(client: &Client, auth: &AuthResponse) {
     if let Err(e) = client.revoke(&auth.device_id) {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "could not revoke the device {} added for this pairing ({e}): \
              run `evi sync revoke {}`",
             auth.device_name, auth.device_id
@@ -124,7 +125,7 @@ pub fn cmd_sync_pair(ctx: &Ctx, args: PairArgs) -> CommandResult {
     }
     // The lock only for reading the account: the wait holds up nothing.
     let (identity, account, client) = {
-        let sync = open(ctx)?;
+        let sync = open_sync(ctx)?;
         (
             sync.identity.clone(),
             sync.account.clone(),
@@ -230,7 +231,7 @@ pub fn cmd_sync_pair(ctx: &Ctx, args: PairArgs) -> CommandResult {
             .hinted("run `evi sync pair` again for a new code"));
         }
         Waited::Expired => {
-            crate::commands::warn(&format!(
+            warn(&format!(
                 "the new device did not say it was set up before the code expired; if it does \
                  not sync, revoke it: evi sync revoke {}",
                 auth.device_id

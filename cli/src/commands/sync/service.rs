@@ -25,6 +25,7 @@ use sha2::Digest;
 
 use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::shared::{require_sync, warn};
 
 /// Where and what a service manager is told.
 struct Service {
@@ -112,7 +113,7 @@ fn exe() -> Result<PathBuf, CommandError> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
     let ours = concat!("evi ", env!("CARGO_PKG_VERSION"));
     if theirs.as_deref() != Some(ours) {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "{} is {}, this one is {ours}: `cargo install --path cli` updates it",
             installed.display(),
             theirs
@@ -271,7 +272,7 @@ fn run(cmd: &[String]) -> Result<(), String> {
 }
 
 pub fn install(ctx: &Ctx, enable: bool) -> CommandResult {
-    crate::commands::sessions::require_sync(ctx, "evi sync watch")?;
+    require_sync(ctx, "evi sync watch")?;
     let exe = exe()?;
     let Some(s) = service(ctx, &exe)? else {
         let (home, _) = identity(ctx)?;
@@ -330,7 +331,7 @@ pub fn uninstall(ctx: &Ctx) -> CommandResult {
         .map_err(|e| user_error(format!("cannot remove {}: {e}", s.file.display())))?;
     println!("removed {}", s.file.display());
     if let Some(why) = stop_failed {
-        crate::commands::warn(&format!(
+        warn(&format!(
             "could not stop it ({why}); a watcher it started runs until you stop it"
         ));
     }

@@ -1,20 +1,22 @@
 //! `evi sync push`, `pull` and `status`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, client_error, one_session, open, sync_error, sync_error_in};
+use super::Ctx;
 use crate::command_error::CommandResult;
 use crate::command_error::user_error;
-use crate::commands::sessions::fmt_minute;
-use crate::commands::{finish, stdout};
-use crate::sync::damaged::DamagedRecord;
-use crate::sync::pending::PendingStore;
-use crate::sync::progress::{Bar, Progress, Quiet};
-use crate::sync::pull::{PullOptions, pull};
-use crate::sync::push::{changed_files, push};
+use crate::commands::shared::one_session;
+use crate::commands::shared::{
+    client_error, finish, fmt_minute, open_sync, print_json, progress, scan, stdout, sync_error,
+    sync_error_in, warn,
+};
+use crate::sync::engine::pending::PendingStore;
+use crate::sync::engine::pull::{PullOptions, pull};
+use crate::sync::engine::push::{changed_files, push};
+use crate::sync::state::damaged::DamagedRecord;
 use crate::transcript::line::parse_ts;
 
 #[derive(Debug, Args)]
@@ -47,23 +49,8 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub(super) fn progress(json: bool) -> Box<dyn Progress> {
-    if json || !std::io::stderr().is_terminal() {
-        Box::new(Quiet)
-    } else {
-        Box::new(Bar::default())
-    }
-}
-
-pub(super) fn print_json(value: &impl Serialize) -> CommandResult {
-    let mut out = stdout();
-    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
-    writeln!(out)?;
-    finish(out)
-}
-
 pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
-    let mut sync = open(ctx)?;
+    let mut sync = open_sync(ctx)?;
     let r = push(&mut sync, progress(args.json).as_ref()).map_err(|e| sync_error_in(ctx, e))?;
     drop(sync);
     refresh_search(ctx);
@@ -114,7 +101,7 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
     if let Some(id) = &args.session {
         return pull_one_session(ctx, id, args.json);
     }
-    let mut sync = open(ctx)?;
+    let mut sync = open_sync(ctx)?;
     let opts = PullOptions { all: args.all };
     let r =
         pull(&mut sync, progress(args.json).as_ref(), opts).map_err(|e| sync_error_in(ctx, e))?;
@@ -177,15 +164,16 @@ fn refresh_search(ctx: &Ctx) {
         return;
     };
     if let Some(w) = crate::search::refresh_after_sync(&ctx.home, &catalog) {
-        crate::commands::warn(&w);
+        warn(&w);
     }
 }
 
 /// `evi sync pull --session ID`.
 fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
-    let wanted = one_session::wanted(&crate::commands::sessions::scan(ctx)?, id)?;
-    let mut sync = open(ctx)?;
-    let r = one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)?;
+    let wanted = one_session::wanted(&scan(ctx)?, id)?;
+    let mut sync = open_sync(ctx)?;
+    let r = crate::sync::engine::one_session::fetch(&mut sync, progress(json).as_ref(), &wanted.id)
+        .map_err(sync_error)?;
     drop(sync);
     refresh_search(ctx);
     if let Some(back) = &r.server_went_back {
@@ -238,7 +226,7 @@ struct Status {
     /// again until they verify.
     damaged: Vec<DamagedRecord>,
     /// The `evi sync watch` running for this home, if one runs.
-    watcher: Option<crate::sync::watch::presence::WatchInfo>,
+    watcher: Option<crate::sync::engine::watch::presence::WatchInfo>,
     /// Other agents' folders: found or not, turned on or not, sessions held.
     agents: Vec<AgentFolder>,
     /// Whether push redacts secrets (`[sync] redact`), and the rules on.
@@ -296,9 +284,11 @@ struct WaitingSummary {
     since: String,
 }
 
-fn waiting(sync: &crate::sync::context::SyncContext) -> std::io::Result<Vec<WaitingSummary>> {
-    use crate::sync::apply::ABANDONED_AFTER;
-    use crate::sync::pending::WaitReason;
+fn waiting(
+    sync: &crate::sync::state::context::SyncContext,
+) -> std::io::Result<Vec<WaitingSummary>> {
+    use crate::sync::engine::apply::ABANDONED_AFTER;
+    use crate::sync::engine::pending::WaitReason;
     let store = PendingStore::load(sync.paths.dir.join("pending"))?;
     let mut out: Vec<WaitingSummary> = Vec::new();
     for (session, list) in store.sessions() {
@@ -344,11 +334,15 @@ fn waiting(sync: &crate::sync::context::SyncContext) -> std::io::Result<Vec<Wait
 }
 
 fn ends_mid_line(path: &std::path::Path, size: u64) -> bool {
-    size > 0 && matches!(crate::sync::apply::ends_in_newline(path, size), Ok(false))
+    size > 0
+        && matches!(
+            crate::sync::engine::apply::ends_in_newline(path, size),
+            Ok(false)
+        )
 }
 
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
-    let sync = open(ctx)?;
+    let sync = open_sync(ctx)?;
     let changed = changed_files(&sync).map_err(sync_error)?;
     let waiting = waiting(&sync)?;
     let remote = sync.client.status_after(sync.state.cursor);
@@ -369,8 +363,8 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         ),
         Err(e) => (None, Some(client_error(e).message)),
     };
-    let record =
-        crate::sync::redact::record::RedactionRecord::load(&sync.paths.dir).unwrap_or_default();
+    let record = crate::sync::engine::redact::record::RedactionRecord::load(&sync.paths.dir)
+        .unwrap_or_default();
     let s = Status {
         redact: sync.redactor.is_some(),
         redact_rules: sync
@@ -394,7 +388,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         missing_blobs: sync.state.missing_blobs.len() as u64,
         server_went_back: went_back,
         damaged: sync.state.damaged.clone(),
-        watcher: crate::sync::watch::presence::running(&sync.paths),
+        watcher: crate::sync::engine::watch::presence::running(&sync.paths),
         agents: agent_folders(ctx),
     };
     if let Some(back) = &s.server_went_back {

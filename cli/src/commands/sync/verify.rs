@@ -6,11 +6,10 @@ use std::io::Write;
 use clap::Args;
 use serde::Serialize;
 
-use super::transfer::{print_json, progress};
-use super::{Ctx, open, sync_error_in};
+use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
-use crate::commands::{finish, stdout};
-use crate::sync::verify::{Problem, Repaired, VerifyReport, repair, verify};
+use crate::commands::shared::{finish, open_sync, print_json, progress, stdout, sync_error_in};
+use crate::sync::engine::verify::{Problem, Repaired, VerifyReport, repair, verify};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -40,7 +39,7 @@ struct RepairOutput {
 }
 
 pub fn cmd_sync_verify(ctx: &Ctx, args: VerifyArgs) -> CommandResult {
-    let mut sync = open(ctx)?;
+    let mut sync = open_sync(ctx)?;
     let progress = progress(args.json);
     let checked = verify(&sync, progress.as_ref()).map_err(|e| sync_error_in(ctx, e))?;
     let mut out = Output {

@@ -9,9 +9,10 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
-use super::{Ctx, sync_error};
+use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
-use crate::sync::watch::{WatchError, WatchEvent, WatchLog, WatchOptions, run};
+use crate::commands::shared::sync_error;
+use crate::sync::engine::watch::{WatchError, WatchEvent, WatchLog, WatchOptions, run};
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {

@@ -1,0 +1,244 @@
+//! The engine's side of blob transfer: which blobs a push or pull
+//! moves, what the sync state remembers, and what the user is warned about.
+//! Blobs live in `checkpoints/blobs/<sha256>`. A blob a journal line names
+//! that cannot be sent, or that the server does not have, never stops the
+//! sync: it is warned about and remembered in `SyncState::missing_blobs`,
+//! and forgotten only once the server has it or it has arrived here (or its
+//! name is not a blob's). These functions change the state in memory and
+//! never save it (the caller does). Warnings go to the [`Progress`] the
+//! caller hands in (the face prints them; the engine never does).
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::sync::engine::push_report::PushReport;
+use crate::sync::error::SyncError;
+use crate::sync::progress::Progress;
+use crate::sync::remote::blob_transfer::{
+    BlobTransfer, Fetched, TransferError, UploadOutcome, in_parallel, is_sha_name,
+};
+use crate::sync::state::context::SyncContext;
+
+/// Where a checkpoint blob lives: `checkpoints/blobs/<sha256>`.
+pub fn checkpoint_blob_path(ctx: &SyncContext, sha256: &str) -> PathBuf {
+    ctx.home.checkpoints_dir().join("blobs").join(sha256)
+}
+
+fn transfer(ctx: &SyncContext) -> BlobTransfer<'_> {
+    BlobTransfer::new(&ctx.client, &ctx.identity, &ctx.keys, &ctx.paths.dir)
+}
+
+/// Uploads one blob from `src` unless the server has it; `true` if it went
+/// up now. A blob that cannot be sent is an error about that item alone
+/// ([`SyncError::Io`], its cause as the source), so a caller can name it and
+/// go on; the state is not touched.
+pub fn upload_one(ctx: &SyncContext, sha256: &str, src: &Path) -> Result<bool, SyncError> {
+    match transfer(ctx).upload_blob(sha256, src)? {
+        UploadOutcome::Uploaded { .. } => Ok(true),
+        UploadOutcome::AlreadyStored => Ok(false),
+        UploadOutcome::Failed(why) => Err(SyncError::Io {
+            context: format!("blob {sha256} was not uploaded"),
+            source: io::Error::other(why),
+        }),
+    }
+}
+
+/// Fetches one blob into `dest` (verified, created, never replaced; see
+/// [`BlobTransfer::fetch_blob`]), with no warning and no state: a caller
+/// that gets [`Fetched::Missing`] decides what waits.
+pub fn fetch_to(ctx: &SyncContext, sha256: &str, dest: &Path) -> Result<Fetched, SyncError> {
+    Ok(transfer(ctx).fetch_blob(sha256, dest)?)
+}
+
+/// Uploads the blobs `shas` (named by journal lines about to be pushed) and
+/// those the state remembers as missing that are here now. A blob that
+/// cannot be sent is warned about, counted in `blobs_failed`, and
+/// remembered, so the next push tries again; the lines naming it still go.
+pub fn push_blobs(
+    ctx: &mut SyncContext,
+    report: &mut PushReport,
+    mut shas: BTreeSet<String>,
+    progress: &dyn Progress,
+) -> Result<(), SyncError> {
+    shas.retain(|s| is_sha_name(s));
+    shas.extend(
+        ctx.state
+            .missing_blobs
+            .iter()
+            .filter(|s| is_sha_name(s) && checkpoint_blob_path(ctx, s).is_file())
+            .cloned(),
+    );
+    if shas.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<(String, PathBuf)> = shas
+        .into_iter()
+        .map(|s| {
+            let p = checkpoint_blob_path(ctx, &s);
+            (s, p)
+        })
+        .collect();
+    let outcomes = transfer(ctx).upload_blobs(&list)?;
+    for ((sha, _), outcome) in list.into_iter().zip(outcomes) {
+        match outcome {
+            UploadOutcome::Uploaded { .. } => {
+                report.blobs_uploaded += 1;
+                ctx.state.missing_blobs.remove(&sha);
+            }
+            UploadOutcome::AlreadyStored => {
+                ctx.state.missing_blobs.remove(&sha);
+            }
+            UploadOutcome::Failed(why) => {
+                progress.warn(&format!(
+                    "blob {sha} was not uploaded: {why}; the journal lines naming it go \
+                     without it, and the next push tries again"
+                ));
+                report.blobs_failed += 1;
+                ctx.state.missing_blobs.insert(sha);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`push_blobs`] of only the blobs the state remembers as missing: what a
+/// push owes the server even when its journal did not change.
+pub fn push_missing_blobs(
+    ctx: &mut SyncContext,
+    report: &mut PushReport,
+    progress: &dyn Progress,
+) -> Result<(), SyncError> {
+    push_blobs(ctx, report, BTreeSet::new(), progress)
+}
+
+/// Fetches the blobs `shas` (named by journal lines about to be applied)
+/// that are not here. One the server does not have is warned about and
+/// remembered, and its line is applied anyway: [`pull_missing_blobs`] asks
+/// for it again at every pull. Those already remembered were asked for at
+/// the start of this pull, so each is warned about once per pull. Returns
+/// how many were written.
+pub fn pull_blobs(
+    ctx: &mut SyncContext,
+    shas: &[String],
+    progress: &dyn Progress,
+) -> Result<u64, SyncError> {
+    let todo: BTreeSet<&String> = shas
+        .iter()
+        .filter(|s| is_sha_name(s) && !ctx.state.missing_blobs.contains(*s))
+        .filter(|s| !checkpoint_blob_path(ctx, s).exists())
+        .collect();
+    if todo.is_empty() {
+        return Ok(0);
+    }
+    let t = transfer(ctx);
+    let todo: Vec<(&String, PathBuf)> = todo
+        .into_iter()
+        .map(|sha| (sha, checkpoint_blob_path(ctx, sha)))
+        .collect();
+    // A few at once (see `in_parallel`), each written and made durable on
+    // its own before its journal line is applied.
+    let results = in_parallel(&todo, |(sha, dest)| t.fetch_blob(sha, dest))?;
+    let mut fetched = 0;
+    let mut missing = Vec::new();
+    for ((sha, _), result) in todo.into_iter().zip(results) {
+        match result {
+            Fetched::Written(_) => fetched += 1,
+            Fetched::AlreadyPresent => {}
+            Fetched::Missing => {
+                progress.warn(&format!(
+                    "blob {sha} is not on the server; its journal line is applied, and \
+                     every pull asks for the blob again"
+                ));
+                missing.push(sha.clone());
+            }
+        }
+    }
+    ctx.state.missing_blobs.extend(missing);
+    Ok(fetched)
+}
+
+/// What `evi sync verify` found of one blob on the server.
+#[derive(Debug)]
+pub enum Verified {
+    /// Whole or in parts, it hashes to its name; its size.
+    Good(u64),
+    /// The server has neither the whole blob nor all its parts.
+    Missing,
+    /// What the server gives is not the blob (the reason).
+    Bad(String),
+}
+
+/// Fetches and checks each of `shas`, a few at once, keeping nothing; only
+/// a server out of reach (or refusing the device) stops it.
+pub fn verify_blobs(ctx: &SyncContext, shas: &[String]) -> Result<Vec<Verified>, SyncError> {
+    let t = transfer(ctx);
+    let checked = in_parallel(shas, |sha| match t.verify_blob(sha) {
+        Ok(Some(n)) => Ok(Verified::Good(n)),
+        Ok(None) => Ok(Verified::Missing),
+        Err(e @ (TransferError::Refused { .. } | TransferError::Manifest { .. })) => {
+            Ok(Verified::Bad(e.to_string()))
+        }
+        Err(e) => Err(e),
+    })?;
+    Ok(checked)
+}
+
+/// Asks again for every blob the state remembers as missing (at the start
+/// of a pull): those that arrive, or that are here and now on the server,
+/// are forgotten; one the server refuses to give right is warned about and
+/// kept (its line is applied already, so refusing the pull would only block
+/// everything else). Those that are here but not on the server wait for
+/// this device's next push. Returns how many were written.
+pub fn pull_missing_blobs(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+) -> Result<u64, SyncError> {
+    if ctx.state.missing_blobs.is_empty() {
+        return Ok(0);
+    }
+    let mut done = Vec::new();
+    let mut here = Vec::new();
+    let mut absent = Vec::new();
+    for sha in &ctx.state.missing_blobs {
+        if !is_sha_name(sha) {
+            done.push(sha.clone());
+        } else if checkpoint_blob_path(ctx, sha).exists() {
+            here.push(sha.clone());
+        } else {
+            absent.push(sha.clone());
+        }
+    }
+    let t = transfer(ctx);
+    let mut fetched = 0;
+    if !here.is_empty() {
+        let stored = t.stored(&here)?;
+        done.extend(
+            here.into_iter()
+                .zip(stored)
+                .filter(|(_, s)| *s)
+                .map(|(h, _)| h),
+        );
+    }
+    for sha in absent {
+        match t.fetch_blob(&sha, &checkpoint_blob_path(ctx, &sha)) {
+            Ok(Fetched::Written(_)) => {
+                fetched += 1;
+                done.push(sha);
+            }
+            Ok(Fetched::AlreadyPresent) => done.push(sha),
+            Ok(Fetched::Missing) => progress.warn(&format!(
+                "blob {sha} is still not on the server; a journal line here names it, and \
+                 the next pull asks again"
+            )),
+            Err(e @ (TransferError::Refused { .. } | TransferError::Manifest { .. })) => {
+                progress.warn(&format!("{e}; nothing was kept, the next pull asks again"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for sha in done {
+        ctx.state.missing_blobs.remove(&sha);
+    }
+    Ok(fetched)
+}

@@ -1,0 +1,279 @@
+//! Pulled entries that cannot be appended yet, kept in `sync/pending/`.
+//!
+//! # Promises
+//!
+//! An entry lands here only after its segment verified (MAC, outer ids,
+//! formats), so what waits is as trustworthy as what was applied. Each
+//! session's waiting entries are one file, `sync/pending/<session>.json`,
+//! replaced atomically (temp file, fsync, rename, folder fsync) before the
+//! pull cursor moves past the records that carried them: a crash loses
+//! neither the entries nor the cursor's promise. Entries keep their order of
+//! arrival, so a later pull or push applies them as if they had never waited,
+//! and an entry that arrives again (the server re-sent it, or `pull --all`)
+//! is not kept twice. Nothing here is ever sent to a server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::PathBuf;
+
+use evi_shared::{Day, SessionId};
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil::{replace_file, sync_dir};
+use crate::sync::Entry;
+
+/// Why an entry waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// The file of its day ends in a line eVi is still writing: appending
+    /// now would glue this entry onto that line.
+    PartialLine,
+    /// Its line travels as a blob the server does not have (yet).
+    BlobMissing,
+}
+
+impl WaitReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PartialLine => "partial_line",
+            Self::BlobMissing => "blob_missing",
+        }
+    }
+}
+
+/// One entry that waits, as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Waiting {
+    pub id: String,
+    pub parent: Option<String>,
+    pub day: Day,
+    /// The raw line, base64 (lines are bytes, not always UTF-8).
+    #[serde(with = "b64")]
+    pub line: Vec<u8>,
+    /// Set when the line itself still has to be fetched as a blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_blob: Option<StoredLineBlob>,
+    pub reason: WaitReason,
+    /// When it first had to wait (RFC 3339 UTC).
+    pub since: String,
+}
+
+/// A line that travels as a blob: its SHA-256 (the blob's name) and length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredLineBlob {
+    pub sha256: String,
+    pub len: u64,
+}
+
+impl Waiting {
+    pub fn new(e: &Entry, reason: WaitReason) -> Self {
+        Self {
+            id: e.id.clone(),
+            parent: e.parent.clone(),
+            day: e.day,
+            line: e.line.clone(),
+            line_blob: e.line_blob.as_ref().map(|b| StoredLineBlob {
+                sha256: b.sha256_hex.clone(),
+                len: b.len,
+            }),
+            reason,
+            since: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+
+    pub fn entry(&self) -> Entry {
+        Entry {
+            id: self.id.clone(),
+            parent: self.parent.clone(),
+            day: self.day,
+            line: self.line.clone(),
+            line_blob: self
+                .line_blob
+                .as_ref()
+                .map(|b| crate::sync::seal::segment::LineBlob {
+                    sha256_hex: b.sha256.clone(),
+                    len: b.len,
+                }),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SessionFile {
+    session: SessionId,
+    entries: Vec<Waiting>,
+}
+
+/// The waiting entries of every session, loaded once per sync command.
+pub struct PendingStore {
+    dir: PathBuf,
+    sessions: BTreeMap<SessionId, Vec<Waiting>>,
+    dirty: BTreeSet<SessionId>,
+}
+
+impl PendingStore {
+    /// Reads `dir` (missing: nothing waits). A file that does not parse is
+    /// an error naming it: silently dropping it would lose entries.
+    pub fn load(dir: PathBuf) -> io::Result<Self> {
+        let mut sessions = BTreeMap::new();
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => Some(rd),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        for ent in rd.into_iter().flatten() {
+            let path = ent?.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let bytes = std::fs::read(&path)?;
+            let f: SessionFile = serde_json::from_slice(&bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{} is damaged ({e}); move it away to drop the entries it holds \
+                         (the next `evi sync pull --all` fetches them again)",
+                        path.display()
+                    ),
+                )
+            })?;
+            if !f.entries.is_empty() {
+                sessions.insert(f.session, f.entries);
+            }
+        }
+        Ok(Self {
+            dir,
+            sessions,
+            dirty: BTreeSet::new(),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Every session with waiting entries, in order.
+    pub fn sessions(&self) -> impl Iterator<Item = (&SessionId, &[Waiting])> {
+        self.sessions.iter().map(|(s, w)| (s, w.as_slice()))
+    }
+
+    /// Takes a session's waiting entries out (to apply them); what still
+    /// cannot be applied goes back through [`Self::wait`].
+    pub fn take(&mut self, session: &SessionId) -> Vec<Waiting> {
+        match self.sessions.remove(session) {
+            Some(w) => {
+                self.dirty.insert(session.clone());
+                w
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Adds an entry to wait (kept once per id, its first `since` kept).
+    pub fn wait(&mut self, session: &SessionId, w: Waiting) {
+        let list = self.sessions.entry(session.clone()).or_default();
+        match list.iter_mut().find(|x| x.id == w.id) {
+            Some(old) => old.reason = w.reason,
+            None => list.push(w),
+        }
+        self.dirty.insert(session.clone());
+    }
+
+    /// Entries waiting in all.
+    pub fn count(&self) -> u64 {
+        self.sessions.values().map(|w| w.len() as u64).sum()
+    }
+
+    /// Writes every changed session's file durably (or removes it when
+    /// nothing waits any more).
+    pub fn save(&mut self) -> io::Result<()> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let mut removed = false;
+        for session in std::mem::take(&mut self.dirty) {
+            let path = self.dir.join(format!("{session}.json"));
+            match self.sessions.get(&session) {
+                Some(entries) if !entries.is_empty() => {
+                    if !self.dir.exists() {
+                        crate::fsutil::create_dir_all_durable(&self.dir)?;
+                    }
+                    let f = SessionFile {
+                        session: session.clone(),
+                        entries: entries.clone(),
+                    };
+                    let bytes = serde_json::to_vec(&f).map_err(io::Error::other)?;
+                    replace_file(&path, &bytes)?;
+                }
+                _ => match std::fs::remove_file(&path) {
+                    Ok(()) => removed = true,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        if removed {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+mod b64 {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str) -> Entry {
+        Entry {
+            id: id.into(),
+            parent: None,
+            day: "2026-06-08".parse().unwrap(),
+            line: b"\xff not utf-8".to_vec(),
+            line_blob: None,
+        }
+    }
+
+    #[test]
+    fn waits_survive_a_reload_in_order_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let pdir = dir.path().join("pending");
+        let s: SessionId = "s1".parse().unwrap();
+        let mut p = PendingStore::load(pdir.clone()).unwrap();
+        assert!(p.is_empty());
+        for id in ["a", "b", "a"] {
+            p.wait(&s, Waiting::new(&entry(id), WaitReason::PartialLine));
+        }
+        p.save().unwrap();
+        let mut p = PendingStore::load(pdir.clone()).unwrap();
+        let got: Vec<_> = p.take(&s).into_iter().map(|w| w.entry()).collect();
+        assert_eq!(got, vec![entry("a"), entry("b")]);
+        p.save().unwrap();
+        assert!(PendingStore::load(pdir.clone()).unwrap().is_empty());
+        assert_eq!(std::fs::read_dir(&pdir).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s1.json"), b"{").unwrap();
+        let e = PendingStore::load(dir.path().to_owned()).err().unwrap();
+        assert!(e.to_string().contains("s1.json"), "{e}");
+    }
+}
