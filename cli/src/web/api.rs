@@ -274,7 +274,7 @@ fn agent_candidates<'a>(
         })
         .filter(|(mtime, _)| from.is_none_or(|f| *mtime >= f))
         .collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0));
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
     v
 }
 
