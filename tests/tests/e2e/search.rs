@@ -530,6 +530,30 @@ fn finds_claude_code_and_codex_sessions_pulled_from_another_device_never_their_s
         assert_eq!(hit(&[key]), BTreeSet::new(), "{key} was found");
     }
 
+    // B continues both sessions: the next search reads only what was
+    // appended, and gives the new lines the ids `show` gives them (Claude
+    // Code's own uuid; Codex's derived from the line before).
+    crate::agents::append(
+        &claude_session(&b, &proj_b, TOOLS_ID),
+        &format!(
+            r#"{{"parentUuid":"7a1e0c52-1b3d-4e6f-8a90-b1c2d3e4f506","isSidechain":false,"userType":"external","cwd":"{proj_b}","sessionId":"{TOOLS_ID}","version":"2.0.76","gitBranch":"main","type":"user","message":{{"role":"user","content":"now add a wombat test"}},"uuid":"7a1e0c52-1b3d-4e6f-8a90-b1c2d3e4f599","timestamp":"2026-02-04T09:05:00.000Z"}}"#
+        ),
+    );
+    crate::agents::append(
+        &codex(&b).join(CODEX_TOOLS_REL),
+        r#"{"timestamp":"2026-01-20T10:05:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"and a wombat for codex"}]}}"#,
+    );
+    let cc_last = shown_messages(&b, TOOLS_ID).pop().unwrap();
+    let cx_last = shown_messages(&b, CODEX_TOOLS_ID).pop().unwrap();
+    assert_eq!(cc_last.0, "7a1e0c52-1b3d-4e6f-8a90-b1c2d3e4f599");
+    assert_eq!(
+        hit(&["wombat"]),
+        BTreeSet::from([
+            one("claude-code", TOOLS_ID, &cc_last),
+            one("codex", CODEX_TOOLS_ID, &cx_last),
+        ])
+    );
+
     // Agents turned off: their sessions leave the index, and a search for
     // one says how to turn it on.
     b.write_config("");
