@@ -2,29 +2,40 @@
 
 use rusqlite::params;
 
+use super::agents::AgentSession;
 use super::query::Query;
 use super::{IndexError, SearchIndex};
+use crate::source::Agent;
 
 /// Which entries a search may return.
 #[derive(Debug, Clone, Default)]
 pub struct Filter<'a> {
     /// Only entries of this role (`user`, `assistant`, `tool`, …).
     pub role: Option<&'a str>,
-    /// Only entries in day files on or after this day (`YYYY-MM-DD`).
+    /// Only entries in day files on or after this day (`YYYY-MM-DD`,
+    /// local); another agent's entries (their files have no days) whose
+    /// time is on or after its start.
     pub since_day: Option<&'a str>,
+    /// Only sessions of this agent.
+    pub agent: Option<Agent>,
     pub limit: usize,
 }
 
 /// One matching entry and where its line is.
 #[derive(Debug, Clone)]
 pub struct Hit {
+    /// The session's name in the index: an eVi session's id, another
+    /// agent's stream name (`claude-code/<id>`).
     pub session: String,
+    pub agent: Agent,
     pub entry: String,
     pub role: String,
     /// Epoch milliseconds of the line's `ts`.
     pub ts: Option<i64>,
+    /// The day file's day; for another agent's entry, the local day of its
+    /// time (empty when it has none).
     pub day: String,
-    /// The file, under `transcripts/`.
+    /// The file, under `transcripts/` (another agent's: its absolute path).
     pub path: String,
     pub offset: u64,
     pub len: u64,
@@ -66,7 +77,8 @@ const PHRASE_SQL: &str = "WITH recent AS (
          SELECT recent.rowid, score FROM recent JOIN phrase ON phrase.rowid = recent.rowid
          ORDER BY score LIMIT ?4 + ?6
      )
-     SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score
+     SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score,
+            s.agent
      FROM top
      JOIN entries e ON e.id = top.rowid
      JOIN sessions s ON s.id = e.session
@@ -77,7 +89,8 @@ const PHRASE_SQL: &str = "WITH recent AS (
 
 impl SearchIndex {
     pub fn find(&self, query: &Query, filter: &Filter<'_>) -> Result<Vec<Hit>, IndexError> {
-        let unfiltered = filter.role.is_none() && filter.since_day.is_none();
+        let unfiltered =
+            filter.role.is_none() && filter.since_day.is_none() && filter.agent.is_none();
         if unfiltered && query.terms.iter().any(|t| t.tokens.len() > 1) {
             let hits = self.run(
                 PHRASE_SQL,
@@ -104,43 +117,63 @@ impl SearchIndex {
         // pass, and join only the top rows. Filtered, every match is joined
         // and ranked: a cap before the filter could leave nothing of a role
         // that is rare among the matches.
-        let sql = if filter.role.is_none() && filter.since_day.is_none() {
-            "WITH recent AS (
-                 SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1
-                 ORDER BY rowid DESC LIMIT ?5
-             ), top AS (
-                 SELECT rowid, score FROM recent ORDER BY score LIMIT ?4 + ?6
-             )
-             SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, top.score
-             FROM top
-             JOIN entries e ON e.id = top.rowid
-             JOIN sessions s ON s.id = e.session
-             JOIN files f ON f.id = e.file
-             WHERE ?2 IS NULL AND ?3 IS NULL
-             ORDER BY top.score, e.ts DESC
-             LIMIT ?4"
-        } else {
-            "SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len, bm25(fts)
+        let unfiltered =
+            filter.role.is_none() && filter.since_day.is_none() && filter.agent.is_none();
+        let since_ms = filter.since_day.and_then(local_midnight_ms);
+        if unfiltered {
+            // Nothing to filter by: ?2 and ?3 are null, named only so that
+            // both statements take the same first parameters.
+            return self.run(
+                "WITH recent AS (
+                     SELECT rowid, bm25(fts) AS score FROM fts WHERE fts MATCH ?1
+                     ORDER BY rowid DESC LIMIT ?5
+                 ), top AS (
+                     SELECT rowid, score FROM recent ORDER BY score LIMIT ?4 + ?6
+                 )
+                 SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len,
+                        top.score, s.agent
+                 FROM top
+                 JOIN entries e ON e.id = top.rowid
+                 JOIN sessions s ON s.id = e.session
+                 JOIN files f ON f.id = e.file
+                 WHERE ?2 IS NULL AND ?3 IS NULL
+                 ORDER BY top.score, e.ts DESC
+                 LIMIT ?4",
+                params![
+                    query.to_match(),
+                    filter.role,
+                    filter.since_day,
+                    filter.limit as i64,
+                    RANKED,
+                    TIE_ROOM
+                ],
+            );
+        }
+        self.run(
+            "SELECT s.name, e.entry, e.role, e.ts, f.day, f.path, e.offset, e.len,
+                    bm25(fts), s.agent
              FROM fts
              JOIN entries e ON e.id = fts.rowid
              JOIN sessions s ON s.id = e.session
              JOIN files f ON f.id = e.file
              WHERE fts MATCH ?1
                AND (?2 IS NULL OR e.role = ?2)
-               AND (?3 IS NULL OR f.day >= ?3)
+               AND (?3 IS NULL
+                    OR (s.agent = 'evi' AND f.day >= ?3)
+                    OR (s.agent <> 'evi' AND e.ts >= ?7))
+               AND (?8 IS NULL OR s.agent = ?8)
                AND ?5 + ?6 > 0
              ORDER BY bm25(fts), e.ts DESC
-             LIMIT ?4"
-        };
-        self.run(
-            sql,
+             LIMIT ?4",
             params![
                 query.to_match(),
                 filter.role,
                 filter.since_day,
                 filter.limit as i64,
                 RANKED,
-                TIE_ROOM
+                TIE_ROOM,
+                since_ms,
+                filter.agent.map(Agent::name)
             ],
         )
     }
@@ -149,8 +182,15 @@ impl SearchIndex {
         let mut st = self.conn.prepare_cached(sql).map_err(|e| self.sql(e))?;
         let rows = st
             .query_map(params, |r| {
+                let agent = Agent::from_name(&r.get::<_, String>(9)?).unwrap_or(Agent::Evi);
+                let ts: Option<i64> = r.get(3)?;
+                let day = match agent {
+                    Agent::Evi => r.get(4)?,
+                    _ => ts.map(local_day).unwrap_or_default(),
+                };
                 Ok(Hit {
                     session: r.get(0)?,
+                    agent,
                     entry: super::update::read_id(r.get_ref(1)?).map_err(|e| {
                         rusqlite::Error::FromSqlConversionFailure(
                             1,
@@ -159,8 +199,8 @@ impl SearchIndex {
                         )
                     })?,
                     role: r.get(2)?,
-                    ts: r.get(3)?,
-                    day: r.get(4)?,
+                    ts,
+                    day,
                     path: r.get(5)?,
                     offset: r.get::<_, i64>(6)? as u64,
                     len: r.get::<_, i64>(7)? as u64,
@@ -194,21 +234,23 @@ pub struct Found {
 
 impl SearchIndex {
     /// What `evi sessions search` and the viewer's search both run: bring
-    /// the index up to date with `catalog`, find, and read each hit's line.
+    /// the index up to date with `catalog` and `agents` (the sessions of
+    /// the agents turned on here), find, and read each hit's line.
     pub fn search(
         &mut self,
         catalog: &crate::transcript::Catalog,
+        agents: &[AgentSession],
         query: &Query,
         filter: &Filter<'_>,
     ) -> Result<Vec<Found>, IndexError> {
-        self.update(catalog)?;
+        self.update_all(catalog, agents)?;
         let hits = self.find(query, filter)?;
         Ok(hits
             .into_iter()
             .map(|hit| {
                 let text = self
                     .line_of(&hit)
-                    .map(|raw| super::text::body(&raw))
+                    .map(|raw| super::text::agent_body(hit.agent, &raw))
                     .unwrap_or_default();
                 Found { hit, text }
             })
@@ -226,4 +268,24 @@ pub fn since_day(days: u32) -> String {
         .unwrap_or(today)
         .format("%Y-%m-%d")
         .to_string()
+}
+
+/// Epoch milliseconds of local midnight starting `day` (`YYYY-MM-DD`).
+fn local_midnight_ms(day: &str) -> Option<i64> {
+    use chrono::{Local, NaiveDate, TimeZone};
+    let d = NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?;
+    Local
+        .from_local_datetime(&d.and_hms_opt(0, 0, 0)?)
+        .earliest()
+        .map(|t| t.timestamp_millis())
+}
+
+/// The local day (`YYYY-MM-DD`) of epoch milliseconds `ms`.
+fn local_day(ms: i64) -> String {
+    use chrono::{Local, TimeZone};
+    Local
+        .timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default()
 }

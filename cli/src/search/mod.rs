@@ -15,9 +15,13 @@
 //!   [`IdChain`](crate::transcript::entry_id::IdChain) the tree and sync use,
 //!   duplicates of an id dropped (the first kept), titles skipped, so a hit's
 //!   entry opens with `evi sessions show ID --through ENTRY`.
+//! - **Every agent's sessions.** Claude Code's and Codex's sessions, where
+//!   `[agents]` turns them on, are indexed beside eVi's ([`agents`]), as
+//!   `show` reads them: the text people read, never encrypted reasoning.
 //! - **Contentless.** The index holds only the inverted lists and where each
 //!   line is; snippets are cut from the transcript line (see [`snippet`]).
 
+pub mod agents;
 pub mod find;
 pub mod query;
 pub mod schema;

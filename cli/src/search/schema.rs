@@ -1,10 +1,13 @@
 //! The index's tables. A file of another schema version is rebuilt, never
 //! migrated: the index is a cache of the transcripts.
 //!
-//! - `sessions`: a session id, and `tip`, the implicit parent the next
-//!   line without `parentId` would take (the chain after the last line read).
+//! - `sessions`: a session's name (an eVi session's id, another agent's
+//!   stream name: `claude-code/<id>`, `codex/<id>`), its `agent`, and `tip`,
+//!   the implicit parent the next line without `parentId` would take (the
+//!   chain after the last line read).
 //! - `files`: one row per transcript file read, by its path under
-//!   `transcripts/`: its inode, `size` (the offset just past the last
+//!   `transcripts/` (another agent's file by its absolute path, its `day`
+//!   the constant day of those layouts): its inode, `size` (the offset just past the last
 //!   complete line read) and `seen` (the file's length then, a pending tail
 //!   included), so an unchanged file costs one stat; and `tail`, the last
 //!   bytes before `size`, checked before reading on from `size`: a file
@@ -19,12 +22,13 @@
 use super::{IndexError, SearchIndex, sql_error};
 
 /// Bump when the tables or what is indexed change.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 const CREATE: &str = "
 CREATE TABLE sessions(
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
+    agent TEXT NOT NULL,
     tip TEXT
 );
 CREATE TABLE files(

@@ -12,6 +12,11 @@
 //!   appeared before a file already read, which moves the implicit chain of
 //!   every later line): the session is read again whole.
 //!
+//! Another agent's session is one file, read the same way, its lines placed
+//! as [`SessionTree::load_agent`](crate::transcript::SessionTree::load_agent)
+//! places them (explicit ids, the `cwd` rewrite undone first) and only
+//! those a reader shows as a message indexed ([`agent_message`]).
+//!
 //! One update is one write transaction: offsets and entries commit
 //! together, so a crash loses at most the update, which the next redoes.
 
@@ -21,12 +26,15 @@ use std::ops::ControlFlow;
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
-use super::text::{body, role_name};
+use super::agents::AgentSession;
+use super::text::{agent_message, body, message_body, role_name};
 use super::{IndexError, SearchIndex, sql_error};
+use crate::source::Agent;
+use crate::source::paths::PathMap;
 use crate::transcript::Catalog;
 use crate::transcript::catalog::SessionFile;
 use crate::transcript::entry_id::IdChain;
-use crate::transcript::line::parse_head;
+use crate::transcript::line::{Role, parse_head, parse_ts};
 use crate::transcript::lines::walk_file;
 
 /// What an update did.
@@ -98,9 +106,47 @@ fn tail_of(path: &std::path::Path, end: u64) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// How the lines of a session read.
+#[derive(Clone, Copy)]
+enum Lines<'a> {
+    Evi,
+    /// Another agent's, through the session's path map.
+    Agent(Agent, &'a PathMap),
+}
+
+impl Lines<'_> {
+    fn agent(self) -> Agent {
+        match self {
+            Self::Evi => Agent::Evi,
+            Self::Agent(a, _) => a,
+        }
+    }
+}
+
 impl SearchIndex {
-    /// Indexes whatever `catalog` holds that the index does not.
+    /// Indexes whatever `catalog` holds that the index does not; other
+    /// agents' sessions are left as they are (after a push or pull, which
+    /// has no config to find them by: the next search updates them).
     pub fn update(&mut self, catalog: &Catalog) -> Result<Updated, IndexError> {
+        self.update_with(catalog, None)
+    }
+
+    /// Indexes `catalog` and `agents`, the sessions of every agent turned
+    /// on here: another agent's session not among them (gone, or its agent
+    /// turned off) leaves the index.
+    pub fn update_all(
+        &mut self,
+        catalog: &Catalog,
+        agents: &[AgentSession],
+    ) -> Result<Updated, IndexError> {
+        self.update_with(catalog, Some(agents))
+    }
+
+    fn update_with(
+        &mut self,
+        catalog: &Catalog,
+        agents: Option<&[AgentSession]>,
+    ) -> Result<Updated, IndexError> {
         let path = self.path.clone();
         let sql = |e| sql_error(&path, e);
         let tx = self
@@ -114,20 +160,56 @@ impl SearchIndex {
             *per_session.entry(row.session).or_default() += 1;
         }
         let mut up = Updated::default();
-        for (sid, sfiles) in &catalog.sessions {
-            let known = sessions.remove(sid.as_str());
-            let mut s = SessionUpdate {
+        let mut one = |name: &str, lines: Lines<'_>, sfiles: &[SessionFile], rels: Vec<String>| {
+            let known = sessions.remove(name).map(|(id, tip, _)| (id, tip));
+            let count = known
+                .as_ref()
+                .map_or(0, |k| per_session.get(&k.0).copied().unwrap_or(0));
+            SessionUpdate {
                 tx: &tx,
                 files: &files,
                 up: &mut up,
                 path: &path,
-            };
-            let count = known
-                .as_ref()
-                .map_or(0, |k| per_session.get(&k.0).copied().unwrap_or(0));
-            s.session(sid.as_str(), sfiles, known, count)?;
+                lines,
+            }
+            .session(name, sfiles, &rels, known, count)
+        };
+        for (sid, sfiles) in &catalog.sessions {
+            one(
+                sid.as_str(),
+                Lines::Evi,
+                sfiles,
+                sfiles.iter().map(rel).collect(),
+            )?;
         }
-        for (id, _) in sessions.into_values() {
+        for a in agents.unwrap_or_default() {
+            // The index names a file by a text path; one that is not text
+            // is not searched (no agent writes such names).
+            let Some(abs) = a.file.path.to_str() else {
+                continue;
+            };
+            let Ok(meta) = fs::metadata(&a.file.path) else {
+                continue;
+            };
+            let file = SessionFile {
+                day: crate::source::agent_day(),
+                path: a.file.path.clone(),
+                len: meta.len(),
+                mtime: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
+            };
+            let lines = Lines::Agent(a.file.stream.agent, &a.map);
+            one(
+                &a.file.stream.to_string(),
+                lines,
+                &[file],
+                vec![abs.to_owned()],
+            )?;
+        }
+        for (id, _, agent) in sessions.into_values() {
+            // Without the agents' sessions to compare with, theirs stay.
+            if agents.is_none() && agent != Agent::Evi.name() {
+                continue;
+            }
             delete_session(&tx, id, true).map_err(sql)?;
             up.sessions_removed += 1;
         }
@@ -140,9 +222,14 @@ impl SearchIndex {
     }
 }
 
-fn load_sessions(tx: &Transaction<'_>) -> rusqlite::Result<HashMap<String, (i64, Option<String>)>> {
-    let mut st = tx.prepare("SELECT id, name, tip FROM sessions")?;
-    let rows = st.query_map([], |r| Ok((r.get::<_, String>(1)?, (r.get(0)?, r.get(2)?))))?;
+/// Every session row: name → (id, tip, agent).
+type SessionRows = HashMap<String, (i64, Option<String>, String)>;
+
+fn load_sessions(tx: &Transaction<'_>) -> rusqlite::Result<SessionRows> {
+    let mut st = tx.prepare("SELECT id, name, tip, agent FROM sessions")?;
+    let rows = st.query_map([], |r| {
+        Ok((r.get::<_, String>(1)?, (r.get(0)?, r.get(2)?, r.get(3)?)))
+    })?;
     rows.collect()
 }
 
@@ -198,6 +285,7 @@ struct SessionUpdate<'a, 't> {
     files: &'a HashMap<String, FileRow>,
     up: &'a mut Updated,
     path: &'a std::path::Path,
+    lines: Lines<'a>,
 }
 
 impl SessionUpdate<'_, '_> {
@@ -211,6 +299,7 @@ impl SessionUpdate<'_, '_> {
         &mut self,
         name: &str,
         sfiles: &[SessionFile],
+        rels: &[String],
         known: Option<(i64, Option<String>)>,
         indexed: usize,
     ) -> Result<(), IndexError> {
@@ -223,7 +312,6 @@ impl SessionUpdate<'_, '_> {
                 Err(_) => return Ok(()),
             }
         }
-        let rels: Vec<String> = sfiles.iter().map(rel).collect();
         let rows: Vec<Option<&FileRow>> = rels.iter().map(|r| self.files.get(r)).collect();
         let Some(first) = (0..sfiles.len())
             .find(|&j| rows[j].is_none_or(|r| r.seen != stats[j].1 || r.ino != stats[j].0))
@@ -231,7 +319,7 @@ impl SessionUpdate<'_, '_> {
             if rows.iter().flatten().count() == indexed {
                 return Ok(());
             }
-            return self.read(name, sfiles, &rels, &stats, known, None);
+            return self.read(name, sfiles, rels, &stats, known, None);
         };
         let whole = rows.iter().flatten().count() != indexed
             || rows
@@ -243,7 +331,7 @@ impl SessionUpdate<'_, '_> {
                 tail_of(&sfiles[first].path, r.size).ok().as_ref() != Some(&r.tail)
             });
         let from = (!whole && known.is_some()).then_some(first);
-        self.read(name, sfiles, &rels, &stats, known, from)
+        self.read(name, sfiles, rels, &stats, known, from)
     }
 
     /// Reads the session's files from file `from` on (its stored offset,
@@ -261,8 +349,11 @@ impl SessionUpdate<'_, '_> {
         let (sid, tip) = match known {
             Some((id, tip)) => (id, tip),
             None => {
-                tx.execute("INSERT INTO sessions(name) VALUES (?1)", [name])
-                    .map_err(|e| self.sql(e))?;
+                tx.execute(
+                    "INSERT INTO sessions(name, agent) VALUES (?1, ?2)",
+                    [name, self.lines.agent().name()],
+                )
+                .map_err(|e| self.sql(e))?;
                 (tx.last_insert_rowid(), None)
             }
         };
@@ -340,19 +431,37 @@ impl SessionUpdate<'_, '_> {
             .map_err(|e| self.sql(e))?;
         let mut failed = None;
         let mut added = 0;
+        let lines = self.lines;
         let end = walk_file(&f.path, start, |offset, raw| {
-            let head = parse_head(raw);
-            let placed = chain.place(raw, head.ids);
-            if head.title {
-                return ControlFlow::Continue(());
-            }
+            // Placed as every reader places the line; a line no reader
+            // shows as a message (a title, an agent's bookkeeping) is not
+            // indexed.
+            let (placed, role, ts, msg) = match lines {
+                Lines::Evi => {
+                    let head = parse_head(raw);
+                    let placed = chain.place(raw, head.ids);
+                    if head.title {
+                        return ControlFlow::Continue(());
+                    }
+                    (placed, head.role, head.ts, None)
+                }
+                Lines::Agent(agent, map) => {
+                    let canon = agent.canonical(raw, map);
+                    let placed = chain.place(&canon, agent.explicit_ids(&canon));
+                    let Some(m) = agent_message(agent, raw) else {
+                        return ControlFlow::Continue(());
+                    };
+                    let ts = m.ts.as_deref().and_then(parse_ts);
+                    (placed, Role::of(&m.role), ts, Some(m))
+                }
+            };
             let (key, stored) = (entry_key(&placed.id), stored_id(&placed.id));
             let row = params![
                 sid,
                 key,
                 stored,
-                role_name(head.role),
-                head.ts,
+                role_name(role),
+                ts,
                 file_id,
                 offset as i64,
                 raw.len() as i64
@@ -361,7 +470,8 @@ impl SessionUpdate<'_, '_> {
                 if !dup {
                     entry.execute(row)?;
                     added += 1;
-                    fts.execute(params![tx.last_insert_rowid(), body(raw)])?;
+                    let text = msg.map_or_else(|| body(raw), message_body);
+                    fts.execute(params![tx.last_insert_rowid(), text])?;
                 }
                 Ok(())
             });

@@ -1,8 +1,10 @@
 //! `/api/…`: the JSON the page reads. A listing row is exactly a row of
-//! `evi sessions list --json`, a session page exactly what
+//! `evi sessions list --json` (another agent's session with its `agent` and
+//! `project`, as there), a session page exactly what
 //! `evi sessions show --json` prints (a page of it): the same types.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -13,6 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
+use super::library::Listed;
+use crate::search::agents::AgentSession;
+use crate::source::Agent;
 use crate::sync::state::SyncState;
 use crate::transcript::Catalog;
 use crate::transcript::catalog::SessionFile;
@@ -140,10 +145,14 @@ fn view_error(e: ViewError) -> ApiError {
 
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {
-    /// Words every listed session's first message or id must contain.
+    /// Words every listed session's first message, id or project must
+    /// contain.
     q: Option<String>,
-    /// Only sessions with a file of this day.
+    /// Only sessions with a file of this day (another agent's session: with
+    /// a message of this day, local time).
     day: Option<String>,
+    /// Only this agent's sessions (`evi`, `claude-code`, `codex`).
+    agent: Option<String>,
     offset: Option<usize>,
     limit: Option<usize>,
 }
@@ -157,8 +166,12 @@ pub struct Listing {
     total: usize,
     offset: usize,
     next_offset: Option<usize>,
-    /// Every day folder, newest first, with its number of sessions.
+    /// Every day folder of eVi's sessions, newest first, with its number
+    /// of sessions (other agents' files have no day folders).
     days: Vec<DayCount>,
+    /// The agents whose sessions are listed here (eVi's and those
+    /// `[agents]` turns on): what `agent=` can be.
+    agents: Vec<Agent>,
 }
 
 #[derive(Debug, Serialize)]
@@ -178,6 +191,13 @@ pub async fn list(
         })?),
         None => None,
     };
+    let only = match q.agent.as_deref().filter(|a| !a.is_empty()) {
+        Some(a) => Some(Agent::from_name(a).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown agent `{a}`"))
+                .hinted("use agent=evi, claude-code or codex, or leave it out for every agent")
+        })?),
+        None => None,
+    };
     let limit = q.limit.unwrap_or(LIST_LIMIT.0).clamp(1, LIST_LIMIT.1);
     let offset = q.offset.unwrap_or(0);
     let words: Vec<String> =
@@ -189,18 +209,34 @@ pub async fn list(
         let catalog = scan(&state)?;
         let lib = &state.inner.library;
         let read = |e| ApiError::internal("cannot read a session", e);
-        let ids: Vec<&SessionId> = catalog
+        let evi: Vec<(SystemTime, Listed<'_>)> = catalog
             .by_recency()
             .into_iter()
+            .filter(|_| only.is_none_or(|a| a == Agent::Evi))
             .filter(|(_, files)| day.is_none_or(|d| files.iter().any(|f| f.day == d)))
-            .map(|(id, _)| id)
+            .map(|(id, files)| {
+                let mtime = files.last().map_or(SystemTime::UNIX_EPOCH, |f| f.mtime);
+                (mtime, Listed::Evi(id))
+            })
             .collect();
-        let (sessions, total) = if words.is_empty() {
-            let page: Vec<_> = ids.iter().skip(offset).take(limit).copied().collect();
-            (lib.summaries(&catalog, &page).map_err(read)?, ids.len())
+        let agent_files = match only {
+            Some(Agent::Evi) => Vec::new(),
+            _ => lib.agent_list_sessions(),
+        };
+        let others = agent_candidates(&agent_files, only, day);
+        // A day filter needs another agent's messages read to decide.
+        let read_all = !words.is_empty() || (day.is_some() && !others.is_empty());
+        let items = newest_first(evi, others);
+        let (sessions, total) = if !read_all {
+            let page: Vec<_> = items.iter().skip(offset).take(limit).copied().collect();
+            (lib.summaries(&catalog, &page).map_err(read)?, items.len())
         } else {
-            let all = lib.summaries(&catalog, &ids).map_err(read)?;
-            let hits: Vec<_> = all.into_iter().filter(|s| matches(s, &words)).collect();
+            let all = lib.summaries(&catalog, &items).map_err(read)?;
+            let hits: Vec<_> = all
+                .into_iter()
+                .filter(|s| matches(s, &words))
+                .filter(|s| s.agent == Agent::Evi || day.is_none_or(|d| active_on(s, d)))
+                .collect();
             let total = hits.len();
             (hits.into_iter().skip(offset).take(limit).collect(), total)
         };
@@ -211,18 +247,92 @@ pub async fn list(
             offset,
             next_offset: (end < total).then_some(end),
             days: day_counts(&catalog),
+            agents: lib.agent_names(),
         }))
     })
     .await
 }
 
-/// Every word is in the title, the first message or the id (case ignored).
+/// The sessions of `files` the list may show, newest first by their file's
+/// modification time: those of `only` (every agent's when `None`), and with
+/// a `day`, those written to on it or since (an agent only appends, so a
+/// file last written before the day holds nothing of it).
+fn agent_candidates<'a>(
+    files: &'a [AgentSession],
+    only: Option<Agent>,
+    day: Option<Day>,
+) -> Vec<(SystemTime, Listed<'a>)> {
+    let from = day.and_then(|d| local_midnight(d.as_str()));
+    let mut v: Vec<(SystemTime, Listed<'a>)> = files
+        .iter()
+        .filter(|a| only.is_none_or(|o| o == a.file.stream.agent))
+        .filter_map(|a| {
+            let mtime = std::fs::metadata(&a.file.path)
+                .and_then(|m| m.modified())
+                .ok()?;
+            Some((mtime, Listed::Agent(a)))
+        })
+        .filter(|(mtime, _)| from.is_none_or(|f| *mtime >= f))
+        .collect();
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
+    v
+}
+
+/// eVi's sessions (in the catalog's order of recency) and other agents'
+/// (newest first), merged newest first by when their files were last
+/// written: each list keeps its own order.
+fn newest_first<'a>(
+    evi: Vec<(SystemTime, Listed<'a>)>,
+    others: Vec<(SystemTime, Listed<'a>)>,
+) -> Vec<Listed<'a>> {
+    let mut out = Vec::with_capacity(evi.len() + others.len());
+    let mut a = evi.into_iter().peekable();
+    let mut b = others.into_iter().peekable();
+    loop {
+        let take_b = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => y.0 > x.0,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (None, None) => return out,
+        };
+        let next = if take_b { b.next() } else { a.next() };
+        out.extend(next.map(|(_, item)| item));
+    }
+}
+
+/// Local midnight starting `day` (`YYYY-MM-DD`).
+fn local_midnight(day: &str) -> Option<SystemTime> {
+    use chrono::{Local, NaiveDate, TimeZone};
+    let d = NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?;
+    let t = Local
+        .from_local_datetime(&d.and_hms_opt(0, 0, 0)?)
+        .earliest()?;
+    Some(SystemTime::from(t))
+}
+
+/// Whether another agent's session has messages on `day` (local time):
+/// the day is within its first and last message's days.
+fn active_on(s: &SessionSummary, day: Day) -> bool {
+    let local = |t: &Option<String>| {
+        let ms = t.as_deref().and_then(crate::transcript::line::parse_ts)?;
+        let t = chrono::DateTime::from_timestamp_millis(ms)?.with_timezone(&chrono::Local);
+        Some(t.format("%Y-%m-%d").to_string())
+    };
+    match (local(&s.start), local(&s.end)) {
+        (Some(a), Some(b)) => a.as_str() <= day.as_str() && day.as_str() <= b.as_str(),
+        _ => false,
+    }
+}
+
+/// Every word is in the title, the first message, the id or the project
+/// (case ignored).
 fn matches(s: &SessionSummary, words: &[String]) -> bool {
     let text = format!(
-        "{}\n{}\n{}",
+        "{}\n{}\n{}\n{}",
         s.id,
         s.title.as_deref().unwrap_or_default(),
-        s.first_message.as_deref().unwrap_or_default()
+        s.first_message.as_deref().unwrap_or_default(),
+        s.project.as_deref().unwrap_or_default()
     )
     .to_lowercase();
     words.iter().all(|w| text.contains(w.as_str()))

@@ -6,7 +6,8 @@
 //! write makes it stale: the tree of the few sessions last opened (their
 //! line index: where each entry's line is, no content), and the summary of
 //! every session listed. A page then reads only its own lines. Other
-//! agents' sessions (those `[agents]` turns on) open the same way, by id.
+//! agents' sessions (those `[agents]` turns on) are listed, summarized and
+//! opened the same way, their one file stamped as eVi's day files are.
 
 use std::collections::HashMap;
 use std::io;
@@ -17,7 +18,9 @@ use evi_shared::{Day, SessionId};
 
 use crate::config::Config;
 use crate::home::EviHome;
+use crate::search::agents::AgentSession;
 use crate::source::paths::PathMap;
+use crate::source::project::Projects;
 use crate::source::{AgentFile, Source};
 use crate::transcript::summary::SessionSummary;
 use crate::transcript::view::TreeIndex;
@@ -33,6 +36,14 @@ fn stamp(files: &[SessionFile]) -> Stamp {
     files.iter().map(|f| (f.day, f.len, f.mtime)).collect()
 }
 
+/// A session the list shows: eVi's, by its id in the catalog, or another
+/// agent's.
+#[derive(Debug, Clone, Copy)]
+pub enum Listed<'a> {
+    Evi(&'a SessionId),
+    Agent(&'a AgentSession),
+}
+
 pub struct Library {
     home: EviHome,
     /// Other agents' folders turned on, and where their projects are here.
@@ -41,6 +52,18 @@ pub struct Library {
     /// Most recently used last, by stream name (an eVi session's is its id).
     trees: Mutex<Vec<(String, Stamp, Arc<TreeIndex>)>>,
     summaries: Mutex<HashMap<SessionId, (Stamp, SessionSummary)>>,
+    /// Other agents' sessions' summaries, by stream name.
+    agent_summaries: Mutex<HashMap<String, (Stamp, SessionSummary)>>,
+}
+
+/// How another agent's session file looks now (its one "day file").
+fn agent_stamp(path: &std::path::Path) -> io::Result<Stamp> {
+    let meta = std::fs::metadata(path)?;
+    Ok(vec![(
+        crate::source::agent_day(),
+        meta.len(),
+        meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+    )])
 }
 
 impl Library {
@@ -51,6 +74,7 @@ impl Library {
             map: PathMap::new(&config.paths.map),
             trees: Mutex::new(Vec::new()),
             summaries: Mutex::new(HashMap::new()),
+            agent_summaries: Mutex::new(HashMap::new()),
         }
     }
 
@@ -85,22 +109,58 @@ impl Library {
         crate::source::matching(&self.agents, prefix)
     }
 
+    /// The agents turned on here, eVi first: what the list can filter by.
+    pub fn agent_names(&self) -> Vec<crate::source::Agent> {
+        std::iter::once(crate::source::Agent::Evi)
+            .chain(self.agents.iter().map(|s| s.agent))
+            .collect()
+    }
+
+    /// Every session file of the agents turned on here, subagent
+    /// transcripts too, with the map its lines read back through: what the
+    /// search index reads.
+    pub fn agent_search_sessions(&self) -> Vec<AgentSession> {
+        crate::search::agents::sessions(&self.agents, &self.map, &self.home)
+    }
+
+    /// The sessions (not subagent transcripts) of the agents turned on
+    /// here, each with its map: what the list shows beside eVi's.
+    pub fn agent_list_sessions(&self) -> Vec<AgentSession> {
+        let mut v = self.agent_search_sessions();
+        v.retain(|a| a.file.stream.sub.is_none());
+        v
+    }
+
     /// Another agent's session's tree and view index, cached as eVi's.
     pub fn agent_index(&self, file: &AgentFile) -> io::Result<Arc<TreeIndex>> {
-        let meta = std::fs::metadata(&file.path)?;
-        let now = vec![(
-            crate::source::agent_day(),
-            meta.len(),
-            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        )];
+        let now = agent_stamp(&file.path)?;
         self.cached(&file.stream.to_string(), &now, || {
             // The session's own map, as every reader and push use it: a
             // session pull placed by its git remote reads back through its pair.
-            let projects = crate::source::project::Projects::load(&self.home.sync_dir());
+            let projects = Projects::load(&self.home.sync_dir());
             let tree = SessionTree::load_agent(file, &projects.map_for(&self.map, &file.stream))?;
             let short = file.stream.session.as_str().chars().take(8).collect();
             TreeIndex::new(tree, short)
         })
+    }
+
+    /// Another agent's session's summary (`map`: its map here), as
+    /// `evi sessions list --json` gives it, from the cache while its file is
+    /// unchanged.
+    pub fn agent_summary(&self, file: &AgentFile, map: &PathMap) -> io::Result<SessionSummary> {
+        let key = file.stream.to_string();
+        let now = agent_stamp(&file.path)?;
+        let cache = || {
+            self.agent_summaries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        if let Some((_, s)) = cache().get(&key).filter(|(st, _)| *st == now) {
+            return Ok(s.clone());
+        }
+        let s = crate::source::summary::summarize(file, map)?;
+        cache().insert(key, (now, s.clone()));
+        Ok(s)
     }
 
     /// The index cached under `key` while its files look like `now`, else
@@ -159,26 +219,30 @@ impl Library {
         Ok(summary)
     }
 
-    /// Summaries of `ids`, read on every core (a search reads them all once).
+    /// Summaries of `items`, in their order, read on every core (a
+    /// filter reads them all once).
     pub fn summaries(
         &self,
         catalog: &Catalog,
-        ids: &[&SessionId],
+        items: &[Listed<'_>],
     ) -> io::Result<Vec<SessionSummary>> {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = ids.len().div_ceil(workers).max(1);
+        let chunk = items.len().div_ceil(workers).max(1);
         std::thread::scope(|s| {
-            let parts: Vec<_> = ids
+            let parts: Vec<_> = items
                 .chunks(chunk)
                 .map(|part| {
                     s.spawn(move || {
                         part.iter()
-                            .map(|id| self.summary(catalog, id))
+                            .map(|item| match item {
+                                Listed::Evi(id) => self.summary(catalog, id),
+                                Listed::Agent(a) => self.agent_summary(&a.file, &a.map),
+                            })
                             .collect::<io::Result<Vec<_>>>()
                     })
                 })
                 .collect();
-            let mut out = Vec::with_capacity(ids.len());
+            let mut out = Vec::with_capacity(items.len());
             for p in parts {
                 out.extend(
                     p.join()

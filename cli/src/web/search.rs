@@ -3,6 +3,8 @@
 //! (`sync/search.db`, brought up to date incrementally before each search),
 //! the same query parsing, the same errors. A query is never FTS syntax, so
 //! a hostile one is searched for literally or refused with what to type.
+//! It finds the sessions of the agents `[agents]` turns on too, as
+//! `evi sessions search` does (`agent=` filters as `--agent`).
 //!
 //! The index is a cache: updating it is the one write a search makes, and
 //! it never touches a transcript.
@@ -19,10 +21,12 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::api::{blocking, query, scan};
 use super::error::ApiError;
+use crate::search::agents::{by_stream, display_id};
 use crate::search::find::{Filter, since_day};
 use crate::search::query::Query as SearchQuery;
 use crate::search::snippet::{Part, snippet};
 use crate::search::{IndexError, index_path, with_index};
+use crate::source::Agent;
 
 /// Hits per search, by default and at most.
 const LIMIT: (usize, usize) = (20, 200);
@@ -40,6 +44,8 @@ pub struct SearchParams {
     role: Option<String>,
     /// Text, so that an empty field (the page's "Any time") means none.
     days: Option<String>,
+    /// `evi`, `claude-code` or `codex`; empty for every agent.
+    agent: Option<String>,
     limit: Option<usize>,
 }
 
@@ -49,6 +55,10 @@ pub struct SearchParams {
 pub struct HitView {
     session: String,
     short_id: String,
+    agent: Agent,
+    /// What the page opens the session by: its id, or for another agent's
+    /// session its stream name (`claude-code/<id>`), which names it alone.
+    open: String,
     title: Option<String>,
     entry: String,
     role: String,
@@ -93,33 +103,58 @@ pub async fn search(
         None => None,
     };
     let since = days.map(since_day);
+    let agent = match p.agent.as_deref().filter(|a| !a.is_empty()) {
+        Some(a) => Some(Agent::from_name(a).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown agent `{a}`"))
+                .hinted("use agent=evi, claude-code or codex, or leave it out for every agent")
+        })?),
+        None => None,
+    };
     blocking(move || {
         let catalog = scan(&state)?;
-        let home = state.inner.library.home();
+        let lib = &state.inner.library;
+        let home = lib.home();
         let filter = Filter {
             role: role.as_deref(),
             since_day: since.as_deref(),
+            agent,
             limit,
         };
-        let found = with_index(home, WAIT, |ix| ix.search(&catalog, &parsed, &filter))
-            .map_err(|e| index_error(home, e))?;
+        let agents = lib.agent_search_sessions();
+        let found = with_index(home, WAIT, |ix| {
+            ix.search(&catalog, &agents, &parsed, &filter)
+        })
+        .map_err(|e| index_error(home, e))?;
+        let files = by_stream(&agents);
         let mut hits = Vec::with_capacity(found.len());
         for f in found {
             let h = f.hit;
-            let id = h.session.parse::<SessionId>().ok();
-            // A hit's session is in the catalog the index was updated from.
-            let summary = id
-                .as_ref()
-                .filter(|id| catalog.sessions.contains_key(*id))
-                .and_then(|id| state.inner.library.summary(&catalog, id).ok());
-            hits.push(HitView {
-                short_id: id
+            let (session, short, agent) = display_id(&h.session);
+            let (summary, short_id) = if agent == Agent::Evi {
+                let id = h.session.parse::<SessionId>().ok();
+                // A hit's session is in the catalog the index was updated from.
+                let summary = id
                     .as_ref()
-                    .map_or_else(|| h.session.clone(), |id| catalog.short_id(id)),
+                    .filter(|id| catalog.sessions.contains_key(*id))
+                    .and_then(|id| lib.summary(&catalog, id).ok());
+                let short = id
+                    .as_ref()
+                    .map_or_else(|| h.session.clone(), |id| catalog.short_id(id));
+                (summary, short)
+            } else {
+                let summary = files
+                    .get(&h.session)
+                    .and_then(|a| lib.agent_summary(&a.file, &a.map).ok());
+                (summary, short.unwrap_or_default())
+            };
+            hits.push(HitView {
+                short_id,
+                agent,
+                open: h.session.clone(),
                 title: summary.and_then(|s| s.title.or(s.first_message)),
                 snippet: snippet(&f.text, parsed.all_tokens()),
                 ts: h.ts.and_then(crate::transcript::summary::rfc3339),
-                session: h.session,
+                session,
                 entry: h.entry,
                 role: h.role,
                 day: h.day,

@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::common::{Device, derive_id, two_devices};
 
 pub(crate) const CLAUDE_ID: &str = "d284f444-9e56-4318-a472-bc18481b7793";
-const CODEX_ID: &str = "019bd6d8-b99b-7eb1-847c-87c3da10673a";
-const CODEX_REL: &str =
+pub(crate) const CODEX_ID: &str = "019bd6d8-b99b-7eb1-847c-87c3da10673a";
+pub(crate) const CODEX_REL: &str =
     "sessions/2026/01/19/rollout-2026-01-19T15-21-26-019bd6d8-b99b-7eb1-847c-87c3da10673a.jsonl";
 
 pub(crate) fn fixture(name: &str, project: &str) -> String {
@@ -35,7 +35,7 @@ pub(crate) fn claude(d: &Device) -> PathBuf {
     d.dir.path().join("claude")
 }
 
-fn codex(d: &Device) -> PathBuf {
+pub(crate) fn codex(d: &Device) -> PathBuf {
     d.dir.path().join("codex")
 }
 
@@ -358,20 +358,20 @@ fn agents_not_turned_on_stay_out() {
     );
 }
 
-const TOOLS_ID: &str = "5f0c2b1e-7d4a-4c39-9a6e-2b8f1d3c4e5a";
-const SUB_STEM: &str = "agent-a1b2c3d4";
-const CODEX_TOOLS_ID: &str = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
-const CODEX_TOOLS_REL: &str =
+pub(crate) const TOOLS_ID: &str = "5f0c2b1e-7d4a-4c39-9a6e-2b8f1d3c4e5a";
+pub(crate) const SUB_STEM: &str = "agent-a1b2c3d4";
+pub(crate) const CODEX_TOOLS_ID: &str = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+pub(crate) const CODEX_TOOLS_REL: &str =
     "sessions/2026/01/20/rollout-2026-01-20T10-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl";
 /// The encrypted reasoning in the fixtures (base64 placeholders): what no
 /// reader may ever print.
-const SECRETS: [&str; 3] = [
+pub(crate) const SECRETS: [&str; 3] = [
     "RU5DUllQVEVELVNJR05BVFVSRQ==",
     "UkVEQUNURUQtVEhJTktJTkc=",
     "RU5DUllQVEVELVJFQVNPTklORw==",
 ];
 
-fn no_secret(what: &str, text: &str) {
+pub(crate) fn no_secret(what: &str, text: &str) {
     for s in SECRETS {
         assert!(
             !text.contains(s),
@@ -381,14 +381,14 @@ fn no_secret(what: &str, text: &str) {
 }
 
 /// A Claude Code session file of `d` (under the folder of `project`).
-fn claude_session(d: &Device, project: &str, id: &str) -> PathBuf {
+pub(crate) fn claude_session(d: &Device, project: &str, id: &str) -> PathBuf {
     claude(d)
         .join("projects")
         .join(folder(project))
         .join(format!("{id}.jsonl"))
 }
 
-fn put(path: &Path, text: &str) {
+pub(crate) fn put(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
 }

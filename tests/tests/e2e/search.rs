@@ -370,3 +370,199 @@ fn a_filter_finds_a_role_that_is_rare_among_many_matches() {
     assert_eq!(users.len(), 1, "{users:?}");
     assert_eq!(found(&search(&dev, &["needle"])).len(), 20);
 }
+
+/// (agent, session, entry, role) of every hit.
+fn found_by_agent(hits: &[Value]) -> BTreeSet<(String, String, String, String)> {
+    hits.iter()
+        .map(|h| {
+            let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (s("agent"), s("session"), s("entry"), s("role"))
+        })
+        .collect()
+}
+
+/// (id, role) of every message `sessions show --json` gives the active
+/// branch of `session`.
+fn shown_messages(dev: &Device, session: &str) -> Vec<(String, String)> {
+    let run = dev.evi(&["sessions", "show", session, "--json"]);
+    assert_eq!(run.code, 0, "show {session}: {}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap().to_owned();
+            (s("id"), s("role"))
+        })
+        .collect()
+}
+
+#[test]
+fn finds_claude_code_and_codex_sessions_pulled_from_another_device_never_their_secrets() {
+    use crate::agents::{
+        CODEX_TOOLS_ID, CODEX_TOOLS_REL, SECRETS, SUB_STEM, TOOLS_ID, claude_session, codex,
+        enable, fixture, project, put,
+    };
+    let (_server, a, b) = two_devices();
+    let proj_a = project(&a, "home/a/proj");
+    let proj_b = project(&b, "srv/b/proj");
+    std::fs::create_dir_all(&proj_b).unwrap();
+    enable(&a, "");
+    enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    let cc = claude_session(&a, &proj_a, TOOLS_ID);
+    put(&cc, &fixture("claude-code-tools.jsonl", &proj_a));
+    put(
+        &cc.parent()
+            .unwrap()
+            .join(format!("{TOOLS_ID}/subagents/{SUB_STEM}.jsonl")),
+        &fixture("claude-code-subagent.jsonl", &proj_a),
+    );
+    put(
+        &codex(&a).join(CODEX_TOOLS_REL),
+        &fixture("codex-tools.jsonl", &proj_a),
+    );
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    // B's own eVi session, sharing a word with each.
+    b.write(
+        &today(),
+        "S1",
+        &lines(&[r#"{"role":"user","content":"list the files the lexer reads"}"#]),
+    );
+
+    // Each hit names its agent, the session as `sessions list` does, and
+    // the entry and role `show` gives it on this device (the `cwd`
+    // rewrite of B's copy changes no id).
+    let cc_ids = shown_messages(&b, TOOLS_ID);
+    let cx_ids = shown_messages(&b, CODEX_TOOLS_ID);
+    let hit = |args: &[&str]| found_by_agent(&search(&b, args));
+    let one = |agent: &str, session: &str, m: &(String, String)| {
+        (
+            agent.to_owned(),
+            session.to_owned(),
+            m.0.clone(),
+            m.1.clone(),
+        )
+    };
+    // Thinking, a tool call's argument, a tool's output.
+    assert_eq!(
+        hit(&["bound"]),
+        BTreeSet::from([one("claude-code", TOOLS_ID, &cc_ids[1])])
+    );
+    assert_eq!(
+        hit(&["emit"]),
+        BTreeSet::from([one("claude-code", TOOLS_ID, &cc_ids[2])])
+    );
+    assert_eq!(cc_ids[2].1, "tool");
+    // A reasoning summary, a call's output and the answer.
+    assert_eq!(
+        hit(&["checking"]),
+        BTreeSet::from([one("codex", CODEX_TOOLS_ID, &cx_ids[2])])
+    );
+    assert_eq!(
+        hit(&["file1"]),
+        BTreeSet::from([
+            one("codex", CODEX_TOOLS_ID, &cx_ids[4]),
+            one("codex", CODEX_TOOLS_ID, &cx_ids[5]),
+        ])
+    );
+    // A subagent's transcript, by the stream name `show` opens it by.
+    let sub = format!("claude-code/{TOOLS_ID}/{SUB_STEM}");
+    let sub_ids = shown_messages(&b, &sub);
+    assert_eq!(
+        hit(&["parse_expr"]),
+        BTreeSet::from([one("claude-code", &sub, &sub_ids[1])])
+    );
+
+    // --agent keeps one agent's hits.
+    let agents =
+        |args: &[&str]| -> BTreeSet<String> { hit(args).into_iter().map(|h| h.0).collect() };
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(agents(&["lexer"]), set(&["claude-code", "evi"]));
+    assert_eq!(agents(&["lexer", "--agent", "evi"]), set(&["evi"]));
+    assert_eq!(
+        agents(&["lexer", "--agent", "claude-code"]),
+        set(&["claude-code"])
+    );
+    assert_eq!(agents(&["lexer", "--agent", "codex"]), set(&[]));
+    assert_eq!(agents(&["files"]), set(&["codex", "evi"]));
+    assert_eq!(agents(&["files", "--agent", "codex"]), set(&["codex"]));
+    // --days: another agent's lines by their time (the fixtures' are
+    // months old), eVi's by their day file.
+    assert_eq!(agents(&["lexer", "--days", "7"]), set(&["evi"]));
+    let run = b.evi(&["sessions", "search", "lexer", "--agent", "cursor"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("claude-code or codex"),
+        "{}",
+        run.stderr
+    );
+
+    // The JSON and the table say whose session a hit is in.
+    let hits = search(&b, &["bound"]);
+    assert_eq!(hits[0]["short_id"], &TOOLS_ID[..8]);
+    assert_eq!(hits[0]["day"], "2026-02-04");
+    let run = b.evi(&["sessions", "search", "bound"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let head = format!(
+        "claude-code  {}  {}  assistant",
+        &TOOLS_ID[..8],
+        &cc_ids[1].0[..12]
+    );
+    assert!(run.stdout.contains(&head), "{}", run.stdout);
+    assert!(run.stdout.contains("«bound»"), "{}", run.stdout);
+
+    // Encrypted reasoning (Claude Code's signature and redacted thinking,
+    // Codex's encrypted_content) is never indexed: neither the whole value
+    // nor the token it holds, nor the keys around it, finds anything.
+    for secret in SECRETS {
+        for q in [secret, secret.trim_end_matches('=')] {
+            assert_eq!(hit(&[q]), BTreeSet::new(), "{q} was found");
+        }
+    }
+    for key in [
+        "signature",
+        "redacted_thinking",
+        "encrypted_content",
+        "data",
+    ] {
+        assert_eq!(hit(&[key]), BTreeSet::new(), "{key} was found");
+    }
+
+    // B continues both sessions: the next search reads only what was
+    // appended, and gives the new lines the ids `show` gives them (Claude
+    // Code's own uuid; Codex's derived from the line before).
+    crate::agents::append(
+        &claude_session(&b, &proj_b, TOOLS_ID),
+        &format!(
+            r#"{{"parentUuid":"7a1e0c52-1b3d-4e6f-8a90-b1c2d3e4f506","isSidechain":false,"userType":"external","cwd":"{proj_b}","sessionId":"{TOOLS_ID}","version":"2.0.76","gitBranch":"main","type":"user","message":{{"role":"user","content":"now add a wombat test"}},"uuid":"7a1e0c52-1b3d-4e6f-8a90-b1c2d3e4f599","timestamp":"2026-02-04T09:05:00.000Z"}}"#
+        ),
+    );
+    crate::agents::append(
+        &codex(&b).join(CODEX_TOOLS_REL),
+        r#"{"timestamp":"2026-01-20T10:05:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"and a wombat for codex"}]}}"#,
+    );
+    let cc_last = shown_messages(&b, TOOLS_ID).pop().unwrap();
+    let cx_last = shown_messages(&b, CODEX_TOOLS_ID).pop().unwrap();
+    assert_eq!(cc_last.0, "7a1e0c52-1b3d-4e6f-8a90-b1c2d3e4f599");
+    assert_eq!(
+        hit(&["wombat"]),
+        BTreeSet::from([
+            one("claude-code", TOOLS_ID, &cc_last),
+            one("codex", CODEX_TOOLS_ID, &cx_last),
+        ])
+    );
+
+    // Agents turned off: their sessions leave the index, and a search for
+    // one says how to turn it on.
+    b.write_config("");
+    assert_eq!(agents(&["lexer"]), set(&["evi"]));
+    let run = b.evi(&["sessions", "search", "bound", "--agent", "claude-code"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("[agents] claude-code = true"),
+        "{}",
+        run.stderr
+    );
+}

@@ -1017,3 +1017,172 @@ fn rewind_post_needs_the_guard_and_the_plan_then_does_what_the_cli_does() {
     assert_eq!(stale.status(), StatusCode::NOT_FOUND);
     assert_eq!(json(stale)["code"], "no_checkpoint");
 }
+
+/// Sets `path`'s modification time to `at` (RFC 3339): when an agent last
+/// wrote it.
+fn written_at(path: &std::path::Path, at: &str) {
+    let t = chrono::DateTime::parse_from_rfc3339(at).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(t.into())
+        .unwrap();
+}
+
+fn ids_of(listing: &Value) -> Vec<String> {
+    listing["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_list_shows_every_agents_sessions_as_the_cli_lists_them_and_opens_them() {
+    use crate::agents::{
+        CLAUDE_ID, CODEX_ID, CODEX_REL, CODEX_TOOLS_ID, CODEX_TOOLS_REL, SECRETS, SUB_STEM,
+        TOOLS_ID, claude_session, codex, enable, fixture, project, put,
+    };
+    let dev = Device::new();
+    enable(&dev, "");
+    let proj = project(&dev, "work/zebra-app");
+    // Written by each agent a little after its last message, so that the
+    // newest file holds the newest session (eVi's day files the same).
+    let evi = dev.write(
+        "2026-02-05",
+        "01JWEBAGENTS00000000000000",
+        &lines(&[
+            r#"{"role":"user","content":"tidy the lexer docs","ts":"2026-02-05T08:00:00Z"}"#.into(),
+        ]),
+    );
+    written_at(&evi, "2026-02-05T08:00:01Z");
+    let tools = claude_session(&dev, &proj, TOOLS_ID);
+    put(&tools, &fixture("claude-code-tools.jsonl", &proj));
+    written_at(&tools, "2026-02-04T10:00:00Z");
+    let sub = tools
+        .parent()
+        .unwrap()
+        .join(format!("{TOOLS_ID}/subagents/{SUB_STEM}.jsonl"));
+    put(&sub, &fixture("claude-code-subagent.jsonl", &proj));
+    written_at(&sub, "2026-02-04T10:00:00Z");
+    let plain = claude_session(&dev, &proj, CLAUDE_ID);
+    put(&plain, &fixture("claude-code.jsonl", &proj));
+    written_at(&plain, "2026-02-03T19:00:00Z");
+    let cx_tools = codex(&dev).join(CODEX_TOOLS_REL);
+    put(&cx_tools, &fixture("codex-tools.jsonl", &proj));
+    written_at(&cx_tools, "2026-01-20T11:00:00Z");
+    let cx = codex(&dev).join(CODEX_REL);
+    put(&cx, &fixture("codex-rollout.jsonl", &proj));
+    written_at(&cx, "2026-01-19T16:00:00Z");
+    let web = dev.web("127.0.0.1:0");
+
+    // Every agent's sessions, newest first, row for row what
+    // `sessions list --json` prints (agent and project included); a
+    // subagent's transcript is part of its session, not a row.
+    let listing = json(get(&web, "/api/sessions"));
+    let cli = cli_json(
+        &dev,
+        &[
+            "sessions", "list", "--json", "--days", "36500", "--limit", "50",
+        ],
+    );
+    assert_eq!(listing["sessions"], cli["sessions"]);
+    assert_eq!(
+        ids_of(&listing),
+        [
+            "01JWEBAGENTS00000000000000",
+            TOOLS_ID,
+            CLAUDE_ID,
+            CODEX_TOOLS_ID,
+            CODEX_ID
+        ]
+    );
+    assert_eq!(listing["total"], 5);
+    assert_eq!(
+        listing["agents"],
+        serde_json::json!(["evi", "claude-code", "codex"])
+    );
+    let tools_row = &listing["sessions"][1];
+    assert_eq!(tools_row["agent"], "claude-code");
+    assert_eq!(tools_row["project"], proj.as_str());
+    assert_eq!(tools_row["title"], "Lexer off-by-one fix");
+    assert_eq!(listing["sessions"][0]["agent"], "evi");
+    assert_eq!(listing["sessions"][3]["agent"], "codex");
+    assert_eq!(listing["sessions"][3]["project"], proj.as_str());
+
+    // Pages run across agents.
+    let page = json(get(&web, "/api/sessions?offset=2&limit=2"));
+    assert_eq!(ids_of(&page), [CLAUDE_ID, CODEX_TOOLS_ID]);
+    assert_eq!(page["next_offset"], 4);
+    assert_eq!(page["total"], 5);
+
+    // The agent filter, and the others filters over every agent: words
+    // in the title, first message or project; a day with messages.
+    let only = |q: &str| ids_of(&json(get(&web, &format!("/api/sessions?{q}"))));
+    assert_eq!(only("agent=codex"), [CODEX_TOOLS_ID, CODEX_ID]);
+    assert_eq!(only("agent=claude-code"), [TOOLS_ID, CLAUDE_ID]);
+    assert_eq!(only("agent=evi"), ["01JWEBAGENTS00000000000000"]);
+    assert_eq!(only("q=lexer"), ["01JWEBAGENTS00000000000000", TOOLS_ID]);
+    assert_eq!(only("q=zebra&agent=codex"), [CODEX_TOOLS_ID, CODEX_ID]);
+    assert_eq!(only("day=2026-02-04"), [TOOLS_ID]);
+    assert_eq!(only("day=2026-02-05"), ["01JWEBAGENTS00000000000000"]);
+    let bad = get(&web, "/api/sessions?agent=cursor");
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let body = json(bad);
+    assert_eq!(body["message"], "unknown agent `cursor`");
+
+    // A listed session opens by what the page links it by (its stream
+    // name), as `show --json` prints it.
+    for row in listing["sessions"].as_array().unwrap() {
+        let (agent, id) = (row["agent"].as_str().unwrap(), row["id"].as_str().unwrap());
+        let open = match agent {
+            "evi" => id.to_owned(),
+            a => format!("{a}%2F{id}"),
+        };
+        let page = json(get(&web, &format!("/api/sessions/{open}?limit=500")));
+        assert_eq!(page["session"], *row, "{open}");
+        let shown = cli_json(&dev, &["sessions", "show", id, "--json"]);
+        assert_eq!(page, shown, "{open}");
+    }
+
+    // The search box finds every agent's messages, and links a hit to
+    // the session it opens.
+    let search = |q: &[(&str, &str)]| json(search_api(&web, q));
+    let r = search(&[("q", "emit")]);
+    let hits = r["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{r}");
+    assert_eq!(hits[0]["agent"], "claude-code");
+    assert_eq!(hits[0]["session"], TOOLS_ID);
+    assert_eq!(hits[0]["open"], format!("claude-code/{TOOLS_ID}"));
+    assert_eq!(hits[0]["title"], "Lexer off-by-one fix");
+    assert_eq!(hits[0]["role"], "tool");
+    // Both Claude Code sessions think it; a Codex one does not.
+    let r = search(&[("q", "bound")]);
+    let sessions: std::collections::BTreeSet<&str> = r["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions, [TOOLS_ID, CLAUDE_ID].into_iter().collect());
+    let r = search(&[("q", "file1"), ("agent", "codex")]);
+    let hits = r["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{r}");
+    assert!(hits.iter().all(|h| h["session"] == CODEX_TOOLS_ID), "{r}");
+    assert_eq!(hits[0]["title"], "List the files");
+    let r = search(&[("q", "bound"), ("agent", "codex")]);
+    assert_eq!(r["hits"], serde_json::json!([]));
+    let r = search(&[("q", "parse_expr")]);
+    assert_eq!(
+        r["hits"][0]["open"],
+        format!("claude-code/{TOOLS_ID}/{SUB_STEM}")
+    );
+    for secret in SECRETS {
+        let r = search(&[("q", secret.trim_end_matches('='))]);
+        assert_eq!(r["hits"], serde_json::json!([]), "{secret}");
+    }
+    let bad = search_api(&web, &[("q", "bound"), ("agent", "cursor")]);
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}

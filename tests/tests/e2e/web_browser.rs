@@ -855,3 +855,111 @@ fn search_hits_open_their_entry_and_the_rewind_dialog_undoes_in_chromium() {
     );
     assert_eq!(bad_console(&b.console()), Vec::<String>::new());
 }
+
+#[test]
+#[cfg_attr(
+    evi_no_browser,
+    ignore = "needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)"
+)]
+fn other_agents_sessions_are_listed_filtered_searched_and_opened_in_chromium() {
+    if !browser_present("other_agents_sessions_are_listed_filtered_searched_and_opened_in_chromium")
+    {
+        return;
+    }
+    use crate::agents::{
+        CODEX_TOOLS_ID, CODEX_TOOLS_REL, SECRETS, TOOLS_ID, claude_session, codex, enable, fixture,
+        project, put,
+    };
+    const EVI: &str = "01JWEBBROWSERAGENTS0000000";
+    let dev = Device::new();
+    enable(&dev, "");
+    let proj = project(&dev, "work/zebra-app");
+    dev.write(
+        &today(),
+        EVI,
+        format!(
+            "{}\n",
+            line(json!({"role": "user", "content": "an eVi session", "ts": at("08:00:00")}))
+        )
+        .as_bytes(),
+    );
+    put(
+        &claude_session(&dev, &proj, TOOLS_ID),
+        &fixture("claude-code-tools.jsonl", &proj),
+    );
+    put(
+        &codex(&dev).join(CODEX_TOOLS_REL),
+        &fixture("codex-tools.jsonl", &proj),
+    );
+    let web = dev.web("127.0.0.1:0");
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let b = driver.session(profile.path());
+
+    // Every agent's sessions, each row marked with its agent and project.
+    b.go(&web.url);
+    b.wait_ready();
+    assert_eq!(b.text(".count"), "3 sessions");
+    let cc_row = format!(".row[data-session=\"claude-code/{TOOLS_ID}\"]");
+    assert_eq!(b.text(&format!("{cc_row} .agent-tag")), "claude-code");
+    assert_eq!(b.text(&format!("{cc_row} .project")), proj);
+    assert!(
+        b.text(&format!("{cc_row} .first"))
+            .contains("Lexer off-by-one fix")
+    );
+    assert_eq!(
+        b.js("return document.querySelector('.row[data-session=\"01JWEBBROWSERAGENTS0000000\"] .agent-tag')"),
+        Value::Null,
+        "eVi's rows read as they always did"
+    );
+    // The agent filter: shown, one option per agent turned on.
+    assert_eq!(
+        b.js("const s = document.querySelector('.agent-filter'); return s.hidden ? null : [...s.options].map(o => o.value)"),
+        json!(["", "evi", "claude-code", "codex"])
+    );
+    b.js("const s = document.querySelector('.agent-filter'); s.value = 'codex'; s.dispatchEvent(new Event('change'))");
+    b.wait_for("document.querySelectorAll('.row').length === 1 && document.querySelector('.count').textContent === '1 session'");
+    let cx_row = format!("codex/{CODEX_TOOLS_ID}");
+    assert_eq!(
+        b.js("return document.querySelector('.row').dataset.session"),
+        cx_row.as_str()
+    );
+    b.wait_for("new URLSearchParams(location.search).get('agent') === 'codex'");
+
+    // A row opens its session: the conversation, tree-aware, no secret.
+    mark_old(&b);
+    b.click(".row");
+    b.wait_ready();
+    assert_eq!(b.text("h1"), "List the files");
+    assert_eq!(b.count(".msg"), 6);
+    assert_eq!(b.text(".session-head .agent-tag"), "codex");
+    assert!(b.text("main").contains("There are two files"));
+    // Folded parts (reasoning, calls, outputs) included.
+    let main = b.js("return document.getElementById('main').textContent");
+    let main = main.as_str().unwrap();
+    assert!(main.contains("Checking directory"), "{main}");
+    for s in SECRETS {
+        assert!(!main.contains(s), "{s} shown: {main}");
+    }
+
+    // The search box finds a Claude Code line; its hit opens that entry.
+    b.go(&format!("{}/?search=emit", web.base));
+    b.wait_for("document.querySelector('.fulltext').dataset.state === 'done'");
+    assert_eq!(b.count(".hit"), 1);
+    assert_eq!(b.text(".hit .agent-tag"), "claude-code");
+    mark_old(&b);
+    b.click(".hit");
+    b.wait_ready();
+    assert_eq!(
+        b.js("return new URLSearchParams(location.search).get('session')"),
+        format!("claude-code/{TOOLS_ID}")
+    );
+    assert_eq!(b.count(".msg.target"), 1);
+    // A tool's output is folded: in the page, if not in view.
+    let target = b.js("return document.querySelector('.msg.target').textContent");
+    assert!(
+        target.as_str().unwrap().contains("emit(tokens[i])"),
+        "{target}"
+    );
+    assert_eq!(bad_console(&b.console()), Vec::<String>::new());
+}

@@ -1,6 +1,6 @@
 //! `evi sessions search`: full-text search over every session on this
-//! device, through the local index (`crate::search`), which it first brings
-//! up to date.
+//! device, eVi's and those of the agents `[agents]` turns on, through the
+//! local index (`crate::search`), which it first brings up to date.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -12,10 +12,12 @@ use serde::Serialize;
 use super::Ctx;
 use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::shared::{finish, fmt_minute, fmt_rfc3339, scan, stdout};
+use crate::search::agents::display_id;
 use crate::search::find::{Filter, Hit, since_day};
 use crate::search::query::Query;
 use crate::search::snippet::{Marks, Part, render, snippet};
 use crate::search::{index_path, with_index};
+use crate::source::Agent;
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -27,14 +29,15 @@ pub struct SearchArgs {
     /// Only lines of this role.
     #[arg(long, value_enum)]
     pub role: Option<RoleArg>,
-    /// Only lines in the day files of the last N days (today counts as one).
+    /// Only lines in the day files of the last N days (today counts as one;
+    /// another agent's lines by their time).
     #[arg(long, value_name = "N")]
     pub days: Option<u32>,
     /// At most this many hits.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// Only sessions of this agent; today every session is eVi's, so only
-    /// `evi` is accepted.
+    /// Only sessions of this agent: evi, claude-code or codex (those of
+    /// other agents are searched when `[agents]` turns them on).
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
     /// Print JSON (stable, documented in README.md).
@@ -71,8 +74,11 @@ const WAIT: Duration = Duration::from_secs(30);
 /// One hit as `--json` prints it.
 #[derive(Debug, Serialize)]
 struct HitView {
+    /// The session's id as `evi sessions list --json` gives it (a Claude
+    /// Code subagent transcript: its stream name).
     session: String,
     short_id: String,
+    agent: Agent,
     entry: String,
     role: String,
     ts: Option<String>,
@@ -95,10 +101,13 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
             "--limit must be between 1 and {MAX_LIMIT}"
         )));
     }
-    if let Some(agent) = args.agent.as_deref().filter(|a| *a != "evi") {
-        return Err(usage_error(format!("unknown agent `{agent}`"))
-            .hinted("only `evi` sessions are searched for now"));
-    }
+    let agent = match args.agent.as_deref() {
+        None => None,
+        Some(name) => Some(Agent::from_name(name).ok_or_else(|| {
+            usage_error(format!("unknown agent `{name}`"))
+                .hinted("use --agent evi, claude-code or codex")
+        })?),
+    };
     let text = args.query.join(" ");
     let query = Query::parse(&text).map_err(|e| {
         usage_error(e).hinted("search for words and \"quoted phrases\"; every one must match")
@@ -108,18 +117,22 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
     let filter = Filter {
         role: args.role.map(RoleArg::name),
         since_day: since.as_deref(),
+        agent,
         limit: args.limit,
     };
     let mut views = Vec::new();
     // Reading creates nothing in a home that is not there.
     if ctx.home.absent().is_none() {
-        let found = with_index(&ctx.home, WAIT, |ix| ix.search(&catalog, &query, &filter))
-            .map_err(|e| {
-                user_error(e).hinted(format!(
-                    "the index is a cache: removing {} makes the next search rebuild it",
-                    index_path(&ctx.home).display()
-                ))
-            })?;
+        let agents = crate::search::agents::enabled(&ctx.config, &ctx.home);
+        let found = with_index(&ctx.home, WAIT, |ix| {
+            ix.search(&catalog, &agents, &query, &filter)
+        })
+        .map_err(|e| {
+            user_error(e).hinted(format!(
+                "the index is a cache: removing {} makes the next search rebuild it",
+                index_path(&ctx.home).display()
+            ))
+        })?;
         for f in found {
             views.push(view(&catalog, f.hit, &f.text, &query));
         }
@@ -141,7 +154,13 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
     } else {
         Marks::Plain
     };
+    // The agent's column only where another agent's session is in the
+    // hits, as `sessions list` does.
+    let agents = views.iter().any(|v| v.agent != Agent::Evi);
     for v in &views {
+        if agents {
+            write!(out, "{:11}  ", v.agent.name())?;
+        }
         let when =
             v.ts.as_deref()
                 .and_then(crate::transcript::line::parse_ts)
@@ -159,6 +178,14 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
     finish(out)?;
     if views.is_empty() {
         eprintln!("no matches for {text}");
+        if let Some(a) = agent.filter(|a| !crate::source::is_enabled(*a, &ctx.config)) {
+            eprintln!(
+                "{} sessions are not searched here: turn them on with `[agents] {} = true` in {}",
+                a.name(),
+                a.name(),
+                ctx.home.config_file().display()
+            );
+        }
     } else if std::io::stderr().is_terminal() {
         eprintln!("open a hit in context: evi sessions show SESSION --through ENTRY");
     }
@@ -166,16 +193,19 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
 }
 
 fn view(catalog: &crate::transcript::Catalog, h: Hit, text: &str, q: &Query) -> HitView {
-    let short_id = h
-        .session
-        .parse::<SessionId>()
-        .map(|id| catalog.short_id(&id))
-        .unwrap_or_else(|_| h.session.clone());
+    let (session, short, agent) = display_id(&h.session);
+    let short_id = short.unwrap_or_else(|| {
+        h.session
+            .parse::<SessionId>()
+            .map(|id| catalog.short_id(&id))
+            .unwrap_or_else(|_| h.session.clone())
+    });
     HitView {
         snippet: snippet(text, q.all_tokens()),
         short_id,
+        agent,
         ts: h.ts.and_then(fmt_rfc3339),
-        session: h.session,
+        session,
         entry: h.entry,
         role: h.role,
         day: h.day,

@@ -400,10 +400,14 @@
     q.setAttribute('aria-label', 'Search');
     const day = el('select', { class: 'day' }, el('option', { value: '' }, 'All days'));
     day.setAttribute('aria-label', 'Day');
+    // Which agent's sessions: shown once the first page says another
+    // agent is turned on (`[agents]` in config.toml).
+    const agent = el('select', { class: 'agent-filter', hidden: true }, el('option', { value: '' }, 'Every agent'));
+    agent.setAttribute('aria-label', 'Agent');
     const count = el('span', { class: 'count' });
     const rows = el('div', { class: 'rows', id: 'rows' });
     const more = el('div', { class: 'sentinel' });
-    main.append(fullText(), el('div', { class: 'controls' }, q, day, count), rows, more);
+    main.append(fullText(), el('div', { class: 'controls' }, q, day, agent, count), rows, more);
 
     let next = 0;
     let loading = false;
@@ -411,6 +415,7 @@
     let daysFilled = false;
     // The day list comes with the first page; until then the URL's day filters.
     const wantDay = params.get('day') || '';
+    const wantAgent = params.get('agent') || '';
 
     async function load(reset) {
       if (loading && !reset) return;
@@ -423,7 +428,8 @@
       loading = true;
       try {
         const page = await api('/api/sessions?' + new URLSearchParams({
-          q: q.value, day: daysFilled ? day.value : wantDay, offset: String(next), limit: String(PAGE),
+          q: q.value, day: daysFilled ? day.value : wantDay,
+          agent: daysFilled ? agent.value : wantAgent, offset: String(next), limit: String(PAGE),
         }));
         if (mine !== generation) return;
         if (!daysFilled) {
@@ -431,11 +437,14 @@
             day.append(el('option', { value: d.day }, d.day + ' (' + d.sessions + ')'));
           }
           day.value = wantDay;
+          for (const a of page.agents || []) agent.append(el('option', { value: a }, a));
+          agent.value = wantAgent;
+          agent.hidden = (page.agents || []).length < 2 && !wantAgent;
           daysFilled = true;
         }
         count.textContent = page.total + (page.total === 1 ? ' session' : ' sessions');
         for (const s of page.sessions) rows.append(row(s));
-        if (!page.total) rows.append(el('p', { class: 'note' }, q.value || day.value ? 'No session matches.' : 'No sessions in this eVi home yet.'));
+        if (!page.total) rows.append(el('p', { class: 'note' }, q.value || day.value || agent.value ? 'No session matches.' : 'No sessions in this eVi home yet.'));
         next = page.next_offset;
         main.dataset.more = next === null ? 'no' : 'yes';
         main.dataset.state = 'ready';
@@ -455,12 +464,13 @@
     const refilter = () => {
       clearTimeout(timer);
       timer = setTimeout(() => {
-        history.replaceState(null, '', viewUrl({ q: q.value, day: day.value }));
+        history.replaceState(null, '', viewUrl({ q: q.value, day: day.value, agent: agent.value }));
         load(true);
       }, 200);
     };
     q.addEventListener('input', refilter);
     day.addEventListener('change', refilter);
+    agent.addEventListener('change', refilter);
     new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) load(false);
     }).observe(more);
@@ -543,22 +553,35 @@
     const snip = el('span', { class: 'snippet' });
     for (const part of h.snippet) snip.append(part.match ? el('mark', null, part.text) : part.text);
     const title = h.title || '(no user message)';
-    return el('a', { class: 'hit', href: viewUrl({ session: h.session, entry: h.entry }), data: { session: h.session, entry: h.entry } },
+    const open = h.open || h.session;
+    return el('a', { class: 'hit', href: viewUrl({ session: open, entry: h.entry }), data: { session: open, entry: h.entry } },
       el('span', { class: 'hit-head' },
         el('span', { class: 'hit-title' }, title.length > 120 ? title.slice(0, 119) + '…' : title),
+        h.agent && h.agent !== 'evi' ? el('span', { class: 'agent-tag' }, h.agent) : null,
         el('span', { class: 'who ' + h.role }, h.role),
         el('span', { class: 'when' }, when(h.ts) || h.day),
         el('span', { class: 'id' }, h.short_id)),
       snip);
   }
 
+  /** What a listed session opens by: its id, another agent's by its
+   * stream name (`claude-code/<id>`), which names it alone. */
+  function openId(s) {
+    return s.agent && s.agent !== 'evi' && !s.id.includes('/') ? s.agent + '/' + s.id : s.id;
+  }
+
   function row(s) {
     // A title given with `evi sessions title` stands for the session.
     const named = s.title || s.first_message;
     const title = named ? named : '(no user message)';
-    return el('a', { class: 'row', href: viewUrl({ session: s.id }), data: { session: s.id } },
+    const other = s.agent && s.agent !== 'evi';
+    const id = openId(s);
+    return el('a', { class: 'row', href: viewUrl({ session: id }), data: { session: id, agent: s.agent || 'evi' } },
       el('span', { class: 'when' }, when(s.end || s.start)),
-      el('span', { class: 'first' + (named ? '' : ' none') }, title.length > 200 ? title.slice(0, 199) + '…' : title),
+      el('span', { class: 'first' + (named ? '' : ' none') },
+        other ? el('span', { class: 'agent-tag' }, s.agent) : null,
+        title.length > 200 ? title.slice(0, 199) + '…' : title,
+        other && s.project ? el('span', { class: 'project', title: 'project on this device' }, s.project) : null),
       el('span', { class: 'stat msgs', title: 'messages on the active branch' }, s.messages + ' msgs'),
       el('span', { class: 'stat branches' + (s.branches > 1 ? ' forked' : ''), title: 'branches' }, s.branches + (s.branches === 1 ? ' branch' : ' branches')),
       el('span', { class: 'id' }, s.short_id));
@@ -584,7 +607,10 @@
     const head = el('section', { class: 'session-head' },
       el('h1', null, s.title || s.first_message || '(no user message)'),
       el('p', { class: 'meta' },
+        s.agent && s.agent !== 'evi' ? el('span', { class: 'agent-tag' }, s.agent) : null,
         el('span', { class: 'id' }, s.id), ' · ',
+        s.project ? el('span', { class: 'project', title: 'project on this device' }, s.project) : null,
+        s.project ? ' · ' : null,
         el('span', { id: 'branch-count' }, first.branch_messages + ' messages on this branch'), ' · ',
         s.branches + (s.branches === 1 ? ' branch' : ' branches'),
         s.start ? ' · ' + when(s.start) + ' → ' + when(s.end) : '',

@@ -1,0 +1,69 @@
+//! Other agents' sessions as the index reads them: each file of the agents
+//! turned on here (subagent transcripts too), with the path map its lines
+//! are read back through, the one `show` and push use, so a hit's entry id
+//! is the id every reader gives that line.
+
+use std::collections::HashMap;
+
+use crate::home::EviHome;
+use crate::source::paths::PathMap;
+use crate::source::project::Projects;
+use crate::source::{Agent, AgentFile, Source, StreamName};
+
+/// One session file of another agent, and how its lines read here.
+#[derive(Debug, Clone)]
+pub struct AgentSession {
+    pub file: AgentFile,
+    pub map: PathMap,
+}
+
+/// Every session file of `sources`, each with its map on this device
+/// (`base`, and the pair of a session pull placed by its git remote).
+pub fn sessions(sources: &[Source], base: &PathMap, home: &EviHome) -> Vec<AgentSession> {
+    if sources.is_empty() {
+        return Vec::new();
+    }
+    let projects = Projects::load(&home.sync_dir());
+    sources
+        .iter()
+        .flat_map(Source::sessions)
+        .map(|file| AgentSession {
+            map: projects.map_for(base, &file.stream).into_owned(),
+            file,
+        })
+        .collect()
+}
+
+/// The sessions of the agents `config` turns on, as [`sessions`] reads them.
+pub fn enabled(config: &crate::config::Config, home: &EviHome) -> Vec<AgentSession> {
+    sessions(
+        &crate::source::enabled(config),
+        &PathMap::new(&config.paths.map),
+        home,
+    )
+}
+
+/// `sessions` by stream name, to find a hit's file again.
+pub fn by_stream(sessions: &[AgentSession]) -> HashMap<String, &AgentSession> {
+    sessions
+        .iter()
+        .map(|s| (s.file.stream.to_string(), s))
+        .collect()
+}
+
+/// How a hit names its session: an eVi session's id, another agent's as
+/// `evi sessions list --json` gives it (its id; a subagent transcript its
+/// stream name), and that id's first 8 characters; and its agent.
+pub fn display_id(name: &str) -> (String, Option<String>, Agent) {
+    match StreamName::parse(name).filter(|s| s.agent != Agent::Evi) {
+        Some(s) => {
+            let short = s.session.as_str().chars().take(8).collect();
+            let id = match s.sub {
+                Some(_) => s.to_string(),
+                None => s.session.to_string(),
+            };
+            (id, Some(short), s.agent)
+        }
+        None => (name.to_owned(), None, Agent::Evi),
+    }
+}
