@@ -51,19 +51,33 @@ pub fn by_stream(sessions: &[AgentSession]) -> HashMap<String, &AgentSession> {
         .collect()
 }
 
-/// How a hit names its session: an eVi session's id, another agent's as
-/// `evi sessions list --json` gives it (its id; a subagent transcript its
-/// stream name), and that id's first 8 characters; and its agent.
-pub fn display_id(name: &str) -> (String, Option<String>, Agent) {
+/// How a hit names its session to people and pages.
+#[derive(Debug, Clone)]
+pub struct HitSession {
+    /// An eVi session's id; another agent's as `evi sessions list --json`
+    /// gives it (its id; a subagent transcript its stream name).
+    pub id: String,
+    /// Another agent's session's first 8 characters (an eVi session's
+    /// short id needs its catalog).
+    pub short_id: Option<String>,
+    pub agent: Agent,
+}
+
+/// The session a hit's index name (an eVi id or a stream name) stands for.
+pub fn hit_session(name: &str) -> HitSession {
     match StreamName::parse(name).filter(|s| s.agent != Agent::Evi) {
-        Some(s) => {
-            let short = s.session.as_str().chars().take(8).collect();
-            let id = match s.sub {
+        Some(s) => HitSession {
+            short_id: Some(s.session.as_str().chars().take(8).collect()),
+            id: match s.sub {
                 Some(_) => s.to_string(),
                 None => s.session.to_string(),
-            };
-            (id, Some(short), s.agent)
-        }
-        None => (name.to_owned(), None, Agent::Evi),
+            },
+            agent: s.agent,
+        },
+        None => HitSession {
+            id: name.to_owned(),
+            short_id: None,
+            agent: Agent::Evi,
+        },
     }
 }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::api::{blocking, query, scan};
 use super::error::ApiError;
-use crate::search::agents::{by_stream, display_id};
+use crate::search::agents::{by_stream, hit_session};
 use crate::search::find::{Filter, since_day};
 use crate::search::query::Query as SearchQuery;
 use crate::search::snippet::{Part, snippet};
@@ -129,8 +129,8 @@ pub async fn search(
         let mut hits = Vec::with_capacity(found.len());
         for f in found {
             let h = f.hit;
-            let (session, short, agent) = display_id(&h.session);
-            let (summary, short_id) = if agent == Agent::Evi {
+            let named = hit_session(&h.session);
+            let (summary, short_id) = if named.agent == Agent::Evi {
                 let id = h.session.parse::<SessionId>().ok();
                 // A hit's session is in the catalog the index was updated from.
                 let summary = id
@@ -145,16 +145,16 @@ pub async fn search(
                 let summary = files
                     .get(&h.session)
                     .and_then(|a| lib.agent_summary(&a.file, &a.map).ok());
-                (summary, short.unwrap_or_default())
+                (summary, named.short_id.unwrap_or_default())
             };
             hits.push(HitView {
                 short_id,
-                agent,
+                agent: named.agent,
                 open: h.session.clone(),
                 title: summary.and_then(|s| s.title.or(s.first_message)),
                 snippet: snippet(&f.text, parsed.all_tokens()),
                 ts: h.ts.and_then(crate::transcript::summary::rfc3339),
-                session,
+                session: named.id,
                 entry: h.entry,
                 role: h.role,
                 day: h.day,

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::Ctx;
 use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::shared::{finish, fmt_minute, fmt_rfc3339, scan, stdout};
-use crate::search::agents::display_id;
+use crate::search::agents::hit_session;
 use crate::search::find::{Filter, Hit, since_day};
 use crate::search::query::Query;
 use crate::search::snippet::{Marks, Part, render, snippet};
@@ -193,8 +193,8 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
 }
 
 fn view(catalog: &crate::transcript::Catalog, h: Hit, text: &str, q: &Query) -> HitView {
-    let (session, short, agent) = display_id(&h.session);
-    let short_id = short.unwrap_or_else(|| {
+    let named = hit_session(&h.session);
+    let short_id = named.short_id.unwrap_or_else(|| {
         h.session
             .parse::<SessionId>()
             .map(|id| catalog.short_id(&id))
@@ -203,9 +203,9 @@ fn view(catalog: &crate::transcript::Catalog, h: Hit, text: &str, q: &Query) -> 
     HitView {
         snippet: snippet(text, q.all_tokens()),
         short_id,
-        agent,
+        agent: named.agent,
         ts: h.ts.and_then(fmt_rfc3339),
-        session,
+        session: named.id,
         entry: h.entry,
         role: h.role,
         day: h.day,
