@@ -24,6 +24,7 @@ pub mod client;
 pub mod context;
 pub mod damaged;
 pub mod error;
+pub mod forget;
 pub mod high_water;
 pub mod id_set;
 pub mod identity;

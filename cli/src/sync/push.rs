@@ -59,6 +59,12 @@ pub struct PushReport {
     pub redactions: std::collections::BTreeMap<String, u64>,
     /// Lines that held them.
     pub redacted_lines: u64,
+    /// Sessions the server refused as forgotten on another device: their
+    /// tombstone was applied here instead (see [`super::forget`]).
+    pub forgotten: Vec<String>,
+    /// What applying tombstones did here (forgets sent, refused sessions
+    /// moved to the trash, lines kept as a new session).
+    pub forget: super::forget::Applied,
     /// Where, for the device's record (saved even when the push fails).
     #[serde(skip)]
     redacted: Vec<(String, Redaction)>,
@@ -98,13 +104,37 @@ pub fn push_with(
     opts: &PushOptions,
 ) -> Result<PushReport, SyncError> {
     let mut report = PushReport::default();
-    let result = push_into(ctx, progress, opts, &mut report);
+    let result = push_forgetting(ctx, progress, opts, &mut report);
     let redacted = std::mem::take(&mut report.redacted);
     let saved = RedactionRecord::add(&ctx.paths.dir, redacted)
         .ctx(|| "cannot save the record of redactions (sync/redactions.json)".into());
     result?;
     saved?;
     Ok(report)
+}
+
+/// [`push_into`] between the steps of [`super::forget`]: old trash out,
+/// this device's forgets and undos up first, and after it the tombstones of
+/// sessions the server refused as forgotten applied here (then a second
+/// round sends the lines they kept as a new session).
+fn push_forgetting(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: &PushOptions,
+    report: &mut PushReport,
+) -> Result<(), SyncError> {
+    use super::forget::apply::{apply_refused, purge_trash, send_outbox};
+    purge_trash(ctx, &mut report.forget);
+    send_outbox(ctx, &mut report.forget)?;
+    push_into(ctx, progress, opts, report)?;
+    if report.forgotten.is_empty() {
+        return Ok(());
+    }
+    let streams = report.forgotten.clone();
+    if apply_refused(ctx, &streams, &mut report.forget)? {
+        push_into(ctx, progress, opts, report)?;
+    }
+    Ok(())
 }
 
 fn push_into(
