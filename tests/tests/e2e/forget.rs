@@ -111,6 +111,12 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
     }
     assert!(found_in_storage(&server, &needles).len() >= bodies.len());
     let packs_before = pack_bytes(&server);
+    let newest_before = server
+        .records(&a.token())
+        .iter()
+        .map(|r| r["seq"].as_u64().unwrap())
+        .max()
+        .unwrap();
 
     // B watches; A forgets.
     let watcher = watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
@@ -146,11 +152,27 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
         20,
         || found_in_storage(&server, &needles).is_empty(),
     );
+    // `evi sync verify` checks the tombstone like any record.
+    let run = a.sync(&["sync", "verify", "--json"]);
+    assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["tombstones"], 1, "{}", run.stdout);
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
     let packs_after = pack_bytes(&server);
+    // By size: the packs lost exactly the forgotten bodies, and gained
+    // the bodies of what came since (the tombstone; whatever a device
+    // pushed meanwhile).
+    let added: u64 = server
+        .records(&a.token())
+        .iter()
+        .filter(|r| r["seq"].as_u64().unwrap() > newest_before)
+        .map(|r| B64.decode(r["ciphertext"].as_str().unwrap()).unwrap().len() as u64)
+        .sum();
+    assert!(added >= tombstone.len() as u64);
     assert_eq!(
-        packs_before - packs_after,
-        forgotten_bytes - tombstone.len() as u64,
-        "the packs shrank by the forgotten bodies (less the tombstone)"
+        packs_after,
+        packs_before - forgotten_bytes + added,
+        "packs before {packs_before}, forgotten {forgotten_bytes}, added {added}"
     );
 
     // C was away: it wrote a line before the forget (never pushed) and one

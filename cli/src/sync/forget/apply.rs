@@ -103,6 +103,21 @@ pub fn drop_forgotten(ctx: &SyncContext, opened: Vec<OpenedSegment>) -> Vec<Open
         .collect()
 }
 
+/// Whether a pulled forget or undo verifies (for `evi sync verify`), and
+/// why not.
+pub fn check(ctx: &SyncContext, r: &PulledRecord) -> Result<(), String> {
+    Tombstone::open(
+        &ctx.keys,
+        &ctx.identity,
+        &r.head.stream,
+        &r.head.kind,
+        &r.head.entry_ids,
+        &r.ciphertext,
+    )
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
 /// Applies a pulled forget or undo (once: one applied before is passed over).
 pub fn apply_pulled(
     ctx: &mut SyncContext,
