@@ -971,7 +971,7 @@ impl Store for SqliteStore {
     }
 
     async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
-        self.read(|c| sqlite_forget::packs_to_compact(c)).await
+        self.read(sqlite_forget::packs_to_compact).await
     }
 
     async fn bodies_in_pack(

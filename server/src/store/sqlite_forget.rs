@@ -15,6 +15,10 @@ pub(super) fn is_forgotten(tx: &Transaction<'_>, user: UserId, stream: &str) -> 
         .exists(params![user, stream])?)
 }
 
+/// A record row a forget deletes: seq, entry ids (text and raw forms),
+/// body length and pack.
+type PurgedRow = (i64, String, Option<Vec<u8>>, i64, Option<String>);
+
 /// After the tombstone `seq` of `stream` was inserted: deletes the stream's
 /// records before it (not its tombstones), their entry ids and damaged marks,
 /// lists their packs for compaction, and marks the stream forgotten.
@@ -24,7 +28,7 @@ pub(super) fn purge(
     stream: &str,
     seq: i64,
 ) -> StoreResult<Purged> {
-    let rows: Vec<(i64, String, Option<Vec<u8>>, i64, Option<String>)> = tx
+    let rows: Vec<PurgedRow> = tx
         .prepare_cached(
             "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
              FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?5 AND kind NOT IN (?3, ?4)",

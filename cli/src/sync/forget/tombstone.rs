@@ -300,7 +300,7 @@ mod tests {
             &id,
             &s.stream,
             s.kind,
-            &[s.entry_id.clone()],
+            std::slice::from_ref(&s.entry_id),
             &s.ciphertext,
         )
         .unwrap();
