@@ -152,6 +152,15 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
         20,
         || found_in_storage(&server, &needles).is_empty(),
     );
+    // The account's counters follow: what status counts is what is held.
+    let status = server.get_json(&a.token(), "status");
+    let held = server.records(&a.token());
+    assert_eq!(status["records"], held.len() as u64, "{status}");
+    let ids: u64 = held
+        .iter()
+        .map(|r| r["entry_ids"].as_array().unwrap().len() as u64)
+        .sum();
+    assert_eq!(status["entries"], ids, "{status}");
     // `evi sync verify` checks the tombstone like any record.
     let run = a.sync(&["sync", "verify", "--json"]);
     assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
@@ -185,6 +194,9 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
     c.append(&format!("transcripts/{day}/{GONE}.jsonl"), fresh.as_bytes());
     let run = c.sync(&["sync", "push", "--json"]);
     assert_eq!(run.code, 0, "push of a stale copy: {}", run.stderr);
+    let pushed: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(pushed["forgotten"][0], GONE, "{}", run.stdout);
+    assert_eq!(pushed["forget"]["revived"][0]["lines"], 1, "{}", run.stdout);
     assert!(
         session_files(&c, GONE).is_empty(),
         "C applied the tombstone"
@@ -202,6 +214,15 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
     assert!(found_in_storage(&server, &needles).is_empty());
     c.sync_ok(&["pull"]);
     assert!(session_files(&c, GONE).is_empty());
+    // Pushing again sends nothing of it, and is not refused again.
+    let run = c.sync(&["sync", "push", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let pushed: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(
+        pushed["forgotten"].as_array().unwrap().is_empty(),
+        "{}",
+        run.stdout
+    );
 
     // The new life reaches the others as a session of its own.
     b.sync_ok(&["pull"]);

@@ -40,6 +40,36 @@ impl Applied {
     }
 }
 
+impl Applied {
+    /// One line each for people, of what happened here (what `sync push`
+    /// and `sync pull` print on stderr).
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.trashed.is_empty() {
+            out.push(format!(
+                "forgotten, moved to sync/trash/ for 7 days: {}",
+                self.trashed.join(", ")
+            ));
+        }
+        for r in &self.revived {
+            out.push(format!(
+                "{} lines of {} were written after it was forgotten: kept as session {}",
+                r.lines, r.from, r.to
+            ));
+        }
+        if !self.restored.is_empty() {
+            out.push(format!(
+                "forget undone, brought back from sync/trash/: {}",
+                self.restored.join(", ")
+            ));
+        }
+        for r in &self.refused {
+            out.push(format!("a forget from the server was not applied: {r}"));
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Revived {
     pub from: String,
