@@ -200,7 +200,7 @@ impl AppState {
                 (!config.trust_forwarded_for).then_some(config.connections.max_per_address),
             ),
             refusals: Arc::new(flood::Refusals::new()),
-            compactor: bodies::compact::Compactor::new(store.clone(), bodies.clone()),
+            compactor: bodies::compact::Compactor::new(store.clone(), bodies.clone(), config.fault),
             config,
             store,
             bodies,

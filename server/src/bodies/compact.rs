@@ -31,15 +31,22 @@ use crate::store::{Store, UserId};
 pub struct Compactor {
     store: Arc<dyn Store>,
     bodies: Arc<dyn BodyStore>,
+    /// `crash-mid-compaction` of the crash tests (see [`crate::fault`]).
+    crash: bool,
     started: AtomicBool,
     wake: Notify,
 }
 
 impl Compactor {
-    pub fn new(store: Arc<dyn Store>, bodies: Arc<dyn BodyStore>) -> Arc<Self> {
+    pub fn new(
+        store: Arc<dyn Store>,
+        bodies: Arc<dyn BodyStore>,
+        fault: Option<crate::fault::Fault>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
             bodies,
+            crash: fault == Some(crate::fault::Fault::CrashMidCompaction),
             started: AtomicBool::new(false),
             wake: Notify::new(),
         })
@@ -59,7 +66,7 @@ impl Compactor {
         loop {
             // A permit stored by the wake that started the task is taken
             // here at once: one extra round, which finds nothing.
-            match compact_pending(&*self.store, &*self.bodies).await {
+            match compact_pending(&*self.store, &*self.bodies, self.crash).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(packs = n, "rewrote body packs without forgotten records"),
                 Err(e) => tracing::warn!(
@@ -75,7 +82,11 @@ impl Compactor {
 /// Rewrites every listed pack; how many were done.
 /// A forget that commits while a pack is copied may list the copy (see
 /// `repoint_bodies`): the list is read again until it is empty.
-pub async fn compact_pending(store: &dyn Store, bodies: &dyn BodyStore) -> anyhow::Result<usize> {
+pub async fn compact_pending(
+    store: &dyn Store,
+    bodies: &dyn BodyStore,
+    crash: bool,
+) -> anyhow::Result<usize> {
     let mut done = 0;
     loop {
         let listed = store.packs_to_compact().await?;
@@ -83,7 +94,7 @@ pub async fn compact_pending(store: &dyn Store, bodies: &dyn BodyStore) -> anyho
             return Ok(done);
         }
         for (user, pack) in listed {
-            compact_pack(store, bodies, user, &pack).await?;
+            compact_pack(store, bodies, user, &pack, crash).await?;
             done += 1;
         }
     }
@@ -94,12 +105,20 @@ async fn compact_pack(
     bodies: &dyn BodyStore,
     user: UserId,
     pack: &PackName,
+    crash: bool,
 ) -> anyhow::Result<()> {
     let live = store.bodies_in_pack(user, pack).await?;
     if !live.is_empty() {
         let refs: Vec<BodyRef> = live.iter().map(|(_, r)| r.clone()).collect();
         let data = bodies.read_small(user, refs).await?;
         let moved_to = bodies.put_batch(user, data).await?;
+        if crash {
+            tracing::error!(
+                "{}=crash-mid-compaction: aborting before the records point at the new pack",
+                crate::fault::FAULT_ENV
+            );
+            std::process::abort();
+        }
         let moved = live.into_iter().map(|(seq, _)| seq).zip(moved_to).collect();
         store.repoint_bodies(user, pack, moved).await?;
     }

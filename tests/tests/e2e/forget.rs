@@ -273,3 +273,61 @@ fn a_dry_run_changes_nothing_and_names_what_would_go() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("not in the trash"), "{}", run.stderr);
 }
+
+#[test]
+fn a_server_killed_mid_compaction_loses_nothing_and_finishes_on_restart() {
+    let mut server = TestServer::start_env(&[], &[("EVI_SERVER_FAULT", "crash-mid-compaction")]);
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let day = today();
+    let early = "2020-01-01T00:00:00Z";
+    a.write(&day, GONE, line(early, "forget this").as_bytes());
+    let mut kept = String::new();
+    for i in 0..5 {
+        kept.push_str(&line(early, &format!("keep this, {i}")));
+    }
+    a.write(&day, KEPT, kept.as_bytes());
+    a.sync_ok(&["push"]);
+    let bodies: Vec<Vec<u8>> = stream_records(&server, &a, GONE)
+        .iter()
+        .map(|r| B64.decode(r["ciphertext"].as_str().unwrap()).unwrap())
+        .collect();
+    let needles: Vec<(String, Vec<u8>)> = bodies
+        .iter()
+        .map(|b| {
+            (
+                "forgotten body".to_owned(),
+                b[b.len() / 2..b.len() / 2 + 48].to_vec(),
+            )
+        })
+        .collect();
+
+    // The tombstone commits; the compaction it starts kills the server
+    // once its new pack is written, before the records point at it.
+    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    until("the server dies mid-compaction", 20, || {
+        matches!(server.child.try_wait(), Ok(Some(_)))
+    });
+
+    // Restarted (without the fault), it finishes what the forget listed.
+    server.restart();
+    until("the restarted server compacts", 20, || {
+        found_in_storage(&server, &needles).is_empty()
+    });
+    a.sync_ok(&["push"]);
+    assert_eq!(stream_records(&server, &a, GONE).len(), 1);
+
+    // Nothing of the other session is lost: a new device gets it whole,
+    // and verify finds every record sound.
+    let b = Device::new();
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    b.sync_ok(&["pull"]);
+    assert_eq!(held_set(&a, KEPT), held_set(&b, KEPT));
+    assert!(session_files(&b, GONE).is_empty());
+    let run = a.sync(&["sync", "verify", "--json"]);
+    assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
+    assert_eq!(v["tombstones"], 1);
+}
