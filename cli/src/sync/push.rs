@@ -123,7 +123,8 @@ fn push_forgetting(
     opts: &PushOptions,
     report: &mut PushReport,
 ) -> Result<(), SyncError> {
-    use super::forget::apply::{apply_refused, purge_trash, send_outbox};
+    use super::forget::apply::{apply_refused, purge_trash};
+    use super::forget::local::send_outbox;
     purge_trash(ctx, &mut report.forget);
     send_outbox(ctx, &mut report.forget)?;
     push_into(ctx, progress, opts, report)?;

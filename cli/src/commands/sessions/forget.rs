@@ -14,7 +14,7 @@ use crate::command_error::{CommandError, CommandResult, usage_error, user_error}
 use crate::commands::sync::{open, sync_error};
 use crate::commands::{finish, stdout, warn};
 use crate::sync::forget::Applied;
-use crate::sync::forget::apply::{forget_here, send_outbox, undo_here};
+use crate::sync::forget::local::{forget_here, send_outbox, undo_here};
 use crate::sync::progress::Quiet;
 use crate::transcript::Catalog;
 

@@ -37,6 +37,7 @@
 
 pub mod apply;
 pub mod ledger;
+pub mod local;
 pub mod tombstone;
 pub mod trash;
 
