@@ -15,13 +15,18 @@ pub enum Fault {
     CrashAfterBody,
     /// Abort `migrate` between the devices and the records tables.
     CrashMidMigrate,
+    /// Abort a compaction after a forget (see `bodies::compact`) once the
+    /// new pack is durable and before the records point at it.
+    CrashMidCompaction,
 }
 
 /// The variable that sets the fault.
 pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
 
 #[derive(Debug, thiserror::Error)]
-#[error("{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate)")]
+#[error(
+    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction)"
+)]
 pub struct UnknownFault(String);
 
 impl Fault {
@@ -31,6 +36,7 @@ impl Fault {
             "" => Ok(None),
             "crash-after-body" => Ok(Some(Self::CrashAfterBody)),
             "crash-mid-migrate" => Ok(Some(Self::CrashMidMigrate)),
+            "crash-mid-compaction" => Ok(Some(Self::CrashMidCompaction)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

@@ -64,6 +64,8 @@ pub struct Shared {
     /// Connections held on the API listener.
     pub connections: Arc<connlimit::ConnLimiter>,
     pub refusals: Arc<flood::Refusals>,
+    /// Rewrites body packs after a forget (see [`bodies::compact`]).
+    pub compactor: Arc<bodies::compact::Compactor>,
     /// Held for as long as this state lives (see [`datalock`]); `None` for
     /// a state built from parts by [`AppState::new`].
     _data_lock: Option<datalock::DataLock>,
@@ -133,6 +135,8 @@ impl AppState {
                 .share_failures(Arc::new(store::postgres::failures::PgFailures::new(pg)));
         }
         state.sweep_orphan_packs().await?;
+        // What a forget listed before a crash or a stop is rewritten now.
+        state.compactor.wake();
         Ok(state)
     }
 
@@ -196,6 +200,7 @@ impl AppState {
                 (!config.trust_forwarded_for).then_some(config.connections.max_per_address),
             ),
             refusals: Arc::new(flood::Refusals::new()),
+            compactor: bodies::compact::Compactor::new(store.clone(), bodies.clone(), config.fault),
             config,
             store,
             bodies,

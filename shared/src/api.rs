@@ -400,6 +400,12 @@ pub struct PushResponse {
     /// was. Empty from older servers, which refuse the whole batch instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub over_quota: Vec<u32>,
+    /// The segments, by their index in the batch, refused because their
+    /// stream was forgotten (see [`crate::forget`]): nothing of them was
+    /// stored. The client applies the stream's tombstone instead of sending
+    /// them again. Empty from older servers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<u32>,
 }
 
 /// Query of `POST /api/v1/records`.

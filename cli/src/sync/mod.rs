@@ -19,6 +19,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod forget;
 pub mod notice;
 pub mod progress;
 pub mod remote;

@@ -21,6 +21,7 @@ use futures_util::Stream;
 
 use crate::store::UserId;
 
+pub mod compact;
 pub mod objects;
 pub mod packs;
 

@@ -127,6 +127,24 @@ const TABLES: &[Table] = &[
         columns: &[("user_id", Col::Int), ("seq", Col::Int)],
         overriding: false,
     },
+    // Forgotten streams keep refusing their old records after a move, and
+    // packs still to compact are compacted by the new server.
+    Table {
+        name: "forgotten_streams",
+        select: "SELECT user_id, stream, seq FROM forgotten_streams ORDER BY user_id, stream",
+        columns: &[
+            ("user_id", Col::Int),
+            ("stream", Col::Text),
+            ("seq", Col::Int),
+        ],
+        overriding: false,
+    },
+    Table {
+        name: "forget_compactions",
+        select: "SELECT user_id, pack FROM forget_compactions ORDER BY user_id, pack",
+        columns: &[("user_id", Col::Int), ("pack", Col::Text)],
+        overriding: false,
+    },
     Table {
         name: "blobs",
         select: "SELECT user_id, name, size, created_at FROM blobs ORDER BY user_id, name",

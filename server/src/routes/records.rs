@@ -132,6 +132,10 @@ pub async fn push(
     over_quota.extend(out.over_quota.iter().map(|&i| index[i as usize]));
     over_quota.sort_unstable();
     out.over_quota = over_quota;
+    let forgotten = out.forgotten.iter().map(|&i| index[i as usize]).collect();
+    if out.compact {
+        state.compactor.wake();
+    }
     if !out.over_quota.is_empty() {
         tracing::info!(
             refused = out.over_quota.len(),
@@ -149,6 +153,7 @@ pub async fn push(
         dropped: out.dropped,
         newest_seq: out.newest_seq,
         over_quota: out.over_quota,
+        forgotten,
     }))
 }
 

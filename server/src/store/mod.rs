@@ -17,9 +17,11 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
+pub mod forget;
 pub mod pairing;
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_forget;
 mod sqlite_pairing;
 
 pub use pairing::{NewPairSlot, PairSlot, PairStep};
@@ -142,6 +144,12 @@ pub struct PushOutcome {
     /// With `per_item`: indexes of the records the quota refused (see
     /// `PushResponse::over_quota`).
     pub over_quota: Vec<u32>,
+    /// Indexes of the records refused because their stream is forgotten
+    /// (see [`forget`]).
+    pub forgotten: Vec<u32>,
+    /// Whether a forget in this push left packs to compact (see
+    /// [`crate::bodies::compact`]).
+    pub compact: bool,
 }
 
 /// Where a stored record's body is.
@@ -345,6 +353,26 @@ pub trait Store: Send + Sync + 'static {
         step: PairStep,
         now: i64,
     ) -> StoreResult<bool>;
+    /// Packs a forget left holding bodies of deleted records, with their
+    /// owner: what [`crate::bodies::compact`] rewrites.
+    async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>>;
+    /// Where the bodies of `user`'s records still in `pack` are, by seq.
+    async fn bodies_in_pack(
+        &self,
+        user: UserId,
+        pack: &PackName,
+    ) -> StoreResult<Vec<(u64, BodyRef)>>;
+    /// Points each record of `moved` that is still in `from` at its new
+    /// place, in one transaction; lists the new pack to compact when some
+    /// of them were deleted meanwhile (a forget while they were copied).
+    async fn repoint_bodies(
+        &self,
+        user: UserId,
+        from: &PackName,
+        moved: Vec<(u64, BodyRef)>,
+    ) -> StoreResult<()>;
+    /// Takes `pack` off the packs to compact (it is gone).
+    async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()>;
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use evi_shared::KeyedId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::sqlite_forget;
 use super::*;
 use crate::bodies::{BodyRef, PackName};
 
@@ -47,6 +48,9 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0007_damaged_records.sql"
     )),
     Migration::Sql(include_str!("../../migrations/sqlite/0008_pair_slots.sql")),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0009_forgotten_streams.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -104,6 +108,9 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     // after a first push of a 400 MB home) on disk for good.
     c.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
     c.pragma_update(None, "foreign_keys", "ON")?;
+    // What a forget deletes is overwritten with zeros, not left in free
+    // pages for anyone with the file to read (see `store::forget`).
+    c.pragma_update(None, "secure_delete", "ON")?;
     Ok(c)
 }
 
@@ -174,7 +181,7 @@ fn join_ids(keys: &[Vec<u8>]) -> Vec<u8> {
 
 /// A record's entry ids from either form a row may hold: raw bytes (rows
 /// since migration 5) or comma-separated hex (rows from before).
-fn split_ids(bytes: Option<Vec<u8>>, text: &str) -> StoreResult<Vec<KeyedId>> {
+pub(super) fn split_ids(bytes: Option<Vec<u8>>, text: &str) -> StoreResult<Vec<KeyedId>> {
     let corrupt = |e: String| StoreError::Backend(format!("corrupt entry ids: {e}"));
     match bytes {
         Some(b) => {
@@ -572,6 +579,8 @@ impl Store for SqliteStore {
             )?;
             let (mut stored, mut dropped, mut new_entries, mut added) = (0u64, 0u64, 0i64, 0i64);
             let mut over_quota = Vec::new();
+            let mut forgotten = Vec::new();
+            let mut purged = super::forget::Purged::default();
             let mut refused_streams = std::collections::HashSet::new();
             {
                 let mut known = tx
@@ -587,6 +596,11 @@ impl Store for SqliteStore {
                 for (i, r) in records.iter().enumerate() {
                     if refused_streams.contains(r.stream.as_str()) {
                         over_quota.push(i as u32);
+                        continue;
+                    }
+                    let gone = sqlite_forget::is_forgotten(&tx, user, r.stream.as_str())?;
+                    if !super::forget::takes(&r.kind, gone) {
+                        forgotten.push(i as u32);
                         continue;
                     }
                     let keys: Vec<Vec<u8>> = r.entry_ids.iter().map(entry_key).collect();
@@ -625,6 +639,15 @@ impl Store for SqliteStore {
                     }
                     stored += 1;
                     added += cost;
+                    match r.kind.as_str() {
+                        evi_shared::forget::FORGET_KIND => {
+                            purged += sqlite_forget::purge(&tx, user, r.stream.as_str(), seq)?;
+                        }
+                        evi_shared::forget::UNFORGET_KIND => {
+                            sqlite_forget::lift(&tx, user, r.stream.as_str())?;
+                        }
+                        _ => {}
+                    }
                 }
             }
             if let Some(q) = quota
@@ -639,7 +662,13 @@ impl Store for SqliteStore {
                 tx.execute(
                     "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
                      entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
-                    params![seq, stored as i64 - gone, new_entries, added - freed, user],
+                    params![
+                        seq,
+                        stored as i64 - gone - purged.records,
+                        new_entries - purged.entries,
+                        added - freed - purged.bytes,
+                        user
+                    ],
                 )?;
                 tx.commit()?;
             }
@@ -648,6 +677,8 @@ impl Store for SqliteStore {
                 dropped,
                 newest_seq: seq as u64,
                 over_quota,
+                forgotten,
+                compact: purged.packs,
             })
         })
         .await
@@ -937,6 +968,37 @@ impl Store for SqliteStore {
             )
         })
         .await
+    }
+
+    async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
+        self.read(sqlite_forget::packs_to_compact).await
+    }
+
+    async fn bodies_in_pack(
+        &self,
+        user: UserId,
+        pack: &PackName,
+    ) -> StoreResult<Vec<(u64, BodyRef)>> {
+        let pack = pack.clone();
+        self.read(move |c| sqlite_forget::bodies_in_pack(c, user, &pack))
+            .await
+    }
+
+    async fn repoint_bodies(
+        &self,
+        user: UserId,
+        from: &PackName,
+        moved: Vec<(u64, BodyRef)>,
+    ) -> StoreResult<()> {
+        let from = from.clone();
+        self.write(move |c| sqlite_forget::repoint(c, user, &from, &moved))
+            .await
+    }
+
+    async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()> {
+        let pack = pack.clone();
+        self.write(move |c| sqlite_forget::done(c, user, &pack))
+            .await
     }
 
     async fn totals(&self) -> StoreResult<super::Totals> {

@@ -12,6 +12,7 @@ mod first_hour_account;
 mod first_hour_network;
 mod first_hour_rows;
 mod first_hour_sessions;
+mod forget;
 mod handoff;
 mod handoff_git;
 mod link;

@@ -34,6 +34,8 @@ mod first_hour_network;
 mod first_hour_rows;
 #[path = "../e2e/first_hour_sessions.rs"]
 mod first_hour_sessions;
+#[path = "../e2e/forget.rs"]
+mod forget;
 #[path = "../e2e/handoff.rs"]
 mod handoff;
 #[path = "../e2e/handoff_git.rs"]

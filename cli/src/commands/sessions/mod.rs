@@ -1,6 +1,7 @@
 //! `evi sessions …`: tree-aware reading of the transcripts.
 
 mod export;
+mod forget;
 mod fork;
 mod handoff;
 mod handoff_git;
@@ -19,6 +20,7 @@ use super::Ctx;
 use crate::command_error::CommandResult;
 
 pub use export::ExportArgs;
+pub use forget::ForgetArgs;
 pub use fork::ForkArgs;
 pub use handoff::HandoffArgs;
 pub use list::ListArgs;
@@ -50,6 +52,9 @@ pub enum SessionsCommand {
     Continue(ContinueArgs),
     /// Give a session a title: from the `[title] command`, or --set TEXT.
     Title(TitleArgs),
+    /// Forget sessions on every device: here into the trash, elsewhere at
+    /// their next pull, on the server deleted (--undo within 7 days).
+    Forget(ForgetArgs),
 }
 
 pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
@@ -64,5 +69,6 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> CommandResult {
         SessionsCommand::Resume(a) => resume::cmd_sessions_resume(ctx, a),
         SessionsCommand::Continue(a) => resume::cmd_sessions_continue(ctx, a),
         SessionsCommand::Title(a) => title::cmd_sessions_title(ctx, a),
+        SessionsCommand::Forget(a) => forget::cmd_sessions_forget(ctx, a),
     }
 }

@@ -74,6 +74,9 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
                 by_rule(&r.redactions)
             );
         }
+        for note in r.forget.notes() {
+            eprintln!("note: {note}");
+        }
     }
     if r.failed.is_empty() {
         return Ok(());
@@ -119,6 +122,9 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
         eprintln!("note: {why}; the next pull or push applies them once the line is complete");
     }
     for note in &r.agent_notes {
+        eprintln!("note: {note}");
+    }
+    for note in r.forget.notes() {
         eprintln!("note: {note}");
     }
     for (agent, n) in &r.agents_not_enabled {

@@ -122,6 +122,13 @@ fn print_report(r: &VerifyReport) -> CommandResult {
         "here: {} entries and {} journal lines, held against the server",
         r.local_entries, r.journal_lines
     )?;
+    if r.tombstones > 0 {
+        writeln!(
+            out,
+            "forgotten: {} forgets and undos on the server, each verified",
+            r.tombstones
+        )?;
+    }
     for a in &r.agents {
         if !a.enabled {
             writeln!(

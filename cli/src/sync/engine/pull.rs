@@ -61,6 +61,8 @@ pub struct PullReport {
     pub waiting_agents: u64,
     /// Sessions of agents not turned on here, passed over (`[agents]`).
     pub agents_not_enabled: std::collections::BTreeMap<crate::source::Agent, u64>,
+    /// What pulled forgets and undos did here (see [`crate::sync::forget`]).
+    pub forget: crate::sync::forget::Applied,
 }
 
 /// How to pull.
@@ -213,6 +215,7 @@ fn pull_scope(
 ) -> Result<(PullReport, u64), SyncError> {
     let framed = caps.frames;
     let mut report = PullReport::default();
+    crate::sync::forget::apply::purge_trash(ctx, &mut report.forget);
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx, progress)?;
     // What waited since an earlier sync goes in first, in its order.
@@ -263,16 +266,24 @@ fn pull_scope(
                 // else a server sends there is left to the full pull.
                 page.records.retain(|r| &r.head.stream == stream);
             }
-            // Verify the whole page before writing anything.
-            let opened = open_page(ctx, &page.records, opts.all);
             let (count, next_after, more) = (page.records.len() as u64, page.next_after, page.more);
-            // The ciphertext is done with; only the plaintext is written.
+            // Verify the whole page before writing anything; a forget or
+            // undo in it splits it into runs, each verified whole and
+            // applied in seq order (see `forget`).
+            for run in crate::sync::forget::runs(std::mem::take(&mut page.records)) {
+                let opened = open_page(ctx, &run.records, opts.all);
+                // The ciphertext is done with; only the plaintext is written.
+                drop(run.records);
+                apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
+                // Entries that wait are safe in sync/pending/, damaged
+                // records in the state saved below with the cursor: it
+                // moves past every record of the page.
+                damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
+                if let Some(t) = run.then {
+                    crate::sync::forget::apply::apply_pulled(ctx, &t, &mut report.forget)?;
+                }
+            }
             drop(page);
-            apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
-            // Entries that wait are safe in sync/pending/, damaged records
-            // in the state saved below with the cursor: it moves past every
-            // record of the page.
-            damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
             pulled_to = next_after;
             match &scope {
                 Scope::Everything => {
@@ -327,6 +338,7 @@ fn apply_opened(
     opened: Vec<OpenedSegment>,
     progress: &dyn Progress,
 ) -> Result<(), SyncError> {
+    let opened = crate::sync::forget::drop_forgotten(ctx, opened);
     let mut named = Vec::new();
     for seg in &opened {
         if let OpenedSegment::Journal { device, lines } = seg {

@@ -68,13 +68,38 @@ pub fn push_with(
     opts: &PushOptions,
 ) -> Result<PushReport, SyncError> {
     let mut report = PushReport::default();
-    let result = push_into(ctx, progress, opts, &mut report);
+    let result = push_forgetting(ctx, progress, opts, &mut report);
     let redacted = std::mem::take(&mut report.redacted);
     let saved = RedactionRecord::add(&ctx.paths.dir, redacted)
         .ctx(|| "cannot save the record of redactions (sync/redactions.json)".into());
     result?;
     saved?;
     Ok(report)
+}
+
+/// [`push_into`] between the steps of [`crate::sync::forget`]: old trash out,
+/// this device's forgets and undos up first, and after it the tombstones of
+/// sessions the server refused as forgotten applied here (then a second
+/// round sends the lines they kept as a new session).
+fn push_forgetting(
+    ctx: &mut SyncContext,
+    progress: &dyn Progress,
+    opts: &PushOptions,
+    report: &mut PushReport,
+) -> Result<(), SyncError> {
+    use crate::sync::forget::apply::{apply_refused, purge_trash};
+    use crate::sync::forget::local::send_outbox;
+    purge_trash(ctx, &mut report.forget);
+    send_outbox(ctx, &mut report.forget)?;
+    push_into(ctx, progress, opts, report)?;
+    if report.forgotten.is_empty() {
+        return Ok(());
+    }
+    let streams = report.forgotten.clone();
+    if apply_refused(ctx, &streams, &mut report.forget)? {
+        push_into(ctx, progress, opts, report)?;
+    }
+    Ok(())
 }
 
 fn push_into(

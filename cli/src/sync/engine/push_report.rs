@@ -32,6 +32,12 @@ pub struct PushReport {
     pub redactions: std::collections::BTreeMap<String, u64>,
     /// Lines that held them.
     pub redacted_lines: u64,
+    /// Sessions the server refused as forgotten on another device: their
+    /// tombstone was applied here instead (see [`crate::sync::forget`]).
+    pub forgotten: Vec<String>,
+    /// What applying tombstones did here (forgets sent, refused sessions
+    /// moved to the trash, lines kept as a new session).
+    pub forget: crate::sync::forget::Applied,
     /// Where, for the device's record (saved even when the push fails).
     #[serde(skip)]
     pub(crate) redacted: Vec<(String, Redaction)>,

@@ -359,6 +359,7 @@ impl Uploader {
                 dropped: 0,
                 newest_seq: 0,
                 over_quota: Vec::new(),
+                forgotten: Vec::new(),
             };
             self.acked.insert(no, (Ok(nothing), 0));
             return self.record_acked(ctx, report);
@@ -422,6 +423,19 @@ impl Uploader {
                         "the account's storage quota on the server has no room for it                          (the rest was pushed); free room or raise the quota"
                             .into(),
                     );
+                }
+            }
+            // Refused because the session was forgotten (another device's
+            // tombstone): not stored, no state recorded; the push applies
+            // the tombstone here (see `forget`).
+            for &i in &resp.forgotten {
+                if let Some((label, entries)) = segments.get(i as usize) {
+                    report.entries = report.entries.saturating_sub(*entries);
+                    self.over_quota.insert(label.clone());
+                    let stream = label.strip_prefix("session ").unwrap_or(label);
+                    if !report.forgotten.iter().any(|s| s == stream) {
+                        report.forgotten.push(stream.to_owned());
+                    }
                 }
             }
             for (label, m) in self

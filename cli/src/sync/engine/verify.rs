@@ -88,6 +88,9 @@ pub struct VerifyReport {
     pub journal_lines: u64,
     /// Other devices' records after the pull cursor.
     pub not_pulled: u64,
+    /// Forgets and undos on the server that verified (see
+    /// [`crate::sync::forget`]); one that does not is a problem like any record.
+    pub tombstones: u64,
     /// Sessions and entries here of each agent (eVi's first), and the
     /// records the server holds of each.
     pub agents: Vec<AgentCount>,
@@ -387,6 +390,17 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
             for (r, seg) in page.records.iter().zip(opened) {
                 report.records += 1;
                 report.record_bytes += r.ciphertext.len() as u64;
+                if evi_shared::forget::is_forget_kind(&r.head.kind) {
+                    match crate::sync::forget::apply::check(ctx, r) {
+                        Ok(()) => report.tombstones += 1,
+                        Err(error) => report.problems.push(Problem::BadRecord {
+                            seq: r.head.seq,
+                            session: streams.get(&r.head.stream).map(|s| s.to_string()),
+                            error,
+                        }),
+                    }
+                    continue;
+                }
                 let seg = match seg {
                     Ok(seg) => seg,
                     Err(e) => {

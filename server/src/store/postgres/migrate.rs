@@ -27,6 +27,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "pair_slots",
         sql: include_str!("../../../migrations/postgres/0002_pair_slots.sql"),
     },
+    Migration {
+        version: 3,
+        name: "forgotten_streams",
+        sql: include_str!("../../../migrations/postgres/0003_forgotten_streams.sql"),
+    },
 ];
 
 /// The table of applied versions.

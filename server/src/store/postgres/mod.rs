@@ -26,6 +26,7 @@ use super::*;
 mod accounts;
 mod blobs;
 pub mod failures;
+mod forget;
 pub mod listen;
 pub mod migrate;
 mod pairing;

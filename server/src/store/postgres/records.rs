@@ -56,8 +56,12 @@ pub(super) async fn push(
         .collect();
 
     let (mut stored, mut dropped, mut added) = (0u64, 0u64, 0i64);
+    let mut purged = crate::store::forget::Purged::default();
     let mut over_quota = Vec::new();
     let mut refused_streams = HashSet::new();
+    let streams: Vec<&str> = records.iter().map(|r| r.stream.as_str()).collect();
+    let mut forgotten_now = super::forget::forgotten_among(&tx, user, &streams).await?;
+    let (mut forgotten, mut changes) = (Vec::new(), Vec::new());
     // Columns of the rows to insert, sent as arrays in one statement each.
     let (mut r_seq, mut r_stream, mut r_kind, mut r_ids) = (vec![], vec![], vec![], vec![]);
     let (mut r_dev, mut r_pack, mut r_off, mut r_len) = (vec![], vec![], vec![], vec![]);
@@ -65,6 +69,11 @@ pub(super) async fn push(
     for (i, (r, keys)) in records.iter().zip(&all_keys).enumerate() {
         if refused_streams.contains(r.stream.as_str()) {
             over_quota.push(i as u32);
+            continue;
+        }
+        let gone = forgotten_now.contains(r.stream.as_str());
+        if !crate::store::forget::takes(&r.kind, gone) {
+            forgotten.push(i as u32);
             continue;
         }
         if keys.iter().all(|k| held.contains(k)) {
@@ -96,6 +105,17 @@ pub(super) async fn push(
         }
         stored += 1;
         added += cost;
+        match r.kind.as_str() {
+            evi_shared::forget::FORGET_KIND => {
+                forgotten_now.insert(r.stream.as_str().to_owned());
+                changes.push((true, r.stream.as_str(), seq));
+            }
+            evi_shared::forget::UNFORGET_KIND => {
+                forgotten_now.remove(r.stream.as_str());
+                changes.push((false, r.stream.as_str(), seq));
+            }
+            _ => {}
+        }
     }
     if let Some(q) = quota
         && added > 0
@@ -124,14 +144,22 @@ pub(super) async fn push(
             )
             .await? as i64;
         let (gone, freed) = drop_superseded(&tx, user).await?;
+        // Forgets and undos in batch order, each after the records before it.
+        for (forget, stream, at) in changes {
+            if forget {
+                purged += super::forget::purge(&tx, user, stream, at).await?;
+            } else {
+                super::forget::lift(&tx, user, stream).await?;
+            }
+        }
         tx.execute(
             "UPDATE users SET newest_seq = $1, record_count = record_count + $2,
              entry_count = entry_count + $3, bytes_used = bytes_used + $4 WHERE id = $5",
             &[
                 &seq,
-                &(stored as i64 - gone),
-                &new_entries,
-                &(added - freed),
+                &(stored as i64 - gone - purged.records),
+                &(new_entries - purged.entries),
+                &(added - freed - purged.bytes),
                 &user,
             ],
         )
@@ -144,6 +172,8 @@ pub(super) async fn push(
         dropped,
         newest_seq: seq as u64,
         over_quota,
+        forgotten,
+        compact: purged.packs,
     })
 }
 

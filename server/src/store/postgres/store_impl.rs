@@ -120,4 +120,25 @@ impl Store for PgStore {
     async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
         accounts::invite_usable(self, code_hash).await
     }
+    async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
+        forget::packs_to_compact(self).await
+    }
+    async fn bodies_in_pack(
+        &self,
+        user: UserId,
+        pack: &PackName,
+    ) -> StoreResult<Vec<(u64, BodyRef)>> {
+        forget::bodies_in_pack(self, user, pack).await
+    }
+    async fn repoint_bodies(
+        &self,
+        user: UserId,
+        from: &PackName,
+        moved: Vec<(u64, BodyRef)>,
+    ) -> StoreResult<()> {
+        forget::repoint(self, user, from, moved).await
+    }
+    async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()> {
+        forget::done(self, user, pack).await
+    }
 }

@@ -1,0 +1,258 @@
+//! `evi sessions forget ID…` (and `--older-than AGE`, `--undo`,
+//! `--dry-run`, `--json`): takes sessions back from every device (see
+//! [`crate::sync::forget`] for what that promises and what it cannot).
+
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use clap::Args;
+use evi_shared::SessionId;
+use serde::Serialize;
+
+use super::Ctx;
+use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
+use crate::commands::shared::{finish, open_sync, resolve, scan, stdout, sync_error, warn};
+use crate::sync::forget::Applied;
+use crate::sync::forget::local::{forget_here, send_outbox, undo_here};
+use crate::sync::progress::Quiet;
+use crate::transcript::Catalog;
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// Sessions to forget (ids or unambiguous prefixes; with --undo, ids
+    /// of sessions in the trash).
+    pub ids: Vec<String>,
+    /// Forget every session last written longer ago than AGE too (`180d`,
+    /// `12w`, `48h`).
+    #[arg(long, value_name = "AGE")]
+    pub older_than: Option<String>,
+    /// Bring the sessions back from the trash (within 7 days of the
+    /// forget), and tell every other device to do the same.
+    #[arg(long, conflicts_with = "older_than")]
+    pub undo: bool,
+    /// Say what would be forgotten, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One session, as `--json` prints it.
+#[derive(Debug, Serialize)]
+struct Item {
+    session: String,
+    files: u64,
+    bytes: u64,
+}
+
+/// What `--json` prints.
+#[derive(Debug, Serialize)]
+struct Outcome {
+    /// `forget` or `undo`.
+    action: &'static str,
+    dry_run: bool,
+    sessions: Vec<Item>,
+    /// Whether the tombstones (or undos) reached the server; when not, the
+    /// next push sends them.
+    sent: bool,
+    /// What the command did on this device (absent with --dry-run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied: Option<Applied>,
+}
+
+pub fn cmd_sessions_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
+    if args.ids.is_empty() && args.older_than.is_none() {
+        return Err(usage_error(
+            "name the sessions to forget (or --older-than AGE)",
+        ));
+    }
+    if args.undo {
+        return undo(ctx, &args);
+    }
+    let catalog = scan(ctx)?;
+    let mut chosen: Vec<SessionId> = Vec::new();
+    for prefix in &args.ids {
+        let (id, _) = resolve(&catalog, prefix)?;
+        if !chosen.contains(&id) {
+            chosen.push(id);
+        }
+    }
+    if let Some(age) = &args.older_than {
+        let age = parse_age(age)?;
+        let cutoff = SystemTime::now()
+            .checked_sub(age)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        for (id, files) in &catalog.sessions {
+            let newest = files.iter().map(|f| f.mtime).max();
+            if newest.is_some_and(|t| t < cutoff) && !chosen.contains(id) {
+                chosen.push(id.clone());
+            }
+        }
+    }
+    let items: Vec<Item> = chosen.iter().map(|id| item(&catalog, id)).collect();
+    if args.dry_run {
+        return print(&args, "forget", items, false, None);
+    }
+    let mut sync = open_sync(ctx)?;
+    let mut applied = Applied::default();
+    for id in &chosen {
+        forget_here(&mut sync, id, &mut applied).map_err(sync_error)?;
+    }
+    let sent = match send_outbox(&mut sync, &mut applied) {
+        Ok(()) => true,
+        Err(e) => {
+            warn(&format!(
+                "the server was not told yet ({e}): the next `evi sync push` tells it"
+            ));
+            false
+        }
+    };
+    print(&args, "forget", items, sent, Some(applied))
+}
+
+fn undo(ctx: &Ctx, args: &ForgetArgs) -> CommandResult {
+    let mut chosen = Vec::new();
+    for id in &args.ids {
+        let id: SessionId = id
+            .parse()
+            .map_err(|e| user_error(format!("`{id}` is not a session id: {e}")))?;
+        chosen.push(id);
+    }
+    let items: Vec<Item> = chosen
+        .iter()
+        .map(|id| Item {
+            session: id.to_string(),
+            files: 0,
+            bytes: 0,
+        })
+        .collect();
+    if args.dry_run {
+        return print(args, "undo", items, false, None);
+    }
+    let mut sync = open_sync(ctx)?;
+    let mut applied = Applied::default();
+    for id in &chosen {
+        if !undo_here(&mut sync, id, &mut applied).map_err(sync_error)? {
+            return Err(user_error(format!("session {id} is not in the trash here"))
+                .hinted("a forget is kept 7 days in sync/trash/ (in the eVi home); an undo on a device that still has it brings it back everywhere"));
+        }
+    }
+    // The undo first (push sends it before anything), then the session
+    // itself: the server deleted what it held.
+    let sent = match crate::sync::engine::push::push(&mut sync, &Quiet) {
+        Ok(r) => {
+            for f in &r.failed {
+                warn(&format!("not pushed: {f}"));
+            }
+            true
+        }
+        Err(e) => {
+            warn(&format!(
+                "the server was not told yet ({e}): the next `evi sync push` tells it"
+            ));
+            false
+        }
+    };
+    print(args, "undo", items, sent, Some(applied))
+}
+
+fn item(catalog: &Catalog, id: &SessionId) -> Item {
+    let files = catalog.sessions.get(id).map(Vec::as_slice).unwrap_or(&[]);
+    Item {
+        session: id.to_string(),
+        files: files.len() as u64,
+        bytes: files.iter().map(|f| f.len).sum(),
+    }
+}
+
+fn print(
+    args: &ForgetArgs,
+    action: &'static str,
+    sessions: Vec<Item>,
+    sent: bool,
+    applied: Option<Applied>,
+) -> CommandResult {
+    let mut out = stdout();
+    if args.json {
+        let o = Outcome {
+            action,
+            dry_run: args.dry_run,
+            sessions,
+            sent,
+            applied,
+        };
+        serde_json::to_writer_pretty(&mut out, &o).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        return finish(out);
+    }
+    let verb = match (action, args.dry_run) {
+        ("forget", true) => "would forget",
+        ("forget", false) => "forgot",
+        (_, true) => "would bring back",
+        _ => "brought back",
+    };
+    if sessions.is_empty() {
+        writeln!(out, "no session to {action}")?;
+    }
+    for s in &sessions {
+        if action == "forget" {
+            writeln!(
+                out,
+                "{verb} {} ({} files, {} bytes)",
+                s.session, s.files, s.bytes
+            )?;
+        } else {
+            writeln!(out, "{verb} {}", s.session)?;
+        }
+    }
+    if !args.dry_run && !sessions.is_empty() {
+        if action == "forget" {
+            writeln!(
+                out,
+                "  moved to sync/trash/ for 7 days (`evi sessions forget --undo ID` brings it back)"
+            )?;
+        }
+        let told = if sent {
+            "the server and your other devices were told"
+        } else {
+            "the server is told by the next `evi sync push`"
+        };
+        writeln!(out, "  {told}")?;
+    }
+    finish(out)
+}
+
+/// `180d`, `12w`, `48h`, `30m`: an age.
+fn parse_age(s: &str) -> Result<Duration, CommandError> {
+    let bad = || {
+        usage_error(format!(
+            "--older-than {s:?}: give a number and a unit, like 180d, 12w, 48h or 30m"
+        ))
+    };
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(n.saturating_mul(secs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age;
+
+    #[test]
+    fn ages_read_with_their_unit() {
+        assert_eq!(parse_age("180d").unwrap().as_secs(), 180 * 86_400);
+        assert_eq!(parse_age("2w").unwrap().as_secs(), 14 * 86_400);
+        assert_eq!(parse_age("48h").unwrap().as_secs(), 48 * 3600);
+        assert!(parse_age("180").is_err());
+        assert!(parse_age("d").is_err());
+        assert!(parse_age("5y").is_err());
+    }
+}

@@ -1,0 +1,132 @@
+//! What this device asks: a forget or an undo made here, and sending them
+//! (at once, or first thing in the next push when the server was away).
+
+use evi_shared::SessionId;
+use evi_shared::frames::SegmentHead;
+
+use super::apply::{Applied, ledger, restore_session, save, trash_session};
+use super::ledger::{Ledger, SessionMark};
+use super::tombstone::{Action, Tombstone};
+use crate::sync::state::context::SyncContext;
+use crate::sync::error::SyncError;
+use crate::sync::remote::records::{OutBatch, OutSegment};
+
+/// Forgets `session` on this device (the command): its files to the
+/// trash, its tombstone queued to send. Nothing of it is kept here.
+pub fn forget_here(
+    ctx: &mut SyncContext,
+    session: &SessionId,
+    applied: &mut Applied,
+) -> Result<(), SyncError> {
+    let mut l = ledger(ctx)?;
+    let at_ms = chrono::Utc::now().timestamp_millis();
+    trash_session(ctx, &l, session, at_ms, false, applied)?;
+    let t = Tombstone {
+        action: Action::Forget,
+        stream: session.to_string(),
+        at_ms,
+        device: ctx.account.device_id.clone(),
+    };
+    queue(ctx, &mut l, &t)?;
+    save(ctx, &l)?;
+    ctx.save_state()
+}
+
+/// Undoes the forget of `session` here: the newest trash folder back, an
+/// undo queued to send, and the session's files read again whole by the
+/// next push (the server deleted what it had). `false` when the trash
+/// holds nothing of it.
+pub fn undo_here(
+    ctx: &mut SyncContext,
+    session: &SessionId,
+    applied: &mut Applied,
+) -> Result<bool, SyncError> {
+    let mut l = ledger(ctx)?;
+    if !restore_session(ctx, session, applied)? {
+        return Ok(false);
+    }
+    let t = Tombstone {
+        action: Action::Undo,
+        stream: session.to_string(),
+        at_ms: chrono::Utc::now().timestamp_millis(),
+        device: ctx.account.device_id.clone(),
+    };
+    queue(ctx, &mut l, &t)?;
+    save(ctx, &l)?;
+    ctx.save_state()?;
+    Ok(true)
+}
+
+fn queue(ctx: &SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), SyncError> {
+    let (_, entry) = t.ids(&ctx.keys);
+    l.applied.insert(entry.to_string());
+    l.sessions.insert(
+        t.stream.clone(),
+        SessionMark {
+            action: t.action,
+            at_ms: t.at_ms,
+            device: t.device.clone(),
+            tombstone: entry.to_string(),
+            unsent: true,
+        },
+    );
+    Ok(())
+}
+
+/// Sends the forgets and undos made here that the server has not
+/// acknowledged, in one batch, before anything else of a push.
+pub fn send_outbox(ctx: &mut SyncContext, applied: &mut Applied) -> Result<(), SyncError> {
+    let mut l = ledger(ctx)?;
+    let unsent: Vec<Tombstone> = l
+        .sessions
+        .iter()
+        .filter(|(_, m)| m.unsent)
+        .map(|(s, m)| Tombstone {
+            action: m.action,
+            stream: s.clone(),
+            at_ms: m.at_ms,
+            device: m.device.clone(),
+        })
+        .collect();
+    if unsent.is_empty() {
+        return Ok(());
+    }
+    // As push does: nothing goes up under a key the account does not hold.
+    match ctx.client.key_check()? {
+        Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
+        _ => {}
+    }
+    let caps = ctx.client.capabilities()?;
+    let mut batch = OutBatch::new(caps.frames, caps.max_batch_bytes);
+    for t in &unsent {
+        let sealed = t
+            .seal(&ctx.keys, &ctx.identity)
+            .map_err(|e| SyncError::Io {
+                context: format!("cannot seal the tombstone of session {}", t.stream),
+                source: std::io::Error::other(e),
+            })?;
+        batch.add(OutSegment {
+            head: SegmentHead {
+                stream: sealed.stream,
+                kind: sealed.kind.to_owned(),
+                entry_ids: vec![sealed.entry_id],
+            },
+            ciphertext: sealed.ciphertext,
+        });
+    }
+    let resp = ctx.client.push(batch)?;
+    // As the uploader does: records that follow the cursor directly are
+    // this device's own, and the cursor passes over them.
+    if resp.stored > 0 && resp.newest_seq.checked_sub(resp.stored) == Some(ctx.state.cursor) {
+        ctx.state.advance_cursor(resp.newest_seq);
+    }
+    ctx.state.high_water.observe_seq(resp.newest_seq);
+    for t in &unsent {
+        if let Some(m) = l.sessions.get_mut(&t.stream) {
+            m.unsent = false;
+        }
+    }
+    applied.sent += unsent.len() as u64;
+    save(ctx, &l)?;
+    ctx.save_state()
+}

@@ -1,0 +1,128 @@
+//! Compaction after a forget: rewrites each pack that held bodies of
+//! deleted records without them, so the server's storage keeps no byte of
+//! a forgotten session.
+//!
+//! # Promises
+//!
+//! - Crash-safe: the packs to rewrite are listed by the forget's own
+//!   transaction ([`crate::store::forget`]). For one pack, the bodies still
+//!   referenced are copied into a new pack (durable before anything points
+//!   at it), the records are pointed at it in one transaction, the old pack
+//!   is removed, and only then is the pack taken off the list. A kill
+//!   between any two steps loses nothing: before the repoint the old pack
+//!   still serves every record (the new one is an orphan the start-up sweep
+//!   removes); after it the list still names the old pack, and the next
+//!   run (at the next start, or the next forget) finds nothing of it
+//!   referenced and removes it.
+//! - In the background: a push that commits a forget only wakes the one
+//!   task a server runs; pushes and pulls go on meanwhile. A pull that read
+//!   a record's place just before it moved may find the old pack gone: it
+//!   fails with a 500 and the client asks again (those are retried).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Notify;
+
+use super::{BodyRef, BodyStore, PackName};
+use crate::store::{Store, UserId};
+
+/// The compaction task of one server: started on the first wake.
+pub struct Compactor {
+    store: Arc<dyn Store>,
+    bodies: Arc<dyn BodyStore>,
+    /// `crash-mid-compaction` of the crash tests (see [`crate::fault`]).
+    crash: bool,
+    started: AtomicBool,
+    wake: Notify,
+}
+
+impl Compactor {
+    pub fn new(
+        store: Arc<dyn Store>,
+        bodies: Arc<dyn BodyStore>,
+        fault: Option<crate::fault::Fault>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            bodies,
+            crash: fault == Some(crate::fault::Fault::CrashMidCompaction),
+            started: AtomicBool::new(false),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Has the task look for work, starting it if it is not running (on
+    /// the caller's tokio runtime).
+    pub fn wake(self: &Arc<Self>) {
+        self.wake.notify_one();
+        if !self.started.swap(true, Ordering::SeqCst) {
+            tokio::spawn(self.clone().run());
+        }
+    }
+
+    /// Compacts everything listed, then waits to be woken again.
+    async fn run(self: Arc<Self>) {
+        loop {
+            // A permit stored by the wake that started the task is taken
+            // here at once: one extra round, which finds nothing.
+            match compact_pending(&*self.store, &*self.bodies, self.crash).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(packs = n, "rewrote body packs without forgotten records"),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "compaction after a forget failed; it runs again at the next forget or start"
+                ),
+            }
+            self.wake.notified().await;
+        }
+    }
+}
+
+/// Rewrites every listed pack; how many were done.
+/// A forget that commits while a pack is copied may list the copy (see
+/// `repoint_bodies`): the list is read again until it is empty.
+pub async fn compact_pending(
+    store: &dyn Store,
+    bodies: &dyn BodyStore,
+    crash: bool,
+) -> anyhow::Result<usize> {
+    let mut done = 0;
+    loop {
+        let listed = store.packs_to_compact().await?;
+        if listed.is_empty() {
+            return Ok(done);
+        }
+        for (user, pack) in listed {
+            compact_pack(store, bodies, user, &pack, crash).await?;
+            done += 1;
+        }
+    }
+}
+
+async fn compact_pack(
+    store: &dyn Store,
+    bodies: &dyn BodyStore,
+    user: UserId,
+    pack: &PackName,
+    crash: bool,
+) -> anyhow::Result<()> {
+    let live = store.bodies_in_pack(user, pack).await?;
+    if !live.is_empty() {
+        let refs: Vec<BodyRef> = live.iter().map(|(_, r)| r.clone()).collect();
+        let data = bodies.read_small(user, refs).await?;
+        let moved_to = bodies.put_batch(user, data).await?;
+        if crash {
+            tracing::error!(
+                "{}=crash-mid-compaction: aborting before the records point at the new pack",
+                crate::fault::FAULT_ENV
+            );
+            std::process::abort();
+        }
+        let moved = live.into_iter().map(|(seq, _)| seq).zip(moved_to).collect();
+        store.repoint_bodies(user, pack, moved).await?;
+    }
+    bodies.remove_pack(user, pack).await?;
+    store.compaction_done(user, pack).await?;
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! The Postgres side of [`crate::store::forget`]: the same steps as
+//! SQLite's, inside the push's transaction (which holds the user's row
+//! lock, so no push of the user interleaves).
+
+use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
+
+use super::*;
+use crate::store::forget::Purged;
+
+type Tx<'a> = deadpool_postgres::Transaction<'a>;
+
+/// The streams among `streams` that are forgotten now.
+pub(super) async fn forgotten_among(
+    tx: &Tx<'_>,
+    user: UserId,
+    streams: &[&str],
+) -> StoreResult<HashSet<String>> {
+    Ok(tx
+        .query(
+            "SELECT stream FROM forgotten_streams WHERE user_id = $1 AND stream = ANY($2)",
+            &[&user, &streams],
+        )
+        .await?
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// After the tombstone `seq` of `stream` was inserted: deletes the
+/// stream's records before it (not its tombstones), their entry ids and
+/// damaged marks, lists their packs, marks the stream forgotten.
+pub(super) async fn purge(
+    tx: &Tx<'_>,
+    user: UserId,
+    stream: &str,
+    seq: i64,
+) -> StoreResult<Purged> {
+    let rows = tx
+        .query(
+            "DELETE FROM records WHERE user_id = $1 AND stream = $2 AND seq < $3
+               AND kind <> $4 AND kind <> $5
+             RETURNING seq, entry_id_bytes, COALESCE(body_len, length(ciphertext))::BIGINT, body_pack",
+            &[&user, &stream, &seq, &FORGET_KIND, &UNFORGET_KIND],
+        )
+        .await?;
+    let mut purged = Purged::default();
+    let mut seqs: Vec<i64> = Vec::with_capacity(rows.len());
+    let mut packs: Vec<String> = Vec::new();
+    for r in &rows {
+        let bytes: Vec<u8> = r.get(1);
+        let len: i64 = r.get(2);
+        seqs.push(r.get(0));
+        purged.records += 1;
+        purged.bytes += record_cost(len as u64, bytes.len() / 32) as i64;
+        if let Some(p) = r.get::<_, Option<String>>(3) {
+            packs.push(p);
+        }
+    }
+    if !seqs.is_empty() {
+        purged.entries = tx
+            .execute(
+                "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
+                &[&user, &seqs],
+            )
+            .await? as i64;
+        tx.execute(
+            "DELETE FROM damaged_records WHERE user_id = $1 AND seq = ANY($2)",
+            &[&user, &seqs],
+        )
+        .await?;
+    }
+    packs.sort();
+    packs.dedup();
+    if !packs.is_empty() {
+        tx.execute(
+            "INSERT INTO forget_compactions (user_id, pack) SELECT $1::BIGINT, * FROM UNNEST($2::TEXT[])
+             ON CONFLICT DO NOTHING",
+            &[&user, &packs],
+        )
+        .await?;
+        purged.packs = true;
+    }
+    tx.execute(
+        "INSERT INTO forgotten_streams (user_id, stream, seq) VALUES ($1, $2, $3)
+         ON CONFLICT (user_id, stream) DO UPDATE SET seq = EXCLUDED.seq",
+        &[&user, &stream, &seq],
+    )
+    .await?;
+    Ok(purged)
+}
+
+/// After an undo of `stream` was inserted: the stream takes records again.
+pub(super) async fn lift(tx: &Tx<'_>, user: UserId, stream: &str) -> StoreResult<()> {
+    tx.execute(
+        "DELETE FROM forgotten_streams WHERE user_id = $1 AND stream = $2",
+        &[&user, &stream],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn packs_to_compact(s: &PgStore) -> StoreResult<Vec<(UserId, PackName)>> {
+    let c = s.client().await?;
+    c.query("SELECT user_id, pack FROM forget_compactions", &[])
+        .await?
+        .into_iter()
+        .map(|r| Ok((r.get::<_, UserId>(0), parse_pack(r.get(1))?)))
+        .collect()
+}
+
+pub(super) async fn bodies_in_pack(
+    s: &PgStore,
+    user: UserId,
+    pack: &PackName,
+) -> StoreResult<Vec<(u64, BodyRef)>> {
+    let c = s.client().await?;
+    c.query(
+        "SELECT seq, body_offset, body_len FROM records
+         WHERE user_id = $1 AND body_pack = $2 ORDER BY body_offset",
+        &[&user, &pack.as_str()],
+    )
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok((
+            r.get::<_, i64>(0) as u64,
+            BodyRef {
+                pack: pack.clone(),
+                offset: r.get::<_, i64>(1) as u64,
+                len: r.get::<_, i64>(2) as u64,
+            },
+        ))
+    })
+    .collect()
+}
+
+pub(super) async fn repoint(
+    s: &PgStore,
+    user: UserId,
+    from: &PackName,
+    moved: Vec<(u64, BodyRef)>,
+) -> StoreResult<()> {
+    let mut c = s.client().await?;
+    let tx = c.transaction().await?;
+    let new_pack = moved.first().map(|(_, to)| to.pack.clone());
+    let count = moved.len() as u64;
+    let mut updated = 0;
+    for (seq, to) in moved {
+        updated += tx
+            .execute(
+                "UPDATE records SET body_pack = $1, body_offset = $2, body_len = $3
+             WHERE user_id = $4 AND seq = $5 AND body_pack = $6",
+                &[
+                    &to.pack.as_str(),
+                    &(to.offset as i64),
+                    &(to.len as i64),
+                    &user,
+                    &(seq as i64),
+                    &from.as_str(),
+                ],
+            )
+            .await?;
+    }
+    // A forget deleted some of them while they were copied: the copy holds
+    // their bodies, so it is rewritten in turn.
+    if let Some(p) = new_pack
+        && updated < count
+    {
+        tx.execute(
+            "INSERT INTO forget_compactions (user_id, pack) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&user, &p.as_str()],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(super) async fn done(s: &PgStore, user: UserId, pack: &PackName) -> StoreResult<()> {
+    let c = s.client().await?;
+    c.execute(
+        "DELETE FROM forget_compactions WHERE user_id = $1 AND pack = $2",
+        &[&user, &pack.as_str()],
+    )
+    .await?;
+    Ok(())
+}

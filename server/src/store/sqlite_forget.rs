@@ -1,0 +1,182 @@
+//! The SQLite side of [`super::forget`]: run inside the push's (or the
+//! compaction's) transaction on the writer connection.
+
+use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
+use rusqlite::{Connection, Transaction, params};
+
+use super::forget::Purged;
+use super::{StoreError, StoreResult, UserId, record_cost};
+use crate::bodies::{BodyRef, PackName};
+
+/// Whether `stream` of `user` is forgotten now (as this transaction sees it).
+pub(super) fn is_forgotten(tx: &Transaction<'_>, user: UserId, stream: &str) -> StoreResult<bool> {
+    Ok(tx
+        .prepare_cached("SELECT 1 FROM forgotten_streams WHERE user_id = ?1 AND stream = ?2")?
+        .exists(params![user, stream])?)
+}
+
+/// A record row a forget deletes: seq, entry ids (text and raw forms),
+/// body length and pack.
+type PurgedRow = (i64, String, Option<Vec<u8>>, i64, Option<String>);
+
+/// After the tombstone `seq` of `stream` was inserted: deletes the stream's
+/// records before it (not its tombstones), their entry ids and damaged marks,
+/// lists their packs for compaction, and marks the stream forgotten.
+pub(super) fn purge(
+    tx: &Transaction<'_>,
+    user: UserId,
+    stream: &str,
+    seq: i64,
+) -> StoreResult<Purged> {
+    let rows: Vec<PurgedRow> = tx
+        .prepare_cached(
+            "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
+             FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?5 AND kind NOT IN (?3, ?4)",
+        )?
+        .query_map(params![user, stream, FORGET_KIND, UNFORGET_KIND, seq], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut purged = Purged::default();
+    for (rseq, text, bytes, len, pack) in rows {
+        let ids = super::sqlite::split_ids(bytes, &text)?;
+        purged.entries += tx.execute(
+            "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
+            params![user, rseq],
+        )? as i64;
+        tx.execute(
+            "DELETE FROM damaged_records WHERE user_id = ?1 AND seq = ?2",
+            params![user, rseq],
+        )?;
+        tx.execute(
+            "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
+            params![user, rseq],
+        )?;
+        purged.records += 1;
+        purged.bytes += record_cost(len as u64, ids.len()) as i64;
+        if let Some(pack) = pack {
+            tx.execute(
+                "INSERT OR IGNORE INTO forget_compactions (user_id, pack) VALUES (?1, ?2)",
+                params![user, pack],
+            )?;
+            purged.packs = true;
+        }
+    }
+    tx.execute(
+        "INSERT INTO forgotten_streams (user_id, stream, seq) VALUES (?1, ?2, ?3)
+         ON CONFLICT (user_id, stream) DO UPDATE SET seq = excluded.seq",
+        params![user, stream, seq],
+    )?;
+    Ok(purged)
+}
+
+/// After an undo of `stream` was inserted: the stream takes records again.
+pub(super) fn lift(tx: &Transaction<'_>, user: UserId, stream: &str) -> StoreResult<()> {
+    tx.execute(
+        "DELETE FROM forgotten_streams WHERE user_id = ?1 AND stream = ?2",
+        params![user, stream],
+    )?;
+    Ok(())
+}
+
+fn parse_pack(s: String) -> StoreResult<PackName> {
+    s.parse()
+        .map_err(|e| StoreError::Backend(format!("corrupt pack name: {e}")))
+}
+
+pub(super) fn packs_to_compact(c: &Connection) -> StoreResult<Vec<(UserId, PackName)>> {
+    let mut st = c.prepare_cached("SELECT user_id, pack FROM forget_compactions")?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, UserId>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (user, pack) = row?;
+        out.push((user, parse_pack(pack)?));
+    }
+    Ok(out)
+}
+
+pub(super) fn bodies_in_pack(
+    c: &Connection,
+    user: UserId,
+    pack: &PackName,
+) -> StoreResult<Vec<(u64, BodyRef)>> {
+    let mut st = c.prepare_cached(
+        "SELECT seq, body_offset, body_len FROM records
+         WHERE user_id = ?1 AND body_pack = ?2 ORDER BY body_offset",
+    )?;
+    let rows = st.query_map(params![user, pack.as_str()], |r| {
+        Ok((
+            r.get::<_, i64>(0)? as u64,
+            r.get::<_, i64>(1)? as u64,
+            r.get::<_, i64>(2)? as u64,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, offset, len) = row?;
+        out.push((
+            seq,
+            BodyRef {
+                pack: pack.clone(),
+                offset,
+                len,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Points the moved records (those still in `from`) at their new place;
+/// lists the new pack when some of them were deleted meanwhile.
+pub(super) fn repoint(
+    c: &mut Connection,
+    user: UserId,
+    from: &PackName,
+    moved: &[(u64, BodyRef)],
+) -> StoreResult<()> {
+    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    {
+        let mut st = tx.prepare_cached(
+            "UPDATE records SET body_pack = ?1, body_offset = ?2, body_len = ?3
+             WHERE user_id = ?4 AND seq = ?5 AND body_pack = ?6",
+        )?;
+        let mut updated = 0;
+        for (seq, to) in moved {
+            updated += st.execute(params![
+                to.pack.as_str(),
+                to.offset as i64,
+                to.len as i64,
+                user,
+                *seq as i64,
+                from.as_str()
+            ])?;
+        }
+        // A forget deleted some of them while they were copied: the copy
+        // holds their bodies, so it is rewritten in turn.
+        if let Some((_, to)) = moved.first()
+            && updated < moved.len()
+        {
+            tx.execute(
+                "INSERT OR IGNORE INTO forget_compactions (user_id, pack) VALUES (?1, ?2)",
+                params![user, to.pack.as_str()],
+            )?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Takes `pack` off the list once it is gone, then checkpoints the
+/// write-ahead log down to nothing: the pages a forget changed went
+/// through it, and older frames in it may still hold the deleted rows.
+/// Best effort: a busy reader only delays the cut to a later forget.
+pub(super) fn done(c: &mut Connection, user: UserId, pack: &PackName) -> StoreResult<()> {
+    c.execute(
+        "DELETE FROM forget_compactions WHERE user_id = ?1 AND pack = ?2",
+        params![user, pack.as_str()],
+    )?;
+    if let Err(e) = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, "cannot checkpoint the write-ahead log after a forget");
+    }
+    Ok(())
+}
