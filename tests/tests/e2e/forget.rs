@@ -177,6 +177,10 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
         .filter(|r| r["seq"].as_u64().unwrap() > newest_before)
         .map(|r| B64.decode(r["ciphertext"].as_str().unwrap()).unwrap().len() as u64)
         .sum();
+    eprintln!(
+        "server packs: {packs_before} bytes before the forget, {packs_after} after \
+         ({forgotten_bytes} forgotten, {added} added since)"
+    );
     assert!(added >= tombstone.len() as u64);
     assert_eq!(
         packs_after,
