@@ -177,6 +177,10 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
         .filter(|r| r["seq"].as_u64().unwrap() > newest_before)
         .map(|r| B64.decode(r["ciphertext"].as_str().unwrap()).unwrap().len() as u64)
         .sum();
+    eprintln!(
+        "server packs: {packs_before} bytes before the forget, {packs_after} after \
+         ({forgotten_bytes} forgotten, {added} added since)"
+    );
     assert!(added >= tombstone.len() as u64);
     assert_eq!(
         packs_after,
@@ -330,4 +334,41 @@ fn a_server_killed_mid_compaction_loses_nothing_and_finishes_on_restart() {
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
     assert_eq!(v["tombstones"], 1);
+}
+
+#[test]
+fn a_forget_made_offline_goes_up_with_the_next_push() {
+    let mut server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    a.write(
+        &today(),
+        GONE,
+        line("2020-01-01T00:00:00Z", "forget this").as_bytes(),
+    );
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+
+    server.kill();
+    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    assert_eq!(run.code, 0, "forget offline: {}", run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(out["sent"], false, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("next `evi sync push`"),
+        "{}",
+        run.stderr
+    );
+    assert!(session_files(&a, GONE).is_empty());
+
+    server.restart();
+    let pushed: Value = serde_json::from_str(&a.sync_ok(&["push", "--json"])).unwrap();
+    assert_eq!(pushed["forget"]["sent"], 1, "{pushed}");
+    b.sync_ok(&["pull"]);
+    assert!(session_files(&b, GONE).is_empty());
+    assert!(trash_holds(&b, GONE));
+    // Sent once: a second push sends nothing more.
+    let pushed: Value = serde_json::from_str(&a.sync_ok(&["push", "--json"])).unwrap();
+    assert_eq!(pushed["forget"]["sent"], 0, "{pushed}");
 }
