@@ -19,7 +19,6 @@
 
 pub mod engine;
 pub mod error;
-pub mod forget;
 pub mod notice;
 pub mod progress;
 pub mod remote;

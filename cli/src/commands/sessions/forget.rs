@@ -1,6 +1,6 @@
 //! `evi sessions forget ID…` (and `--older-than AGE`, `--undo`,
 //! `--dry-run`, `--json`): takes sessions back from every device (see
-//! [`crate::sync::forget`] for what that promises and what it cannot).
+//! [`crate::sync::engine::forget`] for what that promises and what it cannot).
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};
@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::commands::shared::{finish, open_sync, resolve, scan, stdout, sync_error, warn};
-use crate::sync::forget::Applied;
-use crate::sync::forget::local::{forget_here, send_outbox, undo_here};
+use crate::sync::engine::forget::Applied;
+use crate::sync::engine::forget::local::{forget_here, send_outbox, undo_here};
 use crate::sync::progress::Quiet;
 use crate::transcript::Catalog;
 

@@ -13,11 +13,14 @@
 //! - [`one_session`]: one session fetched alone.
 //! - [`blobs`]: which checkpoint blobs a push or pull moves.
 //! - [`redact`]: secrets replaced before a line is sealed.
+//! - [`forget`]: sessions forgotten on every device (tombstones, the
+//!   trash, undo), applied by push and pull.
 //! - [`verify`]: everything the server holds checked, and repaired.
 //! - [`watch`]: push and pull as things change.
 
 pub mod apply;
 pub mod blobs;
+pub mod forget;
 pub mod id_set;
 pub mod incoming;
 pub mod journal;

@@ -61,8 +61,8 @@ pub struct PullReport {
     pub waiting_agents: u64,
     /// Sessions of agents not turned on here, passed over (`[agents]`).
     pub agents_not_enabled: std::collections::BTreeMap<crate::source::Agent, u64>,
-    /// What pulled forgets and undos did here (see [`crate::sync::forget`]).
-    pub forget: crate::sync::forget::Applied,
+    /// What pulled forgets and undos did here (see [`crate::sync::engine::forget`]).
+    pub forget: crate::sync::engine::forget::Applied,
 }
 
 /// How to pull.
@@ -215,7 +215,7 @@ fn pull_scope(
 ) -> Result<(PullReport, u64), SyncError> {
     let framed = caps.frames;
     let mut report = PullReport::default();
-    crate::sync::forget::apply::purge_trash(ctx, &mut report.forget);
+    crate::sync::engine::forget::apply::purge_trash(ctx, &mut report.forget);
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx, progress)?;
     // What waited since an earlier sync goes in first, in its order.
@@ -270,7 +270,7 @@ fn pull_scope(
             // Verify the whole page before writing anything; a forget or
             // undo in it splits it into runs, each verified whole and
             // applied in seq order (see `forget`).
-            for run in crate::sync::forget::runs(std::mem::take(&mut page.records)) {
+            for run in crate::sync::engine::forget::runs(std::mem::take(&mut page.records)) {
                 let opened = open_page(ctx, &run.records, opts.all);
                 // The ciphertext is done with; only the plaintext is written.
                 drop(run.records);
@@ -280,7 +280,7 @@ fn pull_scope(
                 // moves past every record of the page.
                 damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
                 if let Some(t) = run.then {
-                    crate::sync::forget::apply::apply_pulled(ctx, &t, &mut report.forget)?;
+                    crate::sync::engine::forget::apply::apply_pulled(ctx, &t, &mut report.forget)?;
                 }
             }
             drop(page);
@@ -338,7 +338,7 @@ fn apply_opened(
     opened: Vec<OpenedSegment>,
     progress: &dyn Progress,
 ) -> Result<(), SyncError> {
-    let opened = crate::sync::forget::drop_forgotten(ctx, opened);
+    let opened = crate::sync::engine::forget::drop_forgotten(ctx, opened);
     let mut named = Vec::new();
     for seg in &opened {
         if let OpenedSegment::Journal { device, lines } = seg {

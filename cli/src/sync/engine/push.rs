@@ -77,7 +77,7 @@ pub fn push_with(
     Ok(report)
 }
 
-/// [`push_into`] between the steps of [`crate::sync::forget`]: old trash out,
+/// [`push_into`] between the steps of [`crate::sync::engine::forget`]: old trash out,
 /// this device's forgets and undos up first, and after it the tombstones of
 /// sessions the server refused as forgotten applied here (then a second
 /// round sends the lines they kept as a new session).
@@ -87,8 +87,8 @@ fn push_forgetting(
     opts: &PushOptions,
     report: &mut PushReport,
 ) -> Result<(), SyncError> {
-    use crate::sync::forget::apply::{apply_refused, purge_trash};
-    use crate::sync::forget::local::send_outbox;
+    use crate::sync::engine::forget::apply::{apply_refused, purge_trash};
+    use crate::sync::engine::forget::local::send_outbox;
     purge_trash(ctx, &mut report.forget);
     send_outbox(ctx, &mut report.forget)?;
     push_into(ctx, progress, opts, report)?;

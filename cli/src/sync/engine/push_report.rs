@@ -33,11 +33,11 @@ pub struct PushReport {
     /// Lines that held them.
     pub redacted_lines: u64,
     /// Sessions the server refused as forgotten on another device: their
-    /// tombstone was applied here instead (see [`crate::sync::forget`]).
+    /// tombstone was applied here instead (see [`crate::sync::engine::forget`]).
     pub forgotten: Vec<String>,
     /// What applying tombstones did here (forgets sent, refused sessions
     /// moved to the trash, lines kept as a new session).
-    pub forget: crate::sync::forget::Applied,
+    pub forget: crate::sync::engine::forget::Applied,
     /// Where, for the device's record (saved even when the push fails).
     #[serde(skip)]
     pub(crate) redacted: Vec<(String, Redaction)>,

@@ -89,7 +89,7 @@ pub struct VerifyReport {
     /// Other devices' records after the pull cursor.
     pub not_pulled: u64,
     /// Forgets and undos on the server that verified (see
-    /// [`crate::sync::forget`]); one that does not is a problem like any record.
+    /// [`crate::sync::engine::forget`]); one that does not is a problem like any record.
     pub tombstones: u64,
     /// Sessions and entries here of each agent (eVi's first), and the
     /// records the server holds of each.
@@ -391,7 +391,7 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
                 report.records += 1;
                 report.record_bytes += r.ciphertext.len() as u64;
                 if evi_shared::forget::is_forget_kind(&r.head.kind) {
-                    match crate::sync::forget::apply::check(ctx, r) {
+                    match crate::sync::engine::forget::apply::check(ctx, r) {
                         Ok(()) => report.tombstones += 1,
                         Err(error) => report.problems.push(Problem::BadRecord {
                             seq: r.head.seq,

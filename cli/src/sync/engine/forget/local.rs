@@ -7,9 +7,9 @@ use evi_shared::frames::SegmentHead;
 use super::apply::{Applied, ledger, restore_session, save, trash_session};
 use super::ledger::{Ledger, SessionMark};
 use super::tombstone::{Action, Tombstone};
-use crate::sync::state::context::SyncContext;
 use crate::sync::error::SyncError;
 use crate::sync::remote::records::{OutBatch, OutSegment};
+use crate::sync::state::context::SyncContext;
 
 /// Forgets `session` on this device (the command): its files to the
 /// trash, its tombstone queued to send. Nothing of it is kept here.

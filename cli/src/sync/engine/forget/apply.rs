@@ -12,9 +12,9 @@ use super::ledger::{Ledger, SessionMark};
 use super::tombstone::{Action, Tombstone};
 use super::trash;
 use crate::sync::OpenedSegment;
-use crate::sync::state::context::SyncContext;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::remote::records::PulledRecord;
+use crate::sync::state::context::SyncContext;
 use crate::transcript::line::parse_head;
 
 /// What forgets and undos did on this device, for the reports.
