@@ -102,11 +102,27 @@ fn response_item(p: &Value) -> Option<Message> {
         "function_call_output" | "custom_tool_call_output" => {
             let mut m = Message::empty("tool");
             m.tool_call_id = str_field(p, "call_id");
-            m.text = output_text(&p["output"]);
+            m.text = shell_output(output_text(&p["output"]));
             m
         }
         _ => return None,
     })
+}
+
+/// The text of a tool's output as Codex shows it: its shell tool returns a
+/// JSON string `{"output": "…", "metadata": {…}}`, whose `output` is what
+/// ran and printed (shown and searched with its real line breaks, not as
+/// escaped JSON). Kept whole when that is empty, so a tool line reads
+/// non-empty exactly when the outline says so.
+fn shell_output(text: String) -> String {
+    #[derive(Deserialize)]
+    struct Shell {
+        output: String,
+    }
+    match serde_json::from_str::<Shell>(&text) {
+        Ok(Shell { output }) if !output.is_empty() && text.trim_start().starts_with('{') => output,
+        _ => text,
+    }
 }
 
 fn is_context(text: &str) -> bool {
@@ -334,6 +350,14 @@ mod tests {
         assert_eq!(m.tool_calls[0].arguments, r#"{"command":["ls"]}"#);
         let m = msg(r#"{"type":"function_call_output","call_id":"call_001","output":"ok"}"#);
         assert_eq!((m.role.as_str(), m.text.as_str()), ("tool", "ok"));
+        // The shell tool's JSON-wrapped output reads as what it printed.
+        let m = msg(
+            r#"{"type":"function_call_output","call_id":"c","output":"{\"output\":\"a.txt\\nb.txt\",\"metadata\":{\"exit_code\":0}}"}"#,
+        );
+        assert_eq!(m.text, "a.txt\nb.txt");
+        let m =
+            msg(r#"{"type":"function_call_output","call_id":"c","output":"{\"output\":\"\"}"}"#);
+        assert_eq!(m.text, r#"{"output":""}"#);
         let m = msg(
             r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"}]}}"#,
         );

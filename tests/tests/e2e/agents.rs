@@ -580,6 +580,12 @@ fn pulled_agent_sessions_read_as_conversations_and_resume_in_their_agent() {
         assert!(shown.contains(want), "codex show lacks {want:?}:\n{shown}");
     }
     assert_eq!(shown.matches("List the files").count(), 1, "{shown}");
+    // The shell tool's JSON-wrapped output shows as what `ls` printed.
+    assert!(!shown.contains(r#"{"output""#), "{shown}");
+    assert!(
+        shown.contains("file1.txt\n") && shown.contains("file2.txt\n"),
+        "{shown}"
+    );
     for format in ["md", "html", "json"] {
         let out = ok(
             b.evi(&["sessions", "export", CODEX_TOOLS_ID, "-f", format]),

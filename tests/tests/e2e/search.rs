@@ -460,6 +460,15 @@ fn finds_claude_code_and_codex_sessions_pulled_from_another_device_never_their_s
         hit(&["checking"]),
         BTreeSet::from([one("codex", CODEX_TOOLS_ID, &cx_ids[2])])
     );
+    // The second line of the shell tool's output (JSON-wrapped by Codex)
+    // is a word of its own, not `nfile2`.
+    assert_eq!(
+        hit(&["file2"]),
+        BTreeSet::from([
+            one("codex", CODEX_TOOLS_ID, &cx_ids[4]),
+            one("codex", CODEX_TOOLS_ID, &cx_ids[5]),
+        ])
+    );
     assert_eq!(
         hit(&["file1"]),
         BTreeSet::from([
