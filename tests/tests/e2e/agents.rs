@@ -716,3 +716,61 @@ fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
     let shown = ok(b.evi(&["sessions", "show", CLAUDE_ID]), "show");
     assert!(shown.contains("and the tests"), "{shown}");
 }
+
+/// `evi sync watch` carries other agents' sessions as they are written: a
+/// Claude Code and a Codex session started on A after both watchers run
+/// land on B (in the folders of B's checkout) by file events and the long
+/// poll alone, and a line B's Claude Code adds comes back to A in A's paths.
+#[test]
+fn watchers_carry_claude_code_and_codex_sessions_as_they_are_written() {
+    use crate::watch::{until, watch_with};
+    let (_server, a, b) = two_devices();
+    let proj_a = project(&a, "home/a/proj");
+    let proj_b = project(&b, "srv/b/proj");
+    enable(&a, "");
+    enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    // The agents are installed (their folders exist), with no session yet.
+    for d in [&a, &b] {
+        std::fs::create_dir_all(claude(d).join("projects")).unwrap();
+        std::fs::create_dir_all(codex(d).join("sessions")).unwrap();
+    }
+    // No periodic scan: only the agents' folders' file events bring these.
+    let flags = ["--scan-secs", "600", "--backoff-max-secs", "1"];
+    let wa = watch_with(&a, &flags);
+    let wb = watch_with(&b, &flags);
+
+    let cc_a = claude_file(&a, &proj_a);
+    std::fs::create_dir_all(cc_a.parent().unwrap()).unwrap();
+    std::fs::write(&cc_a, fixture("claude-code.jsonl", &proj_a)).unwrap();
+    let cx_a = codex(&a).join(CODEX_REL);
+    std::fs::create_dir_all(cx_a.parent().unwrap()).unwrap();
+    std::fs::write(&cx_a, fixture("codex-rollout.jsonl", &proj_a)).unwrap();
+
+    let (cc_b, cx_b) = (claude_file(&b, &proj_b), codex(&b).join(CODEX_REL));
+    let mapped = |text: String, from: &str, to: &str| text.replace(&cwd(from), &cwd(to));
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    until(
+        "B's watcher lands both sessions where its agents look",
+        30,
+        || read(&cx_b) == read(&cx_a) && read(&cc_b) == mapped(read(&cc_a), &proj_a, &proj_b),
+    );
+
+    // B's Claude Code continues the session; A's watcher brings the line
+    // back with A's project path.
+    append(
+        &cc_b,
+        &format!(
+            r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj_b}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"go on from the desktop"}},"uuid":"bbbbbbbb-0000-4000-8000-0000000000b2","timestamp":"2026-02-03T18:13:00.000Z"}}"#
+        ),
+    );
+    until("A's watcher brings B's line back in A's paths", 30, || {
+        read(&cc_a) == mapped(read(&cc_b), &proj_b, &proj_a)
+    });
+    assert!(
+        !claude_file(&b, &proj_a).exists(),
+        "not under A's path on B"
+    );
+    for w in [&wa, &wb] {
+        assert!(!w.stderr().contains("error"), "{}", w.stderr());
+    }
+}
