@@ -9,7 +9,7 @@ use evi_shared::{Day, SessionId};
 use serde::Serialize;
 
 use super::ledger::{Ledger, SessionMark};
-use super::tombstone::{Action, Tombstone};
+use super::tombstone::{Action, Tombstone, TombstoneError};
 use super::trash;
 use crate::sync::OpenedSegment;
 use crate::sync::error::{IoContext, SyncError};
@@ -133,9 +133,8 @@ pub fn drop_forgotten(ctx: &SyncContext, opened: Vec<OpenedSegment>) -> Vec<Open
         .collect()
 }
 
-/// Whether a pulled forget or undo verifies (for `evi sync verify`), and
-/// why not.
-pub fn check(ctx: &SyncContext, r: &PulledRecord) -> Result<(), String> {
+/// A pulled forget or undo opened and checked against the ids it came under.
+fn open_pulled(ctx: &SyncContext, r: &PulledRecord) -> Result<Tombstone, TombstoneError> {
     Tombstone::open(
         &ctx.keys,
         &ctx.identity,
@@ -144,8 +143,12 @@ pub fn check(ctx: &SyncContext, r: &PulledRecord) -> Result<(), String> {
         &r.head.entry_ids,
         &r.ciphertext,
     )
-    .map(drop)
-    .map_err(|e| e.to_string())
+}
+
+/// Whether a pulled forget or undo verifies (for `evi sync verify`), and
+/// why not.
+pub fn check(ctx: &SyncContext, r: &PulledRecord) -> Result<(), String> {
+    open_pulled(ctx, r).map(drop).map_err(|e| e.to_string())
 }
 
 /// Applies a pulled forget or undo (once: one applied before is passed over).
@@ -161,14 +164,7 @@ pub fn apply_pulled(
     if l.applied.contains(id.as_str()) {
         return Ok(());
     }
-    let t = match Tombstone::open(
-        &ctx.keys,
-        &ctx.identity,
-        &r.head.stream,
-        &r.head.kind,
-        &r.head.entry_ids,
-        &r.ciphertext,
-    ) {
+    let t = match open_pulled(ctx, r) {
         Ok(t) => t,
         Err(e) => {
             applied.refused.push(format!("record {}: {e}", r.head.seq));
@@ -233,14 +229,7 @@ pub fn apply_refused(
                 if !evi_shared::forget::is_forget_kind(&r.head.kind) || r.head.stream != key {
                     continue;
                 }
-                match Tombstone::open(
-                    &ctx.keys,
-                    &ctx.identity,
-                    &r.head.stream,
-                    &r.head.kind,
-                    &r.head.entry_ids,
-                    &r.ciphertext,
-                ) {
+                match open_pulled(ctx, r) {
                     Ok(t) => newest = Some((t, r.head.entry_ids[0].to_string())),
                     Err(e) => applied.refused.push(format!("record {}: {e}", r.head.seq)),
                 }
