@@ -155,21 +155,35 @@ pub(crate) fn entry_set_as(path: &Path, swap: (&str, &str)) -> BTreeSet<(String,
         .collect()
 }
 
-#[test]
-fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
+/// Two devices with both agents on, A's project at `home/a/proj` and B's
+/// at `srv/b/proj`, which B's `[paths]` maps A's to.
+fn mapped_devices() -> (crate::common::TestServer, Device, Device, String, String) {
     let (server, a, b) = two_devices();
     let proj_a = project(&a, "home/a/proj");
     let proj_b = project(&b, "srv/b/proj");
     enable(&a, "");
     enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    (server, a, b, proj_a, proj_b)
+}
+
+/// The Claude Code and Codex fixture sessions of `project`, written where
+/// each agent keeps them on `d`: their paths.
+fn write_fixture_sessions(d: &Device, project: &str) -> (PathBuf, PathBuf) {
+    let cc = claude_file(d, project);
+    std::fs::create_dir_all(cc.parent().unwrap()).unwrap();
+    std::fs::write(&cc, fixture("claude-code.jsonl", project)).unwrap();
+    let cx = codex(d).join(CODEX_REL);
+    std::fs::create_dir_all(cx.parent().unwrap()).unwrap();
+    std::fs::write(&cx, fixture("codex-rollout.jsonl", project)).unwrap();
+    (cc, cx)
+}
+
+#[test]
+fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
+    let (server, a, b, proj_a, proj_b) = mapped_devices();
     let index_b = codex_index(&b, "");
 
-    let cc_a = claude_file(&a, &proj_a);
-    std::fs::create_dir_all(cc_a.parent().unwrap()).unwrap();
-    std::fs::write(&cc_a, fixture("claude-code.jsonl", &proj_a)).unwrap();
-    let cx_a = codex(&a).join(CODEX_REL);
-    std::fs::create_dir_all(cx_a.parent().unwrap()).unwrap();
-    std::fs::write(&cx_a, fixture("codex-rollout.jsonl", &proj_a)).unwrap();
+    let (cc_a, cx_a) = write_fixture_sessions(&a, &proj_a);
 
     assert_eq!(
         a.sync_ok(&["push"]),
@@ -724,11 +738,7 @@ fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
 #[test]
 fn watchers_carry_claude_code_and_codex_sessions_as_they_are_written() {
     use crate::watch::{until, watch_with};
-    let (_server, a, b) = two_devices();
-    let proj_a = project(&a, "home/a/proj");
-    let proj_b = project(&b, "srv/b/proj");
-    enable(&a, "");
-    enable(&b, &format!("[paths]\n\"{proj_a}\" = \"{proj_b}\"\n"));
+    let (_server, a, b, proj_a, proj_b) = mapped_devices();
     // The agents are installed (their folders exist), with no session yet.
     for d in [&a, &b] {
         std::fs::create_dir_all(claude(d).join("projects")).unwrap();
@@ -739,12 +749,7 @@ fn watchers_carry_claude_code_and_codex_sessions_as_they_are_written() {
     let wa = watch_with(&a, &flags);
     let wb = watch_with(&b, &flags);
 
-    let cc_a = claude_file(&a, &proj_a);
-    std::fs::create_dir_all(cc_a.parent().unwrap()).unwrap();
-    std::fs::write(&cc_a, fixture("claude-code.jsonl", &proj_a)).unwrap();
-    let cx_a = codex(&a).join(CODEX_REL);
-    std::fs::create_dir_all(cx_a.parent().unwrap()).unwrap();
-    std::fs::write(&cx_a, fixture("codex-rollout.jsonl", &proj_a)).unwrap();
+    let (cc_a, cx_a) = write_fixture_sessions(&a, &proj_a);
 
     let (cc_b, cx_b) = (claude_file(&b, &proj_b), codex(&b).join(CODEX_REL));
     let mapped = |text: String, from: &str, to: &str| text.replace(&cwd(from), &cwd(to));
