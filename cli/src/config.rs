@@ -21,6 +21,17 @@ pub struct Config {
     pub agents: Agents,
     /// Where projects of other devices are on this one.
     pub paths: Paths,
+    /// How long checkpoints are kept.
+    pub checkpoints: Checkpoints,
+}
+
+/// `[checkpoints]`: `keep_days = 90` has every `evi sync push` forget this
+/// device's checkpoint journal lines older than that, everywhere (see
+/// `sync::engine::checkpoint_forget`). Off when absent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Checkpoints {
+    pub keep_days: Option<u32>,
 }
 
 /// `[agents]`: which other agents' sessions sync, and their folders (see

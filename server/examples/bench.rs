@@ -118,6 +118,7 @@ fn batch_body(s: &Sizes, device: u64, batch_no: usize, template: &[u8]) -> Vec<u
             entry_ids: (0..s.entries as u64)
                 .map(|e| id(device, n * s.entries as u64 + e, 2))
                 .collect(),
+            refs: Default::default(),
         };
         ct[..8].copy_from_slice(&device.to_be_bytes());
         ct[8..16].copy_from_slice(&n.to_be_bytes());

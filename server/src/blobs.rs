@@ -23,6 +23,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::store::UserId;
 
+pub mod collect;
 pub mod objects;
 
 /// The bytes of one stored blob, in chunks.

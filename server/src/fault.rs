@@ -18,6 +18,9 @@ pub enum Fault {
     /// Abort a compaction after a forget (see `bodies::compact`) once the
     /// new pack is durable and before the records point at it.
     CrashMidCompaction,
+    /// Abort a blob collection (see `blobs::collect`) once the blob's row
+    /// is gone and before its bytes are.
+    CrashMidCollect,
 }
 
 /// The variable that sets the fault.
@@ -25,7 +28,7 @@ pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction)"
+    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect)"
 )]
 pub struct UnknownFault(String);
 
@@ -37,6 +40,7 @@ impl Fault {
             "crash-after-body" => Ok(Some(Self::CrashAfterBody)),
             "crash-mid-migrate" => Ok(Some(Self::CrashMidMigrate)),
             "crash-mid-compaction" => Ok(Some(Self::CrashMidCompaction)),
+            "crash-mid-collect" => Ok(Some(Self::CrashMidCollect)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

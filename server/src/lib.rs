@@ -66,6 +66,8 @@ pub struct Shared {
     pub refusals: Arc<flood::Refusals>,
     /// Rewrites body packs after a forget (see [`bodies::compact`]).
     pub compactor: Arc<bodies::compact::Compactor>,
+    /// Deletes blobs no record refers to any more (see [`blobs::collect`]).
+    pub blob_collector: Arc<blobs::collect::Collector>,
     /// Held for as long as this state lives (see [`datalock`]); `None` for
     /// a state built from parts by [`AppState::new`].
     _data_lock: Option<datalock::DataLock>,
@@ -137,6 +139,7 @@ impl AppState {
         state.sweep_orphan_packs().await?;
         // What a forget listed before a crash or a stop is rewritten now.
         state.compactor.wake();
+        state.blob_collector.wake();
         Ok(state)
     }
 
@@ -201,6 +204,11 @@ impl AppState {
             ),
             refusals: Arc::new(flood::Refusals::new()),
             compactor: bodies::compact::Compactor::new(store.clone(), bodies.clone(), config.fault),
+            blob_collector: blobs::collect::Collector::new(
+                store.clone(),
+                blobs.clone(),
+                config.fault,
+            ),
             config,
             store,
             bodies,

@@ -374,6 +374,10 @@ pub struct Segment {
     /// when every one of them is already stored for this user.
     pub entry_ids: Vec<KeyedId>,
     pub ciphertext: Base64Bytes,
+    /// What the segment refers to and what it forgets, in the clear (see
+    /// [`crate::blob_refs`]). Empty from older clients.
+    #[serde(default, flatten)]
+    pub refs: crate::blob_refs::SegmentRefs,
 }
 
 /// `POST /api/v1/records`: stores a batch; answered once it is durable.
@@ -406,6 +410,14 @@ pub struct PushResponse {
     /// them again. Empty from older servers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forgotten: Vec<u32>,
+    /// The segments, by their index in the batch, refused because a blob
+    /// they refer to ([`crate::blob_refs::SegmentRefs::refs`]) is not
+    /// stored (never uploaded, or deleted as unreferenced just before):
+    /// nothing of them was stored, nor any later segment of their streams
+    /// in this batch. The client uploads the blobs again and resends them.
+    /// Empty from older servers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blob_missing: Vec<u32>,
 }
 
 /// Query of `POST /api/v1/records`.

@@ -67,6 +67,10 @@ pub struct SegmentHead {
     pub kind: String,
     /// Keyed ids of the entries inside; at least one.
     pub entry_ids: Vec<KeyedId>,
+    /// What the segment refers to and what it forgets, in the clear (see
+    /// [`crate::blob_refs`]). Empty from older clients.
+    #[serde(default, flatten)]
+    pub refs: crate::blob_refs::SegmentRefs,
 }
 
 /// A record's metadata in a pull frame (its ciphertext is the frame body).

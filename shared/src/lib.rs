@@ -7,6 +7,7 @@
 //! types before using them, so a malformed id is rejected at the edge.
 
 pub mod api;
+pub mod blob_refs;
 pub mod forget;
 pub mod frames;
 pub mod ids;

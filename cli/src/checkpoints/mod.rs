@@ -10,6 +10,7 @@
 //! next push, which reads it again (see `sync::journal`).
 
 pub mod devices;
+pub mod forget;
 pub mod journal;
 pub mod lock;
 pub mod restore;

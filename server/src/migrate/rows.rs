@@ -156,6 +156,28 @@ const TABLES: &[Table] = &[
         ],
         overriding: false,
     },
+    // Which records refer to which blobs, and blobs being deleted: a
+    // blob stays collectable, and one half deleted is finished, after a move.
+    Table {
+        name: "blob_refs",
+        select: "SELECT user_id, seq, name FROM blob_refs ORDER BY user_id, seq, name",
+        columns: &[
+            ("user_id", Col::Int),
+            ("seq", Col::Int),
+            ("name", Col::Text),
+        ],
+        overriding: false,
+    },
+    Table {
+        name: "blob_collections",
+        select: "SELECT user_id, name, done_at FROM blob_collections ORDER BY user_id, name",
+        columns: &[
+            ("user_id", Col::Int),
+            ("name", Col::Text),
+            ("done_at", Col::Int),
+        ],
+        overriding: false,
+    },
 ];
 
 /// The tables compared by [`super::verify`], in copy order.

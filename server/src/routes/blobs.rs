@@ -92,6 +92,9 @@ pub async fn put(
         return Err(ApiError::quota());
     }
     let limit = room.map_or(max, |r| r.min(max));
+    // Before anything of the upload is in place: a blob of this name
+    // collected after this refuses it (see `store::blob_refs`).
+    let since_ms = chrono::Utc::now().timestamp_millis();
     let placed = match state.blobs.receive(auth.user_id, &name, body, limit).await {
         Ok(p) => p,
         Err(UploadError::TooLarge(_)) if limit < max => return Err(ApiError::quota()),
@@ -113,7 +116,13 @@ pub async fn put(
     // before it could): what the quota counts is what is on disk.
     match state
         .store
-        .add_blob(auth.user_id, &name, placed.size, state.config.quota_bytes)
+        .add_blob(
+            auth.user_id,
+            &name,
+            placed.size,
+            state.config.quota_bytes,
+            since_ms,
+        )
         .await
     {
         Ok(recorded) => {

@@ -24,6 +24,7 @@ pub struct Incoming {
     pub stream: evi_shared::KeyedId,
     pub kind: String,
     pub entry_ids: Vec<evi_shared::KeyedId>,
+    pub refs: evi_shared::blob_refs::SegmentRefs,
     pub body: Bytes,
 }
 
@@ -85,6 +86,7 @@ pub fn read_push(body: &[u8]) -> Result<Vec<Incoming>, ApiError> {
                     stream: head.stream,
                     kind: head.kind,
                     entry_ids: head.entry_ids,
+                    refs: head.refs,
                     body: Bytes::from(f.body),
                 });
             }

@@ -81,6 +81,18 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
             s.entry_ids.len()
         )));
     }
+    if s.refs.len() > MAX_ENTRY_IDS_PER_SEGMENT {
+        return Err(ApiError::bad_request(format!(
+            "a segment names at most {MAX_ENTRY_IDS_PER_SEGMENT} blobs and forgotten ids, this one {}",
+            s.refs.len()
+        )));
+    }
+    if !s.refs.forgets.is_empty() && s.kind != evi_shared::blob_refs::FORGET_LINES_KIND {
+        return Err(ApiError::bad_request(format!(
+            "only a `{}` record forgets entries",
+            evi_shared::blob_refs::FORGET_LINES_KIND
+        )));
+    }
     Ok(())
 }
 
@@ -111,6 +123,7 @@ pub async fn push(
                     stream: s.stream,
                     kind: s.kind,
                     entry_ids: s.entry_ids,
+                    refs: s.refs,
                     body: s.ciphertext.0.into(),
                 })
                 .collect()
@@ -133,8 +146,16 @@ pub async fn push(
     over_quota.sort_unstable();
     out.over_quota = over_quota;
     let forgotten = out.forgotten.iter().map(|&i| index[i as usize]).collect();
+    let blob_missing = out
+        .blob_missing
+        .iter()
+        .map(|&i| index[i as usize])
+        .collect();
     if out.compact {
         state.compactor.wake();
+    }
+    if out.collect_blobs {
+        state.blob_collector.wake();
     }
     if !out.over_quota.is_empty() {
         tracing::info!(
@@ -154,6 +175,7 @@ pub async fn push(
         newest_seq: out.newest_seq,
         over_quota: out.over_quota,
         forgotten,
+        blob_missing,
     }))
 }
 
@@ -239,6 +261,7 @@ async fn store_segments(
             stream: s.stream,
             kind: s.kind,
             entry_ids: s.entry_ids,
+            refs: s.refs,
             body,
         })
         .collect();

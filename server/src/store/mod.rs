@@ -17,10 +17,12 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
+pub mod blob_refs;
 pub mod forget;
 pub mod pairing;
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_blob_refs;
 mod sqlite_forget;
 mod sqlite_pairing;
 
@@ -133,6 +135,8 @@ pub struct NewRecord {
     pub stream: KeyedId,
     pub kind: String,
     pub entry_ids: Vec<KeyedId>,
+    /// Blobs it refers to, and what it forgets (see [`blob_refs`]).
+    pub refs: evi_shared::blob_refs::SegmentRefs,
     pub body: BodyRef,
 }
 
@@ -150,6 +154,11 @@ pub struct PushOutcome {
     /// Whether a forget in this push left packs to compact (see
     /// [`crate::bodies::compact`]).
     pub compact: bool,
+    /// Indexes of the records refused because a blob they refer to is not
+    /// stored (see [`blob_refs`]).
+    pub blob_missing: Vec<u32>,
+    /// Whether this push left blobs to collect (see [`crate::blobs::collect`]).
+    pub collect_blobs: bool,
 }
 
 /// Where a stored record's body is.
@@ -322,13 +331,16 @@ pub trait Store: Send + Sync + 'static {
     async fn missing_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
     async fn blob_size(&self, user: UserId, name: &KeyedId) -> StoreResult<Option<u64>>;
     /// Records a blob whose file is in place; false if it was already
-    /// recorded. The quota counts [`blob_cost`] of `size`.
+    /// recorded. The quota counts [`blob_cost`] of `size`. Refused while
+    /// a blob of the name is collected, or was since `since_ms` (when the
+    /// upload began: see [`blob_refs`]).
     async fn add_blob(
         &self,
         user: UserId,
         name: &KeyedId,
         size: u64,
         quota: Option<u64>,
+        since_ms: i64,
     ) -> StoreResult<bool>;
     /// Forgets these blobs; returns the names that existed (their files are
     /// the caller's to delete).
@@ -353,6 +365,15 @@ pub trait Store: Send + Sync + 'static {
         step: PairStep,
         now: i64,
     ) -> StoreResult<bool>;
+    /// Blobs listed for collection and not collected yet, with their
+    /// owner (see [`blob_refs`]); drops listings done long ago.
+    async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>>;
+    /// Deletes the row of listed blob `name` if no record refers to it;
+    /// whether its bytes are to be removed (false: it is referred to again,
+    /// and no longer listed).
+    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool>;
+    /// Marks the collection of `name` done (its bytes are gone).
+    async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()>;
     /// Packs a forget left holding bodies of deleted records, with their
     /// owner: what [`crate::bodies::compact`] rewrites.
     async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>>;

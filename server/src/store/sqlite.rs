@@ -51,6 +51,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0009_forgotten_streams.sql"
     )),
+    Migration::Sql(include_str!("../../migrations/sqlite/0010_blob_refs.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -582,6 +583,11 @@ impl Store for SqliteStore {
             let mut forgotten = Vec::new();
             let mut purged = super::forget::Purged::default();
             let mut refused_streams = std::collections::HashSet::new();
+            // Streams a segment of which refers to a blob not stored: their
+            // later segments wait too (see `blob_refs`).
+            let (mut blob_missing, mut blob_refused) =
+                (Vec::new(), std::collections::HashSet::new());
+            let mut released = std::collections::BTreeSet::new();
             {
                 let mut known = tx
                     .prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
@@ -596,6 +602,10 @@ impl Store for SqliteStore {
                 for (i, r) in records.iter().enumerate() {
                     if refused_streams.contains(r.stream.as_str()) {
                         over_quota.push(i as u32);
+                        continue;
+                    }
+                    if blob_refused.contains(r.stream.as_str()) {
+                        blob_missing.push(i as u32);
                         continue;
                     }
                     let gone = sqlite_forget::is_forgotten(&tx, user, r.stream.as_str())?;
@@ -615,6 +625,11 @@ impl Store for SqliteStore {
                         dropped += 1;
                         continue;
                     }
+                    let Some(refs) = sqlite_blob_refs::to_record(&tx, user, &r.refs.refs)? else {
+                        blob_missing.push(i as u32);
+                        blob_refused.insert(r.stream.as_str());
+                        continue;
+                    };
                     let cost = record_cost(r.body.len, r.entry_ids.len()) as i64;
                     if per_item && quota.is_some_and(|q| (used + added + cost) as u64 > q) {
                         over_quota.push(i as u32);
@@ -637,11 +652,28 @@ impl Store for SqliteStore {
                     for k in &keys {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;
                     }
+                    sqlite_blob_refs::insert(&tx, user, seq, &refs)?;
                     stored += 1;
                     added += cost;
                     match r.kind.as_str() {
                         evi_shared::forget::FORGET_KIND => {
-                            purged += sqlite_forget::purge(&tx, user, r.stream.as_str(), seq)?;
+                            let stream = r.stream.as_str();
+                            sqlite_blob_refs::release_stream(
+                                &tx,
+                                user,
+                                stream,
+                                seq,
+                                &mut released,
+                            )?;
+                            purged += sqlite_forget::purge(&tx, user, stream, seq)?;
+                        }
+                        evi_shared::blob_refs::FORGET_LINES_KIND => {
+                            // Only the blobs it names are collected: the
+                            // lines kept from the same records come again.
+                            let (stream, forgets) = (r.stream.as_str(), &r.refs.forgets);
+                            purged +=
+                                sqlite_blob_refs::forget_lines(&tx, user, stream, seq, forgets)?;
+                            released.extend(r.refs.forget_blobs.iter().map(|n| n.to_string()));
                         }
                         evi_shared::forget::UNFORGET_KIND => {
                             sqlite_forget::lift(&tx, user, r.stream.as_str())?;
@@ -657,7 +689,9 @@ impl Store for SqliteStore {
                 // Dropping the transaction rolls everything back.
                 return Err(StoreError::QuotaExceeded);
             }
+            let mut collect_blobs = false;
             if stored > 0 {
+                collect_blobs = sqlite_blob_refs::list_unreferenced(&tx, user, &released)?;
                 let (gone, freed) = drop_superseded(&tx, user)?;
                 tx.execute(
                     "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
@@ -679,6 +713,8 @@ impl Store for SqliteStore {
                 over_quota,
                 forgotten,
                 compact: purged.packs,
+                blob_missing,
+                collect_blobs,
             })
         })
         .await
@@ -879,10 +915,14 @@ impl Store for SqliteStore {
         name: &KeyedId,
         size: u64,
         quota: Option<u64>,
+        since_ms: i64,
     ) -> StoreResult<bool> {
         let name = name.clone();
         self.write(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !sqlite_blob_refs::upload_allowed(&tx, user, name.as_str(), since_ms)? {
+                return Err(super::blob_refs::collecting());
+            }
             let exists = tx
                 .prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?
                 .exists(params![user, name.as_str()])?;
@@ -972,6 +1012,24 @@ impl Store for SqliteStore {
 
     async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
         self.read(sqlite_forget::packs_to_compact).await
+    }
+
+    async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>> {
+        let now = chrono::Utc::now().timestamp_millis();
+        self.write(move |c| sqlite_blob_refs::to_collect(c, now))
+            .await
+    }
+
+    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+        let name = name.clone();
+        self.write(move |c| sqlite_blob_refs::take_row(c, user, &name))
+            .await
+    }
+
+    async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()> {
+        let (name, now) = (name.clone(), chrono::Utc::now().timestamp_millis());
+        self.write(move |c| sqlite_blob_refs::mark_done(c, user, &name, now))
+            .await
     }
 
     async fn bodies_in_pack(

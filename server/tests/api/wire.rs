@@ -27,6 +27,7 @@ pub fn seg(stream: u64, entry: u64, len: usize) -> Seg {
             stream: id(1, stream),
             kind: "entries".into(),
             entry_ids: vec![id(2, entry)],
+            refs: Default::default(),
         },
         body,
     }

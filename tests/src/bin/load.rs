@@ -223,6 +223,7 @@ async fn push(http: &reqwest::Client, dev: &Device, rng: &mut Rng) -> Result<u64
             kind: "entries".into(),
             entry_ids: (0..entries).map(|_| rng.keyed_id()).collect(),
             ciphertext: Base64Bytes(rng.bytes(size)),
+            refs: Default::default(),
         }],
     };
     let resp: PushResponse = checked(

@@ -3,6 +3,7 @@
 
 mod agents;
 mod agents_git;
+mod checkpoint_forget;
 mod common;
 mod convergence;
 mod deploy;

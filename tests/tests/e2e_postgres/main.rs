@@ -18,6 +18,8 @@
 mod agents;
 #[path = "../e2e/agents_git.rs"]
 mod agents_git;
+#[path = "../e2e/checkpoint_forget.rs"]
+mod checkpoint_forget;
 #[path = "../e2e/common.rs"]
 mod common;
 #[path = "../e2e/convergence.rs"]

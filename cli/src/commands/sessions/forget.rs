@@ -224,7 +224,7 @@ fn print(
 }
 
 /// `180d`, `12w`, `48h`, `30m`: an age.
-fn parse_age(s: &str) -> Result<Duration, CommandError> {
+pub(crate) fn parse_age(s: &str) -> Result<Duration, CommandError> {
     let bad = || {
         usage_error(format!(
             "--older-than {s:?}: give a number and a unit, like 180d, 12w, 48h or 30m"

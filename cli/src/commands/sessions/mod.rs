@@ -1,7 +1,7 @@
 //! `evi sessions …`: tree-aware reading of the transcripts.
 
 mod export;
-mod forget;
+pub(crate) mod forget;
 mod fork;
 mod handoff;
 mod handoff_git;

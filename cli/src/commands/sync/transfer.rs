@@ -77,6 +77,9 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
         for note in r.forget.notes() {
             eprintln!("note: {note}");
         }
+        for note in r.checkpoint_forget.notes() {
+            eprintln!("note: {note}");
+        }
     }
     if r.failed.is_empty() {
         return Ok(());
@@ -125,6 +128,9 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
         eprintln!("note: {note}");
     }
     for note in r.forget.notes() {
+        eprintln!("note: {note}");
+    }
+    for note in r.checkpoint_forget.notes() {
         eprintln!("note: {note}");
     }
     for (agent, n) in &r.agents_not_enabled {

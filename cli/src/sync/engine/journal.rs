@@ -192,12 +192,19 @@ fn send_lines(
         return Ok(());
     }
     let shas: BTreeSet<String> = lines.iter().filter_map(|l| blob_of(&l.line)).collect();
-    upload_blobs(ctx, report, shas, progress)?;
-    let sealed =
+    upload_blobs(ctx, report, shas.clone(), progress)?;
+    let mut sealed =
         seal_journal(&ctx.keys, &ctx.identity, name, lines).map_err(|e| SyncError::Io {
             context: "cannot seal the checkpoint journal".into(),
             source: std::io::Error::other(e),
         })?;
+    // A blob that could not go up is not declared: the server would refuse
+    // the lines for it, and they go without it (see `blobs`).
+    let absent: BTreeSet<_> = (shas.iter())
+        .filter(|s| ctx.state.missing_blobs.contains(*s))
+        .map(|s| ctx.keys.blob_key(s))
+        .collect();
+    sealed.refs.retain(|r| !absent.contains(r));
     // One per distinct line: identical lines are one entry.
     report.journal_lines += sealed.entry_ids.len() as u64;
     lines.clear();

@@ -20,6 +20,7 @@
 
 pub mod apply;
 pub mod blobs;
+pub mod checkpoint_forget;
 pub mod forget;
 pub mod id_set;
 pub mod incoming;

@@ -63,6 +63,8 @@ pub struct PullReport {
     pub agents_not_enabled: std::collections::BTreeMap<crate::source::Agent, u64>,
     /// What pulled forgets and undos did here (see [`crate::sync::engine::forget`]).
     pub forget: crate::sync::engine::forget::Applied,
+    /// What pulled checkpoint forgets did here.
+    pub checkpoint_forget: crate::sync::engine::checkpoint_forget::Done,
 }
 
 /// How to pull.
@@ -280,7 +282,16 @@ fn pull_scope(
                 // moves past every record of the page.
                 damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
                 if let Some(t) = run.then {
-                    crate::sync::engine::forget::apply::apply_pulled(ctx, &t, &mut report.forget)?;
+                    if t.head.kind == evi_shared::blob_refs::FORGET_LINES_KIND {
+                        let done = &mut report.checkpoint_forget;
+                        crate::sync::engine::checkpoint_forget::apply_pulled(ctx, &t, done)?;
+                    } else {
+                        crate::sync::engine::forget::apply::apply_pulled(
+                            ctx,
+                            &t,
+                            &mut report.forget,
+                        )?;
+                    }
                 }
             }
             drop(page);

@@ -91,6 +91,10 @@ fn push_forgetting(
     use crate::sync::engine::forget::local::send_outbox;
     purge_trash(ctx, &mut report.forget);
     send_outbox(ctx, &mut report.forget)?;
+    // Checkpoint forgets (and `keep_days`) in a batch of their own, before
+    // the journal goes up again without their lines.
+    crate::sync::engine::checkpoint_forget::expire(ctx, &mut report.checkpoint_forget)?;
+    crate::sync::engine::checkpoint_forget::send_outbox(ctx, &mut report.checkpoint_forget)?;
     push_into(ctx, progress, opts, report)?;
     if report.forgotten.is_empty() {
         return Ok(());

@@ -38,6 +38,8 @@ pub struct PushReport {
     /// What applying tombstones did here (forgets sent, refused sessions
     /// moved to the trash, lines kept as a new session).
     pub forget: crate::sync::engine::forget::Applied,
+    /// What checkpoint forgets did (`keep_days`, tombstones sent).
+    pub checkpoint_forget: crate::sync::engine::checkpoint_forget::Done,
     /// Where, for the device's record (saved even when the push fails).
     #[serde(skip)]
     pub(crate) redacted: Vec<(String, Redaction)>,

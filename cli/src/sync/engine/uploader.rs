@@ -281,6 +281,10 @@ impl Uploader {
                     stream: seg.stream,
                     kind: seg.kind.as_str().to_owned(),
                     entry_ids: seg.entry_ids,
+                    refs: evi_shared::blob_refs::SegmentRefs {
+                        refs: seg.refs,
+                        ..Default::default()
+                    },
                 },
                 ciphertext: seg.ciphertext,
             };
@@ -360,6 +364,7 @@ impl Uploader {
                 newest_seq: 0,
                 over_quota: Vec::new(),
                 forgotten: Vec::new(),
+                blob_missing: Vec::new(),
             };
             self.acked.insert(no, (Ok(nothing), 0));
             return self.record_acked(ctx, report);
@@ -421,6 +426,23 @@ impl Uploader {
                         report,
                         &label.clone(),
                         "the account's storage quota on the server has no room for it                          (the rest was pushed); free room or raise the quota"
+                            .into(),
+                    );
+                }
+            }
+            // Refused because a blob it refers to is gone from the server
+            // (deleted as unreferenced right after this push asked which
+            // were missing): not stored, no state recorded, so the next
+            // push uploads the blob again and resends it.
+            for &i in &resp.blob_missing {
+                if let Some((label, entries)) = segments.get(i as usize) {
+                    report.entries = report.entries.saturating_sub(*entries);
+                    self.over_quota.insert(label.clone());
+                    self.fail(
+                        report,
+                        &label.clone(),
+                        "a blob it refers to was deleted from the server meanwhile; the next \
+                         push uploads it again"
                             .into(),
                     );
                 }

@@ -390,8 +390,15 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
             for (r, seg) in page.records.iter().zip(opened) {
                 report.records += 1;
                 report.record_bytes += r.ciphertext.len() as u64;
-                if evi_shared::forget::is_forget_kind(&r.head.kind) {
-                    match crate::sync::engine::forget::apply::check(ctx, r) {
+                if evi_shared::forget::is_forget_kind(&r.head.kind)
+                    || r.head.kind == evi_shared::blob_refs::FORGET_LINES_KIND
+                {
+                    let checked = if r.head.kind == evi_shared::blob_refs::FORGET_LINES_KIND {
+                        crate::sync::engine::checkpoint_forget::check(ctx, r)
+                    } else {
+                        crate::sync::engine::forget::apply::check(ctx, r)
+                    };
+                    match checked {
                         Ok(()) => report.tombstones += 1,
                         Err(error) => report.problems.push(Problem::BadRecord {
                             seq: r.head.seq,

@@ -40,7 +40,8 @@ impl OutSegment {
     /// What this segment adds to a batch body: exact enough to keep a batch
     /// under the server's limit (ids dominate the head; the rest is a bound).
     pub fn wire_size(&self, framed: bool) -> u64 {
-        let head = (self.head.entry_ids.len() as u64 + 1) * ID_IN_JSON + 64;
+        let ids = self.head.entry_ids.len() + self.head.refs.len();
+        let head = (ids as u64 + 1) * ID_IN_JSON + 3 * 16 + 64;
         let body = self.ciphertext.len() as u64;
         if framed {
             frame_size(head as usize, body as usize) as u64
@@ -116,6 +117,7 @@ pub fn json_batch(segments: Vec<OutSegment>) -> PushRequest {
                 kind: s.head.kind,
                 entry_ids: s.head.entry_ids,
                 ciphertext: s.ciphertext.into(),
+                refs: s.head.refs,
             })
             .collect(),
     }
@@ -184,6 +186,7 @@ mod tests {
                 stream: id('a'),
                 kind: "entries".into(),
                 entry_ids: (0..ids).map(|_| id('b')).collect(),
+                refs: Default::default(),
             },
             ciphertext: vec![7; body],
         }

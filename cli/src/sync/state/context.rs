@@ -35,6 +35,8 @@ pub struct SyncContext {
     pub search: Vec<std::path::PathBuf>,
     /// The redaction rules `[sync]` turns on (`None`: `redact = false`).
     pub redactor: Option<std::sync::Arc<crate::sync::engine::redact::Redactor>>,
+    /// `[checkpoints] keep_days`: push forgets older journal lines.
+    pub checkpoint_keep_days: Option<u32>,
     _lock: SyncLock,
 }
 
@@ -99,6 +101,7 @@ impl SyncContext {
                 .map(|s| crate::source::paths::expand_home(s))
                 .collect(),
             redactor,
+            checkpoint_keep_days: config.checkpoints.keep_days,
             _lock: lock,
         })
     }

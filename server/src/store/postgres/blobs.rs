@@ -44,6 +44,7 @@ pub(super) async fn add_blob(
     name: &KeyedId,
     size: u64,
     quota: Option<u64>,
+    since_ms: i64,
 ) -> StoreResult<bool> {
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
@@ -57,6 +58,9 @@ pub(super) async fn add_blob(
         .await?
         .ok_or(StoreError::NotFound)?
         .get(0);
+    if !super::blob_refs::upload_allowed(&tx, user, name.as_str(), since_ms).await? {
+        return Err(crate::store::blob_refs::collecting());
+    }
     let exists = tx
         .query_opt(
             "SELECT 1 FROM blobs WHERE user_id = $1 AND name = $2",

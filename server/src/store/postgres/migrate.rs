@@ -32,6 +32,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "forgotten_streams",
         sql: include_str!("../../../migrations/postgres/0003_forgotten_streams.sql"),
     },
+    Migration {
+        version: 4,
+        name: "blob_refs",
+        sql: include_str!("../../../migrations/postgres/0004_blob_refs.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -61,6 +61,13 @@ pub(super) async fn push(
     let mut refused_streams = HashSet::new();
     let streams: Vec<&str> = records.iter().map(|r| r.stream.as_str()).collect();
     let mut forgotten_now = super::forget::forgotten_among(&tx, user, &streams).await?;
+    // Blobs the records refer to that are stored (see `blob_refs`); a
+    // record referring to another is refused, and its stream's later ones.
+    let (stored_blobs, listed_blobs) =
+        super::blob_refs::stored_and_listed(&tx, user, &records).await?;
+    let (mut blob_missing, mut blob_refused) = (Vec::new(), HashSet::new());
+    let (mut ref_seq, mut ref_name): (Vec<i64>, Vec<&str>) = (vec![], vec![]);
+    let mut line_forgets: Vec<(&NewRecord, i64)> = Vec::new();
     let (mut forgotten, mut changes) = (Vec::new(), Vec::new());
     // Columns of the rows to insert, sent as arrays in one statement each.
     let (mut r_seq, mut r_stream, mut r_kind, mut r_ids) = (vec![], vec![], vec![], vec![]);
@@ -71,6 +78,10 @@ pub(super) async fn push(
             over_quota.push(i as u32);
             continue;
         }
+        if blob_refused.contains(r.stream.as_str()) {
+            blob_missing.push(i as u32);
+            continue;
+        }
         let gone = forgotten_now.contains(r.stream.as_str());
         if !crate::store::forget::takes(&r.kind, gone) {
             forgotten.push(i as u32);
@@ -78,6 +89,17 @@ pub(super) async fn push(
         }
         if keys.iter().all(|k| held.contains(k)) {
             dropped += 1;
+            continue;
+        }
+        let absent = |n: &&KeyedId| !stored_blobs.contains(n.as_str());
+        if r.refs
+            .refs
+            .iter()
+            .filter(absent)
+            .any(|n| listed_blobs.contains(n.as_str()))
+        {
+            blob_missing.push(i as u32);
+            blob_refused.insert(r.stream.as_str());
             continue;
         }
         let cost = record_cost(r.body.len, r.entry_ids.len()) as i64;
@@ -103,9 +125,19 @@ pub(super) async fn push(
                 e_seq.push(seq);
             }
         }
+        for n in r
+            .refs
+            .refs
+            .iter()
+            .filter(|n| stored_blobs.contains(n.as_str()))
+        {
+            ref_seq.push(seq);
+            ref_name.push(n.as_str());
+        }
         stored += 1;
         added += cost;
         match r.kind.as_str() {
+            evi_shared::blob_refs::FORGET_LINES_KIND => line_forgets.push((r, seq)),
             evi_shared::forget::FORGET_KIND => {
                 forgotten_now.insert(r.stream.as_str().to_owned());
                 changes.push((true, r.stream.as_str(), seq));
@@ -124,6 +156,7 @@ pub(super) async fn push(
         // Dropping the transaction rolls everything back.
         return Err(StoreError::QuotaExceeded);
     }
+    let mut collect_blobs = false;
     if stored > 0 {
         tx.execute(
             "INSERT INTO records (user_id, seq, stream, kind, entry_id_bytes, device_id,
@@ -143,15 +176,26 @@ pub(super) async fn push(
                 &[&user, &e_id, &e_seq],
             )
             .await? as i64;
+        super::blob_refs::insert(&tx, user, &ref_seq, &ref_name).await?;
         let (gone, freed) = drop_superseded(&tx, user).await?;
+        let mut released = std::collections::BTreeSet::new();
+        for (r, at) in line_forgets {
+            let (stream, forgets) = (r.stream.as_str(), &r.refs.forgets);
+            // Only the blobs it names are collected: the lines kept from
+            // the same records come again.
+            purged += super::blob_refs::forget_lines(&tx, user, stream, at, forgets).await?;
+            released.extend(r.refs.forget_blobs.iter().map(|n| n.to_string()));
+        }
         // Forgets and undos in batch order, each after the records before it.
         for (forget, stream, at) in changes {
             if forget {
+                super::blob_refs::release_stream(&tx, user, stream, at, &mut released).await?;
                 purged += super::forget::purge(&tx, user, stream, at).await?;
             } else {
                 super::forget::lift(&tx, user, stream).await?;
             }
         }
+        collect_blobs = super::blob_refs::list_unreferenced(&tx, user, &released).await?;
         tx.execute(
             "UPDATE users SET newest_seq = $1, record_count = record_count + $2,
              entry_count = entry_count + $3, bytes_used = bytes_used + $4 WHERE id = $5",
@@ -174,6 +218,8 @@ pub(super) async fn push(
         over_quota,
         forgotten,
         compact: purged.packs,
+        blob_missing,
+        collect_blobs,
     })
 }
 

@@ -105,8 +105,9 @@ impl Store for PgStore {
         name: &KeyedId,
         size: u64,
         quota: Option<u64>,
+        since_ms: i64,
     ) -> StoreResult<bool> {
-        blobs::add_blob(self, user, name, size, quota).await
+        blobs::add_blob(self, user, name, size, quota, since_ms).await
     }
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
         blobs::purge_blobs(self, user, names).await
@@ -119,6 +120,15 @@ impl Store for PgStore {
     }
     async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
         accounts::invite_usable(self, code_hash).await
+    }
+    async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>> {
+        blob_refs::to_collect(self).await
+    }
+    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+        blob_refs::take_row(self, user, name).await
+    }
+    async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()> {
+        blob_refs::mark_done(self, user, name).await
     }
     async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
         forget::packs_to_compact(self).await

@@ -90,7 +90,10 @@ pub fn runs(records: Vec<PulledRecord>) -> Vec<Run> {
     let mut out = Vec::new();
     let mut cur = Vec::new();
     for r in records {
-        if evi_shared::forget::is_forget_kind(&r.head.kind) {
+        let kind = &r.head.kind;
+        if evi_shared::forget::is_forget_kind(kind)
+            || kind == evi_shared::blob_refs::FORGET_LINES_KIND
+        {
             out.push(Run {
                 records: std::mem::take(&mut cur),
                 then: Some(r),

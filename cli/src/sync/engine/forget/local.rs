@@ -110,6 +110,7 @@ pub fn send_outbox(ctx: &mut SyncContext, applied: &mut Applied) -> Result<(), S
                 stream: sealed.stream,
                 kind: sealed.kind.to_owned(),
                 entry_ids: vec![sealed.entry_id],
+                refs: Default::default(),
             },
             ciphertext: sealed.ciphertext,
         });

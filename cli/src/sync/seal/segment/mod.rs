@@ -206,6 +206,9 @@ pub struct SealedSegment {
     pub entry_ids: Vec<KeyedId>,
     /// A standard binary age file.
     pub ciphertext: Vec<u8>,
+    /// The keyed names of the blobs it refers to, declared to the server
+    /// (see [`evi_shared::blob_refs`]).
+    pub refs: Vec<KeyedId>,
 }
 
 /// The verified content of a segment.

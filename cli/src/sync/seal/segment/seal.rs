@@ -104,6 +104,23 @@ impl BodyRef<'_> {
         }
     }
 
+    /// The keyed names of the blobs the content refers to, declared in the
+    /// clear (see [`evi_shared::blob_refs`]): each line blob, and each blob
+    /// a journal line names.
+    fn refs(&self, keys: &SyncKeys) -> Vec<KeyedId> {
+        let shas: std::collections::BTreeSet<String> = match self {
+            Self::Entries { entries, .. } => entries
+                .iter()
+                .filter_map(|e| e.blob.map(|(_, sha)| hex::encode(sha)))
+                .collect(),
+            Self::Journal { lines, .. } => lines
+                .iter()
+                .filter_map(|l| crate::sync::state::pulled_journals::blob_of(&l.line))
+                .collect(),
+        };
+        shas.iter().map(|s| keys.blob_key(s)).collect()
+    }
+
     fn write_body<W: Write>(&self, w: &mut W, version: u8) -> io::Result<()> {
         let invalid = |m: &'static str| io::Error::new(io::ErrorKind::InvalidInput, m);
         match self {
@@ -255,6 +272,7 @@ fn seal_body(
         kind: body.kind(),
         entry_ids,
         ciphertext,
+        refs: body.refs(keys),
     })
 }
 

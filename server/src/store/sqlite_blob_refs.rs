@@ -1,0 +1,255 @@
+//! The SQLite side of [`super::blob_refs`]: run inside the push's
+//! transaction on the writer connection, or as the collection's own steps.
+
+use std::collections::BTreeSet;
+
+use evi_shared::KeyedId;
+use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::forget::Purged;
+use super::{StoreError, StoreResult, UserId, blob_cost, record_cost};
+
+/// Of `refs`, those to record (the blobs stored now); `None` when one of
+/// them was deleted as unreferenced (see [`super::blob_refs`]).
+pub(super) fn to_record(
+    tx: &Transaction<'_>,
+    user: UserId,
+    refs: &[KeyedId],
+) -> StoreResult<Option<Vec<KeyedId>>> {
+    let mut stored = tx.prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?;
+    let mut listed =
+        tx.prepare_cached("SELECT 1 FROM blob_collections WHERE user_id = ?1 AND name = ?2")?;
+    let mut out = Vec::with_capacity(refs.len());
+    for r in refs {
+        if stored.exists(params![user, r.as_str()])? {
+            out.push(r.clone());
+        } else if listed.exists(params![user, r.as_str()])? {
+            return Ok(None);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Records that record `seq` refers to `refs`.
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    user: UserId,
+    seq: i64,
+    refs: &[KeyedId],
+) -> StoreResult<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT OR IGNORE INTO blob_refs (user_id, seq, name) VALUES (?1, ?2, ?3)",
+    )?;
+    for r in refs {
+        st.execute(params![user, seq, r.as_str()])?;
+    }
+    Ok(())
+}
+
+/// Deletes the references of record `seq`; the names they held.
+fn release(
+    tx: &Transaction<'_>,
+    user: UserId,
+    seq: i64,
+    names: &mut BTreeSet<String>,
+) -> StoreResult<()> {
+    let mut st =
+        tx.prepare_cached("DELETE FROM blob_refs WHERE user_id = ?1 AND seq = ?2 RETURNING name")?;
+    let gone = st.query_map(params![user, seq], |r| r.get::<_, String>(0))?;
+    for n in gone {
+        names.insert(n?);
+    }
+    Ok(())
+}
+
+/// Before a forget of `stream` at `seq` deletes its records: takes their
+/// references off, into `names`.
+pub(super) fn release_stream(
+    tx: &Transaction<'_>,
+    user: UserId,
+    stream: &str,
+    seq: i64,
+    names: &mut BTreeSet<String>,
+) -> StoreResult<()> {
+    let seqs: Vec<i64> = tx
+        .prepare_cached(
+            "SELECT seq FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?3
+             AND kind NOT IN (?4, ?5)
+             AND EXISTS (SELECT 1 FROM blob_refs b WHERE b.user_id = ?1 AND b.seq = records.seq)",
+        )?
+        .query_map(
+            params![user, stream, seq, FORGET_KIND, UNFORGET_KIND],
+            |r| r.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    for s in seqs {
+        release(tx, user, s, names)?;
+    }
+    Ok(())
+}
+
+/// After the `forget-lines` record `seq` of `stream` was inserted: deletes
+/// the stream's records before it that hold any of `forgets` (whole: the
+/// device that forgot sends the lines it kept again), their entry ids,
+/// damaged marks and references; lists their packs for compaction.
+pub(super) fn forget_lines(
+    tx: &Transaction<'_>,
+    user: UserId,
+    stream: &str,
+    seq: i64,
+    forgets: &[KeyedId],
+) -> StoreResult<Purged> {
+    let mut names = BTreeSet::new();
+    let forgets: BTreeSet<&KeyedId> = forgets.iter().collect();
+    type Row = (i64, String, Option<Vec<u8>>, i64, Option<String>);
+    let rows: Vec<Row> = tx
+        .prepare_cached(
+            "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
+             FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?3 AND kind NOT IN (?4, ?5, ?6)",
+        )?
+        .query_map(
+            params![user, stream, seq, FORGET_KIND, UNFORGET_KIND, evi_shared::blob_refs::FORGET_LINES_KIND],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    let mut purged = Purged::default();
+    for (rseq, text, bytes, len, pack) in rows {
+        let ids = super::sqlite::split_ids(bytes, &text)?;
+        if !ids.iter().any(|id| forgets.contains(id)) {
+            continue;
+        }
+        release(tx, user, rseq, &mut names)?;
+        purged.entries += tx.execute(
+            "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
+            params![user, rseq],
+        )? as i64;
+        tx.execute(
+            "DELETE FROM damaged_records WHERE user_id = ?1 AND seq = ?2",
+            params![user, rseq],
+        )?;
+        tx.execute(
+            "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
+            params![user, rseq],
+        )?;
+        purged.records += 1;
+        purged.bytes += record_cost(len as u64, ids.len()) as i64;
+        if let Some(pack) = pack {
+            tx.execute(
+                "INSERT OR IGNORE INTO forget_compactions (user_id, pack) VALUES (?1, ?2)",
+                params![user, pack],
+            )?;
+            purged.packs = true;
+        }
+    }
+    Ok(purged)
+}
+
+/// Lists for collection each of `names` that is stored and that no record
+/// refers to; whether any was listed.
+pub(super) fn list_unreferenced(
+    tx: &Transaction<'_>,
+    user: UserId,
+    names: &BTreeSet<String>,
+) -> StoreResult<bool> {
+    let mut listed = false;
+    for n in names {
+        let referred = tx
+            .prepare_cached("SELECT 1 FROM blob_refs WHERE user_id = ?1 AND name = ?2")?
+            .exists(params![user, n])?;
+        let stored = tx
+            .prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?
+            .exists(params![user, n])?;
+        if !referred && stored {
+            tx.execute(
+                "INSERT INTO blob_collections (user_id, name, done_at) VALUES (?1, ?2, NULL)
+                 ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
+                params![user, n],
+            )?;
+            listed = true;
+        }
+    }
+    Ok(listed)
+}
+
+/// Whether an upload that began at `since_ms` may record blob `name` now
+/// (see [`super::blob_refs::upload_allowed`]).
+pub(super) fn upload_allowed(
+    tx: &Transaction<'_>,
+    user: UserId,
+    name: &str,
+    since_ms: i64,
+) -> StoreResult<bool> {
+    let listed: Option<Option<i64>> = tx
+        .prepare_cached("SELECT done_at FROM blob_collections WHERE user_id = ?1 AND name = ?2")?
+        .query_row(params![user, name], |r| r.get(0))
+        .optional()?;
+    Ok(listed.is_none_or(|done| super::blob_refs::upload_allowed(done, since_ms)))
+}
+
+fn parse_name(s: String) -> StoreResult<KeyedId> {
+    s.parse()
+        .map_err(|e| StoreError::Backend(format!("corrupt blob name: {e}")))
+}
+
+/// The listed blobs not collected yet; drops listings done long ago.
+pub(super) fn to_collect(c: &Connection, now_ms: i64) -> StoreResult<Vec<(UserId, KeyedId)>> {
+    c.execute(
+        "DELETE FROM blob_collections WHERE done_at IS NOT NULL AND done_at < ?1",
+        [now_ms - super::blob_refs::KEEP_DONE_MS],
+    )?;
+    let mut st =
+        c.prepare_cached("SELECT user_id, name FROM blob_collections WHERE done_at IS NULL")?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, UserId>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (user, name) = row?;
+        out.push((user, parse_name(name)?));
+    }
+    Ok(out)
+}
+
+/// The collection's first step for `name`: deletes its row if nothing
+/// refers to it (taking it off the counters). `false` when a record
+/// refers to it again: the listing is dropped and the bytes stay.
+pub(super) fn take_row(c: &mut Connection, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let referred = tx
+        .prepare_cached("SELECT 1 FROM blob_refs WHERE user_id = ?1 AND name = ?2")?
+        .exists(params![user, name.as_str()])?;
+    if referred {
+        tx.execute(
+            "DELETE FROM blob_collections WHERE user_id = ?1 AND name = ?2",
+            params![user, name.as_str()],
+        )?;
+        tx.commit()?;
+        return Ok(false);
+    }
+    let size: Option<i64> = tx
+        .prepare_cached("DELETE FROM blobs WHERE user_id = ?1 AND name = ?2 RETURNING size")?
+        .query_row(params![user, name.as_str()], |r| r.get(0))
+        .optional()?;
+    if let Some(s) = size {
+        tx.execute(
+            "UPDATE users SET blob_count = blob_count - 1, bytes_used = bytes_used - ?1
+             WHERE id = ?2",
+            params![blob_cost(s as u64) as i64, user],
+        )?;
+    }
+    tx.commit()?;
+    Ok(true)
+}
+
+/// The collection's last step: the bytes are gone.
+pub(super) fn mark_done(
+    c: &mut Connection,
+    user: UserId,
+    name: &KeyedId,
+    now_ms: i64,
+) -> StoreResult<()> {
+    c.execute(
+        "UPDATE blob_collections SET done_at = ?1 WHERE user_id = ?2 AND name = ?3",
+        params![now_ms, user, name.as_str()],
+    )?;
+    Ok(())
+}

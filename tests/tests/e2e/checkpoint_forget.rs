@@ -1,0 +1,322 @@
+//! `evi checkpoints forget` and `[checkpoints] keep_days` across two
+//! devices and the real server: the forgetting device loses the lines and
+//! the blobs no other line names, the other device drops them from its
+//! pulled copy on its next pull, and the server deletes the records and
+//! then the blobs no record refers to (checked in what it stores: no file
+//! or object named by the blob's keyed name, no byte of its ciphertext),
+//! while a blob another line still names stays everywhere. A forgotten
+//! session's line blob (a line over the segment limit) goes from the server
+//! too.
+
+use serde_json::{Value, json};
+
+use crate::common::{Device, TestServer, journal_line, random_bytes, sha256_hex, today};
+use crate::watch::until;
+
+/// Whether the server holds blob `name` (keyed) for `dev`'s account.
+fn blob_stored(server: &TestServer, dev: &Device, name: &str) -> bool {
+    let resp: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/blobs/missing", server.url))
+        .bearer_auth(dev.token())
+        .json(&json!({ "names": [name] }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    resp["missing"].as_array().unwrap().is_empty()
+}
+
+/// The blob's ciphertext as the server serves it.
+fn blob_ciphertext(server: &TestServer, dev: &Device, name: &str) -> Vec<u8> {
+    let resp = reqwest::blocking::Client::new()
+        .get(format!("{}/api/v1/blobs/{name}", server.url))
+        .bearer_auth(dev.token())
+        .send()
+        .unwrap();
+    assert!(
+        resp.status().is_success(),
+        "GET blob {name}: {}",
+        resp.status()
+    );
+    resp.bytes().unwrap().to_vec()
+}
+
+/// Where the server's storage still holds blob `name` or part of its
+/// `ciphertext`: a file or object under that name, or a slice of its
+/// bytes in any file (the dump of the rows included).
+fn traces(server: &TestServer, name: &str, ciphertext: &[u8]) -> Vec<String> {
+    let mid = ciphertext.len() / 2;
+    let needles = [&ciphertext[64..112], &ciphertext[mid..mid + 48]];
+    let mut found = Vec::new();
+    for (file, bytes) in server.stored() {
+        if file.ends_with(name) {
+            found.push(format!(
+                "{file} (by name, {} bytes)",
+                bytes.as_ref().map_or(0, Vec::len)
+            ));
+        }
+        if let Some(b) = bytes
+            && needles.iter().any(|n| b.windows(n.len()).any(|w| w == *n))
+        {
+            found.push(format!("{file} (by content)"));
+        }
+    }
+    found
+}
+
+/// The one pulled journal on `dev`: its folder's path.
+fn pulled_journal(dev: &Device) -> std::path::PathBuf {
+    let dir = dev.home().join("checkpoints/devices");
+    let mut found: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("journal.jsonl"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.pop().unwrap()
+}
+
+fn seqs(journal: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(journal)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A blob of `n` random bytes in `dev`'s `checkpoints/blobs/`; its name.
+fn put_blob(dev: &Device, n: usize, seed: u64) -> String {
+    let b = random_bytes(n, seed);
+    let sha = sha256_hex(&b);
+    dev.put(&format!("checkpoints/blobs/{sha}"), &b);
+    sha
+}
+
+#[test]
+fn a_checkpoint_forget_reaches_the_other_device_and_the_server_deletes_its_blob() {
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let day = today();
+    let (x, y, z) = (
+        put_blob(&a, 6000, 1),
+        put_blob(&a, 5000, 2),
+        put_blob(&a, 4000, 3),
+    );
+    let journal = [
+        journal_line(&day, 1, "/src/secret.env", &x, 6000),
+        journal_line(&day, 2, "/src/a.rs", &y, 5000),
+        journal_line(&day, 3, "/src/a.rs", &y, 5000),
+        journal_line(&day, 4, "/src/b.rs", &z, 4000),
+    ]
+    .concat();
+    a.append("checkpoints/journal.jsonl", journal.as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let copy = pulled_journal(&b);
+    assert_eq!(seqs(&copy), [1, 2, 3, 4]);
+    for s in [&x, &y, &z] {
+        assert!(b.home().join("checkpoints/blobs").join(s).is_file());
+    }
+    let keys = a.keys();
+    let (kx, ky, kz) = (
+        keys.blob_key(&x).to_string(),
+        keys.blob_key(&y).to_string(),
+        keys.blob_key(&z).to_string(),
+    );
+    let cx = blob_ciphertext(&server, &a, &kx);
+    assert!(
+        !traces(&server, &kx, &cx).is_empty(),
+        "the blob is stored at first"
+    );
+
+    // A dry run changes nothing.
+    let run = a.evi(&["checkpoints", "forget", "1", "2", "--dry-run", "--json"]);
+    assert_eq!(run.code, 0, "dry run: {}", run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(out["lines"].as_array().unwrap().len(), 2, "{}", run.stdout);
+    assert_eq!(out["blobs"], json!([x]), "{}", run.stdout);
+    assert_eq!(
+        seqs(&a.home().join("checkpoints/journal.jsonl")),
+        [1, 2, 3, 4]
+    );
+    // A seq that names nothing is refused, and nothing is forgotten.
+    let run = a.evi(&["checkpoints", "forget", "2", "9"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("seq 9"), "{}", run.stderr);
+
+    let run = a.evi(&["checkpoints", "forget", "1", "2", "--json"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(out["sent"], true, "{}", run.stdout);
+    assert_eq!(out["blobs"], json!([x]), "{}", run.stdout);
+    assert_eq!(seqs(&a.home().join("checkpoints/journal.jsonl")), [3, 4]);
+    assert!(!a.home().join("checkpoints/blobs").join(&x).exists());
+    assert!(
+        a.home().join("checkpoints/blobs").join(&y).is_file(),
+        "line 3 names it"
+    );
+
+    // B drops the lines and the blob no line there names any more.
+    let run = b.sync(&["sync", "pull", "--json"]);
+    assert_eq!(run.code, 0, "pull: {}", run.stderr);
+    let r: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(r["checkpoint_forget"]["pulled_lines"], 2, "{}", run.stdout);
+    assert_eq!(seqs(&copy), [3, 4]);
+    assert!(!b.home().join("checkpoints/blobs").join(&x).exists());
+    for s in [&y, &z] {
+        assert!(b.home().join("checkpoints/blobs").join(s).is_file());
+    }
+
+    // The server: x goes (row, then bytes, in the background); y and z,
+    // still named by lines it holds, stay.
+    until("the server deletes the forgotten blob", 20, || {
+        traces(&server, &kx, &cx).is_empty()
+    });
+    assert!(!blob_stored(&server, &a, &kx));
+    assert!(blob_stored(&server, &a, &ky) && blob_stored(&server, &a, &kz));
+    // The lines kept went up again: a device that joins now gets 3 and 4,
+    // and their blobs, and nothing of 1 and 2.
+    let c = Device::new();
+    c.join_copying_key(&a, &server.url, "pat", "travel");
+    c.sync_ok(&["pull"]);
+    assert_eq!(seqs(&pulled_journal(&c)), [3, 4]);
+    assert!(!c.home().join("checkpoints/blobs").join(&x).exists());
+    assert!(c.home().join("checkpoints/blobs").join(&y).is_file());
+    // The tombstone verifies like any record.
+    let run = a.sync(&["sync", "verify", "--json"]);
+    assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["tombstones"], 1, "{}", run.stdout);
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
+}
+
+#[test]
+fn keep_days_forgets_old_checkpoints_at_push_everywhere() {
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let (old, new) = (put_blob(&a, 3000, 7), put_blob(&a, 3000, 8));
+    let journal = [
+        journal_line("2020-01-01", 1, "/src/old.rs", &old, 3000),
+        journal_line(&today(), 2, "/src/new.rs", &new, 3000),
+    ]
+    .concat();
+    a.append("checkpoints/journal.jsonl", journal.as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    assert_eq!(seqs(&pulled_journal(&b)), [1, 2]);
+    let kold = a.keys().blob_key(&old).to_string();
+    let cold = blob_ciphertext(&server, &a, &kold);
+
+    a.write_config("[checkpoints]\nkeep_days = 90\n");
+    let run = a.sync(&["sync", "push", "--json"]);
+    assert_eq!(run.code, 0, "push: {}", run.stderr);
+    let r: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(r["checkpoint_forget"]["expired_lines"], 1, "{}", run.stdout);
+    assert_eq!(r["checkpoint_forget"]["sent"], 1, "{}", run.stdout);
+    let run = a.sync(&["sync", "push"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("keep_days"),
+        "nothing more to expire: {}",
+        run.stderr
+    );
+    assert_eq!(seqs(&a.home().join("checkpoints/journal.jsonl")), [2]);
+    assert!(!a.home().join("checkpoints/blobs").join(&old).exists());
+
+    b.sync_ok(&["pull"]);
+    assert_eq!(seqs(&pulled_journal(&b)), [2]);
+    assert!(!b.home().join("checkpoints/blobs").join(&old).exists());
+    assert!(b.home().join("checkpoints/blobs").join(&new).is_file());
+    until("the server deletes the expired blob", 20, || {
+        traces(&server, &kold, &cold).is_empty()
+    });
+    let knew = a.keys().blob_key(&new);
+    assert!(blob_stored(&server, &a, knew.as_str()));
+}
+
+#[test]
+fn a_forgotten_session_leaves_no_line_blob_on_the_server() {
+    // A small batch limit: a line over a third of it travels as a blob.
+    let server = TestServer::start_with(&["--max-batch-bytes", "262144"]);
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let words: String = (0..30_000).map(|i| format!("w{} ", i % 977)).collect();
+    let big =
+        format!("{{\"role\":\"tool\",\"ts\":\"2020-01-01T00:00:00Z\",\"content\":\"{words}\"}}");
+    assert!(big.len() > 100_000);
+    let small = "{\"role\":\"user\",\"ts\":\"2020-01-01T00:00:00Z\",\"content\":\"hi\"}\n";
+    a.write(
+        &today(),
+        "bigline-0001",
+        format!("{small}{big}\n").as_bytes(),
+    );
+    let run = a.sync(&["sync", "push", "--json"]);
+    assert_eq!(run.code, 0, "push: {}", run.stderr);
+    let r: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(r["line_blobs"], 1, "{}", run.stdout);
+    let name = a.keys().blob_key(&sha256_hex(big.as_bytes())).to_string();
+    assert!(blob_stored(&server, &a, &name));
+    let ciphertext = blob_ciphertext(&server, &a, &name);
+
+    let run = a.evi(&["sessions", "forget", "bigline-0001", "--json"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    until(
+        "the server deletes the forgotten session's line blob",
+        20,
+        || traces(&server, &name, &ciphertext).is_empty(),
+    );
+    assert!(!blob_stored(&server, &a, &name));
+}
+
+#[test]
+fn a_server_killed_mid_collection_finishes_on_restart_and_loses_nothing() {
+    let mut server = TestServer::start_env(&[], &[("EVI_SERVER_FAULT", "crash-mid-collect")]);
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let (x, y) = (put_blob(&a, 5000, 11), put_blob(&a, 5000, 12));
+    let day = today();
+    let journal = [
+        journal_line(&day, 1, "/src/x.rs", &x, 5000),
+        journal_line(&day, 2, "/src/y.rs", &y, 5000),
+    ]
+    .concat();
+    a.append("checkpoints/journal.jsonl", journal.as_bytes());
+    a.sync_ok(&["push"]);
+    let kx = a.keys().blob_key(&x).to_string();
+    let cx = blob_ciphertext(&server, &a, &kx);
+
+    // The forget commits; the collection it starts kills the server once
+    // the blob's row is gone and before its bytes are.
+    let run = a.evi(&["checkpoints", "forget", "1"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    until("the server dies mid-collection", 20, || {
+        matches!(server.child.try_wait(), Ok(Some(_)))
+    });
+    assert!(
+        !traces(&server, &kx, &cx).is_empty(),
+        "the bytes outlive the crash"
+    );
+
+    // Restarted without the fault, it finishes: the bytes go too.
+    server.restart();
+    until("the restarted server deletes the blob", 20, || {
+        traces(&server, &kx, &cx).is_empty()
+    });
+    a.sync_ok(&["push"]);
+    let b = Device::new();
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    b.sync_ok(&["pull"]);
+    assert_eq!(seqs(&pulled_journal(&b)), [2]);
+    assert!(b.home().join("checkpoints/blobs").join(&y).is_file());
+    let run = a.sync(&["sync", "verify", "--json"]);
+    assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
+}
