@@ -374,10 +374,16 @@ pub struct Segment {
     /// when every one of them is already stored for this user.
     pub entry_ids: Vec<KeyedId>,
     pub ciphertext: Base64Bytes,
-    /// What the segment refers to and what it forgets, in the clear (see
-    /// [`crate::blob_refs`]). Empty from older clients.
-    #[serde(default, flatten)]
-    pub refs: crate::blob_refs::SegmentRefs,
+    /// Keyed names of the blobs the segment's content refers to (see
+    /// [`crate::blob_refs`], as the next two). Empty from older clients.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<KeyedId>,
+    /// Of a `forget-lines` record: keyed entry ids forgotten.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgets: Vec<KeyedId>,
+    /// Of a `forget-lines` record: keyed blob names forgotten.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forget_blobs: Vec<KeyedId>,
 }
 
 /// `POST /api/v1/records`: stores a batch; answered once it is durable.

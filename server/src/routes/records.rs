@@ -123,7 +123,11 @@ pub async fn push(
                     stream: s.stream,
                     kind: s.kind,
                     entry_ids: s.entry_ids,
-                    refs: s.refs,
+                    refs: evi_shared::blob_refs::SegmentRefs {
+                        refs: s.refs,
+                        forgets: s.forgets,
+                        forget_blobs: s.forget_blobs,
+                    },
                     body: s.ciphertext.0.into(),
                 })
                 .collect()

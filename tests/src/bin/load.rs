@@ -223,7 +223,9 @@ async fn push(http: &reqwest::Client, dev: &Device, rng: &mut Rng) -> Result<u64
             kind: "entries".into(),
             entry_ids: (0..entries).map(|_| rng.keyed_id()).collect(),
             ciphertext: Base64Bytes(rng.bytes(size)),
-            refs: Default::default(),
+            refs: Vec::new(),
+            forgets: Vec::new(),
+            forget_blobs: Vec::new(),
         }],
     };
     let resp: PushResponse = checked(

@@ -117,7 +117,9 @@ pub fn json_batch(segments: Vec<OutSegment>) -> PushRequest {
                 kind: s.head.kind,
                 entry_ids: s.head.entry_ids,
                 ciphertext: s.ciphertext.into(),
-                refs: s.head.refs,
+                refs: s.head.refs.refs,
+                forgets: s.head.refs.forgets,
+                forget_blobs: s.head.refs.forget_blobs,
             })
             .collect(),
     }
