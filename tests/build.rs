@@ -10,7 +10,9 @@
 //!   (`tests/e2e/schemathesis.rs`);
 //! - `evi_no_git`: `git --version` does not run (`tests/e2e/handoff_git.rs`);
 //! - `evi_no_s3`: `EVI_TEST_S3_SERVER` does not name a file (the s3s-fs
-//!   binary of `tests/e2e/s3.rs`).
+//!   binary of `tests/e2e/s3.rs`);
+//! - `evi_no_postgres`: `EVI_TEST_POSTGRES_URL` is unset or empty (the run
+//!   on Postgres, `tests/e2e/on_postgres.rs`, and `tests/e2e/replicas.rs`).
 //!
 //! Installing a tool changes `/usr/bin` (or the variable), which reruns
 //! this script and rebuilds the tests with the test enabled.
@@ -25,10 +27,12 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(evi_no_schemathesis)");
     println!("cargo::rustc-check-cfg=cfg(evi_no_git)");
     println!("cargo::rustc-check-cfg=cfg(evi_no_s3)");
+    println!("cargo::rustc-check-cfg=cfg(evi_no_postgres)");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=CI");
     println!("cargo::rerun-if-env-changed=EVI_SCHEMATHESIS");
     println!("cargo::rerun-if-env-changed=EVI_TEST_S3_SERVER");
+    println!("cargo::rerun-if-env-changed=EVI_TEST_POSTGRES_URL");
     // Watched as folders that exist: a path that does not exist would make
     // cargo run this script, and rebuild the tests, on every build.
     if Path::new("/usr/bin").is_dir() {
@@ -61,5 +65,8 @@ fn main() {
     }
     if !s3.is_some_and(|p| p.is_file()) {
         println!("cargo::rustc-cfg=evi_no_s3");
+    }
+    if std::env::var_os("EVI_TEST_POSTGRES_URL").is_none_or(|u| u.is_empty()) {
+        println!("cargo::rustc-cfg=evi_no_postgres");
     }
 }

@@ -298,8 +298,8 @@ impl TestServer {
         env: &[(&str, &str)],
         logs: Option<PathBuf>,
     ) -> Self {
-        let db =
-            (crate::BACKEND == crate::pg_db::Backend::Postgres).then(crate::pg_db::TestDb::create);
+        let db = (crate::backend() == crate::pg_db::Backend::Postgres)
+            .then(crate::pg_db::TestDb::create);
         let mut flags: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         if let Some(db) = &db {
             flags.extend(["--database".to_owned(), db.url.clone()]);

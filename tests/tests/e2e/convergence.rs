@@ -742,7 +742,7 @@ fn random_appends_pushes_and_pulls_converge_to_the_model() {
     let cases: Vec<u64> = match env_u64("EVI_CONVERGENCE_CASE") {
         Some(one) => vec![one],
         None => {
-            let default = match crate::BACKEND {
+            let default = match crate::backend() {
                 crate::pg_db::Backend::Sqlite => DEFAULT_CASES,
                 crate::pg_db::Backend::Postgres => DEFAULT_CASES / 4,
             };

@@ -1,5 +1,10 @@
-//! One end-to-end test binary (one link step), a module per area. Every test
-//! drives the real `evi` binary against its own throwaway eVi home.
+//! One end-to-end test binary (one link step, one compile), a module per
+//! area. Every test drives the real `evi` binary against its own throwaway
+//! eVi home. The servers are on SQLite; the modules in [`ON_POSTGRES`] run
+//! once more with theirs on Postgres and a bucket ([`again_on_postgres`]).
+//!
+//! A new module: its `mod` line below, and its name in [`ON_POSTGRES`] if
+//! its tests start a server.
 
 mod agents;
 mod agents_git;
@@ -19,10 +24,12 @@ mod handoff_git;
 mod link;
 mod metadata_audit;
 mod migrate;
+mod on_postgres;
 mod one_session;
 mod pairing;
 mod pg_db;
 mod redact;
+mod replicas;
 mod rewind;
 mod rewind_sync;
 mod s3;
@@ -53,5 +60,70 @@ mod watch_drift;
 mod web;
 mod web_browser;
 
-/// The SQLite file in each server's data folder.
-const BACKEND: pg_db::Backend = pg_db::Backend::Sqlite;
+/// The modules whose tests run again on Postgres and a bucket: those that
+/// start a server. Not here: those that start none (`deploy`, `link`,
+/// `rewind`, `sessions`, `vectors`, `web_browser`: the same on any backend,
+/// as there is none), `migrate` (it moves a SQLite server to Postgres and a
+/// bucket: both backends at once already), `sync_bucket` (SQLite with a
+/// bucket, a mix only the SQLite run has) and `replicas` (several servers
+/// on one Postgres, whatever the run).
+const ON_POSTGRES: &[&str] = &[
+    "agents",
+    "agents_git",
+    "convergence",
+    "device_names",
+    "drift",
+    "first_hour_account",
+    "first_hour_network",
+    "first_hour_rows",
+    "first_hour_sessions",
+    "forget",
+    "handoff",
+    "handoff_git",
+    "metadata_audit",
+    "one_session",
+    "pairing",
+    "redact",
+    "rewind_sync",
+    "schemathesis",
+    "search",
+    "server_rollback",
+    "sessions_title",
+    "sync",
+    "sync_blobs",
+    "sync_conditions",
+    "sync_crash",
+    "sync_disk_full",
+    "sync_faults",
+    "sync_interrupted",
+    "sync_journal",
+    "sync_kill",
+    "sync_server_view",
+    "sync_state",
+    "sync_tamper",
+    "sync_verify",
+    "watch",
+    "watch_drift",
+    "web",
+];
+
+/// Where this run's servers keep their metadata: the SQLite file in each
+/// one's data folder, or a database of its own on Postgres in the run
+/// below.
+fn backend() -> pg_db::Backend {
+    pg_db::Backend::of_this_run()
+}
+
+/// The tests of [`ON_POSTGRES`] on Postgres and a bucket, in a child
+/// process running alongside the rest of this one (first by name, so that
+/// the longer run starts first). `EVI_TEST_BACKEND=postgres cargo test
+/// --release -p evi-tests --test e2e -- sync_kill::` runs some there alone.
+#[test]
+#[cfg_attr(
+    evi_no_postgres,
+    ignore = "needs EVI_TEST_POSTGRES_URL (a Postgres to create databases on, e.g. \
+              postgres://postgres@127.0.0.1:5432/test)"
+)]
+fn again_on_postgres() {
+    on_postgres::run(ON_POSTGRES);
+}

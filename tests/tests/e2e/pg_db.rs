@@ -1,10 +1,8 @@
-// Shared by the SQLite and Postgres targets, which each use a part of it.
-#![allow(dead_code)]
+//! A Postgres database per test server, for the run on Postgres
+//! (`on_postgres.rs`) and the tests that need one whatever the run
+//! (`replicas.rs`).
 
-//! A Postgres database per test server, for the Postgres target.
-
-/// Where the started servers keep their metadata; each target's main.rs
-/// names one as `BACKEND`.
+/// Where the started servers keep their metadata: [`Backend::of_this_run`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     /// The SQLite file in the data folder (no `--database`).
@@ -13,27 +11,32 @@ pub enum Backend {
     Postgres,
 }
 
-/// The test Postgres. Unset outside CI: the whole target is skipped,
-/// saying so (the process ends with success at the first server it would
-/// start); under `CI=true` that is a failure.
+impl Backend {
+    /// This process's: Postgres in the run `again_on_postgres` starts
+    /// (`EVI_TEST_BACKEND=postgres`, which also runs some tests there by
+    /// hand), SQLite otherwise.
+    pub fn of_this_run() -> Self {
+        match std::env::var(crate::on_postgres::BACKEND_VAR).as_deref() {
+            Err(std::env::VarError::NotPresent) | Ok("" | "sqlite") => Self::Sqlite,
+            Ok("postgres") => Self::Postgres,
+            other => panic!(
+                "{}={other:?}: say `sqlite` (the default) or `postgres`",
+                crate::on_postgres::BACKEND_VAR
+            ),
+        }
+    }
+}
+
+/// The test Postgres. The tests that need one are built ignored without
+/// it (`evi_no_postgres`, see `tests/build.rs`) outside CI, so reaching
+/// this without one means a run asked for by hand (or CI lacking it).
 pub fn postgres_url() -> String {
     match std::env::var("EVI_TEST_POSTGRES_URL") {
         Ok(u) if !u.is_empty() => u,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "EVI_TEST_POSTGRES_URL is unset under CI=true: the Postgres tests must run there"
-            )
-        }
-        _ => {
-            let msg = "SKIPPED: this Postgres test target needs EVI_TEST_POSTGRES_URL \
-                       (e.g. postgres://postgres@127.0.0.1:5432/test); none of its tests ran";
-            // Straight to the descriptors: the test harness captures
-            // println! and eprintln!, and the exit below would swallow them.
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stdout(), "{msg}");
-            let _ = writeln!(std::io::stderr(), "{msg}");
-            std::process::exit(0);
-        }
+        _ => panic!(
+            "EVI_TEST_POSTGRES_URL is unset: set it to a Postgres where the tests may create \
+             and drop databases (e.g. postgres://postgres@127.0.0.1:5432/test)"
+        ),
     }
 }
 

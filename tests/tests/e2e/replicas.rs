@@ -14,7 +14,8 @@
 //!   and a long poll parked on one is woken again by a push through the
 //!   other (the listener subscribed anew).
 //!
-//! Run in the Postgres target only (`tests/tests/e2e_postgres/main.rs`).
+//! Their servers are on Postgres in every run (not in `ON_POSTGRES`, main.rs);
+//! without `EVI_TEST_POSTGRES_URL` the tests are built ignored (`tests/build.rs`).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -260,6 +261,10 @@ fn holds(dev: &Device, session_of: usize, text: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    evi_no_postgres,
+    ignore = "needs EVI_TEST_POSTGRES_URL (a Postgres to create databases on)"
+)]
 fn six_devices_through_two_replicas_converge_and_every_watcher_sees_every_line() {
     let Some(r) = Replicas::start() else {
         return;
@@ -362,6 +367,10 @@ fn six_devices_through_two_replicas_converge_and_every_watcher_sees_every_line()
 }
 
 #[test]
+#[cfg_attr(
+    evi_no_postgres,
+    ignore = "needs EVI_TEST_POSTGRES_URL (a Postgres to create databases on)"
+)]
 fn a_replica_killed_during_a_push_and_a_pull_loses_and_doubles_nothing() {
     let Some(mut r) = Replicas::start() else {
         return;
@@ -406,6 +415,10 @@ fn a_replica_killed_during_a_push_and_a_pull_loses_and_doubles_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    evi_no_postgres,
+    ignore = "needs EVI_TEST_POSTGRES_URL (a Postgres to create databases on)"
+)]
 fn replicas_answer_503_while_postgres_is_gone_and_recover_by_themselves() {
     let Some(r) = Replicas::start() else {
         return;

@@ -99,8 +99,32 @@ impl KillClock {
 
     /// Lets `child` run for a random time below the bound, then SIGKILLs
     /// it; whether it was still running.
-    pub fn kill(&mut self, rng: &mut Rng, mut child: Child) -> bool {
-        std::thread::sleep(Duration::from_micros(rng.range(self.hi / 50, self.hi)));
+    pub fn kill(&mut self, rng: &mut Rng, child: Child) -> bool {
+        let wait = rng.range(self.hi / 50, self.hi);
+        self.kill_in(wait, child)
+    }
+
+    /// Lets `child` run until `reached()` (polled every millisecond), then
+    /// for a random time below a tenth of the bound, then SIGKILLs it;
+    /// whether it was still running. For kills that must land past a point
+    /// of the run (a page applied, say) however the load changes: a time
+    /// drawn from a whole run's measure lands in the start-up of a run that
+    /// starts slower than the measured one.
+    pub fn kill_after(
+        &mut self,
+        rng: &mut Rng,
+        mut child: Child,
+        reached: impl Fn() -> bool,
+    ) -> bool {
+        while child.try_wait().unwrap().is_none() && !reached() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let wait = rng.range(0, self.hi / 10);
+        self.kill_in(wait, child)
+    }
+
+    fn kill_in(&mut self, micros: u64, mut child: Child) -> bool {
+        std::thread::sleep(Duration::from_micros(micros));
         self.kills += 1;
         let hit = match child.try_wait().unwrap() {
             None => true,

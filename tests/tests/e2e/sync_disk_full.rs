@@ -127,7 +127,7 @@ fn a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room() {
     // there is no disk of its to fill. What stands for it there, the
     // bucket out of reach and Postgres gone, is in sync_bucket.rs and
     // replicas.rs.
-    if crate::BACKEND == crate::pg_db::Backend::Postgres {
+    if crate::backend() == crate::pg_db::Backend::Postgres {
         eprintln!("{test}: not a case on Postgres and a bucket (see the comment)");
         return;
     }

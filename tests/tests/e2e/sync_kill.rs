@@ -432,7 +432,17 @@ fn prefetching_pull_killed_20_times_then_rerun() {
             a.sync_ok(&["push"]);
         }
         let cursor = b.state()["cursor"].as_u64().unwrap();
-        let hit = clock.kill(&mut rng, spawn_sync(&b, "pull"));
+        let pull = spawn_sync(&b, "pull");
+        // Every other kill waits for the pull's first page to be applied
+        // (the cursor saved past it), then lands at a random point after:
+        // however slowly this pull starts, some kills cut it mid-stream.
+        let hit = if round % 2 == 1 {
+            clock.kill_after(&mut rng, pull, || {
+                b.state()["cursor"].as_u64() != Some(cursor)
+            })
+        } else {
+            clock.kill(&mut rng, pull)
+        };
         let what = format!("kill {round}");
         let ahead = assert_cursor_covers_only_held(&server, &b, &keyed, &what);
         let moved = b.state()["cursor"].as_u64().unwrap() > cursor;

@@ -478,12 +478,12 @@ fn list_session_branches_and_hostile_text_in_chromium() {
     assert_eq!(row(BRANCHED), "The flaky list test");
     // The search narrows it.
     b.js("const q = document.querySelector('.search'); q.value = 'sessions list test fails'; q.dispatchEvent(new Event('input'))");
-    for _ in 0..200 {
-        if b.text(".count") == "1 session" && b.count(".row") == 1 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Waited for as every other change of the page is (ten seconds, as
+    // before, is not long on a busy machine).
+    b.wait_for(
+        "document.querySelector('.count').innerText === '1 session' \
+         && document.querySelectorAll('.row').length === 1",
+    );
     assert_eq!(b.text(".count"), "1 session");
     assert_eq!(
         b.js("return document.querySelector('.row').dataset.session"),

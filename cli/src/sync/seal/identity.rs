@@ -40,6 +40,16 @@ use zeroize::Zeroizing;
 
 const SECRET_PREFIX: &str = "AGE-SECRET-KEY-1";
 
+/// The largest scrypt work factor (`2^N`) a key file to import may ask for:
+/// 2^21, 2 GiB of memory and a few seconds. An export asks for what takes
+/// about a second on the exporting device (age's default, 2^17 to 2^19 on
+/// today's machines). Not age's own bound, 16 times what a single timing of
+/// a tiny scrypt run says this device does in a second: that timing is
+/// taken as the import starts, and a busy machine that preempts it for a
+/// few milliseconds (a build running beside) measured itself slow enough to
+/// refuse the key it had exported a moment before.
+pub const MAX_IMPORT_WORK_FACTOR: u8 = 21;
+
 /// What can go wrong creating, loading, exporting or importing an identity.
 /// None of these is worth retrying unchanged.
 #[derive(Debug, thiserror::Error)]
@@ -264,7 +274,7 @@ impl Identity {
     }
 
     /// Opens a passphrase-protected age file (armored or binary) holding an
-    /// identity file.
+    /// identity file, of a work factor up to [`MAX_IMPORT_WORK_FACTOR`].
     pub fn import(bytes: &[u8], passphrase: &SecretString) -> Result<Self, IdentityError> {
         let dec = age::Decryptor::new_buffered(ArmoredReader::new(bytes)).map_err(|e| match e {
             age::DecryptError::Io(io) => IdentityError::NotAgeFile(io.to_string()),
@@ -273,8 +283,9 @@ impl Identity {
         if !dec.is_scrypt() {
             return Err(IdentityError::NotPassphraseProtected);
         }
-        let pass =
+        let mut pass =
             age::scrypt::Identity::new(SecretString::from(passphrase.expose_secret().to_owned()));
+        pass.set_max_work_factor(MAX_IMPORT_WORK_FACTOR);
         let mut reader = dec
             .decrypt(iter::once(&pass as &dyn age::Identity))
             .map_err(|e| match e {
@@ -426,6 +437,17 @@ mod tests {
         assert!(out.contains("AGE-SECRET-KEY-1"));
     }
 
+    /// Where the work factor `10` of a binary age file's scrypt stanza is.
+    fn scrypt_log_n_at(file: &[u8]) -> usize {
+        let line = file
+            .windows(9)
+            .position(|w| w == b"-> scrypt")
+            .expect("a scrypt stanza");
+        let end = line + file[line..].iter().position(|&b| b == b'\n').unwrap();
+        assert_eq!(&file[end - 3..end], b" 10", "the work factor exported with");
+        end - 2
+    }
+
     #[test]
     fn import_errors_are_typed() {
         let id = Identity::generate();
@@ -453,6 +475,23 @@ mod tests {
             Identity::import(&to_key, &pass("x")),
             Err(IdentityError::NotPassphraseProtected)
         ));
+
+        // A file asking for more scrypt work than any export does is
+        // refused before any of it is done, whatever the load (the work
+        // factor stands in the header, which the MAC is checked with).
+        let blob = id
+            .export_with_work_factor(&pass("right"), Some(10))
+            .unwrap();
+        let mut binary = Vec::new();
+        std::io::copy(&mut ArmoredReader::new(&blob[..]), &mut binary).unwrap();
+        let at = scrypt_log_n_at(&binary);
+        binary[at..at + 2].copy_from_slice(format!("{}", MAX_IMPORT_WORK_FACTOR + 1).as_bytes());
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            Identity::import(&binary, &pass("right")),
+            Err(IdentityError::ExcessiveWork { required }) if required == MAX_IMPORT_WORK_FACTOR + 1
+        ));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
 
         // A passphrase file that holds something else.
         let mut r = age::scrypt::Recipient::new(pass("p"));
