@@ -70,6 +70,7 @@ mod web_browser;
 const ON_POSTGRES: &[&str] = &[
     "agents",
     "agents_git",
+    "checkpoint_forget",
     "convergence",
     "device_names",
     "drift",
