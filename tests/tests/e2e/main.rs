@@ -15,6 +15,7 @@ mod first_hour_sessions;
 mod forget;
 mod handoff;
 mod handoff_git;
+mod key_rotation;
 mod link;
 mod metadata_audit;
 mod migrate;

@@ -40,6 +40,8 @@ mod forget;
 mod handoff;
 #[path = "../e2e/handoff_git.rs"]
 mod handoff_git;
+#[path = "../e2e/key_rotation.rs"]
+mod key_rotation;
 #[path = "../e2e/metadata_audit.rs"]
 mod metadata_audit;
 #[path = "../e2e/one_session.rs"]

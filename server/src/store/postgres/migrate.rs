@@ -32,6 +32,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "forgotten_streams",
         sql: include_str!("../../../migrations/postgres/0003_forgotten_streams.sql"),
     },
+    Migration {
+        version: 5,
+        name: "key_rotation",
+        sql: include_str!("../../../migrations/postgres/0005_key_rotation.sql"),
+    },
 ];
 
 /// The table of applied versions.
