@@ -42,6 +42,18 @@ pub fn retired_name(user: UserId) -> String {
 /// password verifies against it.
 pub const NO_PASSWORD: &str = "!staging";
 
+/// The tables holding an account's rows besides `users`, deleted (in one
+/// transaction, before the account's row) when a retired account goes.
+pub const ACCOUNT_TABLES: &[&str] = &[
+    "records",
+    "entries",
+    "blobs",
+    "damaged_records",
+    "forgotten_streams",
+    "forget_compactions",
+    "pair_slots",
+];
+
 /// When and from which device the account's key was rotated: told to a
 /// device whose key is older.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,9 @@
 use evi_shared::KeyedId;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::rotation::{CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name};
+use super::rotation::{
+    ACCOUNT_TABLES, CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name,
+};
 use super::sqlite::SqliteStore;
 use super::{NewDevice, StoreError, StoreResult, UserId};
 
@@ -175,15 +177,7 @@ pub(super) async fn drop_retired(s: &SqliteStore, user: UserId) -> StoreResult<(
         if !retired {
             return Ok(());
         }
-        for table in [
-            "records",
-            "entries",
-            "blobs",
-            "damaged_records",
-            "forgotten_streams",
-            "forget_compactions",
-            "pair_slots",
-        ] {
+        for table in ACCOUNT_TABLES {
             tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [user])?;
         }
         tx.execute("DELETE FROM users WHERE id = ?1", [user])?;

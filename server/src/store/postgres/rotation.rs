@@ -3,7 +3,9 @@
 //! between its check of `newest_seq` and the swap, on any replica.
 
 use super::*;
-use crate::store::rotation::{CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name};
+use crate::store::rotation::{
+    ACCOUNT_TABLES, CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name,
+};
 
 pub(super) async fn begin(s: &PgStore, user: UserId, d: NewDevice) -> StoreResult<i64> {
     let mut c = s.client().await?;
@@ -179,15 +181,7 @@ pub(super) async fn drop_retired(s: &PgStore, user: UserId) -> StoreResult<()> {
     if !retired {
         return Ok(());
     }
-    for table in [
-        "records",
-        "entries",
-        "blobs",
-        "damaged_records",
-        "forgotten_streams",
-        "forget_compactions",
-        "pair_slots",
-    ] {
+    for table in ACCOUNT_TABLES {
         tx.execute(
             format!("DELETE FROM {table} WHERE user_id = $1").as_str(),
             &[&user],
