@@ -70,6 +70,11 @@ impl FromRequestParts<AppState> for Authed {
         if !bool::from(owner.token_hash.ct_eq(&hash)) {
             return Err(ApiError::unauthorized());
         }
+        // A key older than the account's opens nothing it holds: the device
+        // is told so (when, from where) on every call until it pairs again.
+        if let Some(r) = &owner.rotated {
+            return Err(ApiError::key_rotated(r));
+        }
         // A known sender: its body may take as long as its link needs.
         if let Some(d) = parts.extensions.get::<crate::deadline::Deadline>() {
             d.lift();

@@ -56,6 +56,35 @@ impl ApiError {
             "missing, unknown or revoked token",
         )
     }
+    /// 409 `key_rotated`: the device's key is older than the account's.
+    pub fn key_rotated(r: &crate::store::rotation::Rotated) -> Self {
+        let at = chrono::DateTime::from_timestamp(r.at, 0)
+            .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+            .unwrap_or_default();
+        Self::new(
+            StatusCode::CONFLICT,
+            ErrorCode::KeyRotated,
+            format!(
+                "the account's key was rotated on {at} from device {}: this device's key \
+                 opens nothing the account holds now",
+                r.by
+            ),
+        )
+    }
+    fn rotation_refused(r: &crate::store::rotation::CommitRefused) -> Self {
+        use crate::store::rotation::CommitRefused;
+        match r {
+            CommitRefused::Behind { .. } => Self::new(
+                StatusCode::CONFLICT,
+                ErrorCode::RotationBehind,
+                r.to_string(),
+            ),
+            CommitRefused::NotBegun => {
+                Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, r.to_string())
+            }
+            CommitRefused::NoKeyCheck => Self::bad_request(r.to_string()),
+        }
+    }
     pub fn invalid_credentials() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -261,6 +290,7 @@ impl From<StoreError> for ApiError {
                 )
             },
             StoreError::Unavailable(cause) => Self::storage_unavailable(cause),
+            StoreError::Rotation(r) => Self::rotation_refused(&r),
             StoreError::Backend(_) => Self::internal(e),
         }
     }

@@ -34,6 +34,7 @@ pub mod openapi;
 pub mod passwords;
 pub mod private;
 pub mod ratelimit;
+pub mod rotation;
 pub mod routes;
 pub mod storage;
 pub mod store;
@@ -137,6 +138,8 @@ impl AppState {
                 .share_failures(Arc::new(store::postgres::failures::PgFailures::new(pg)));
         }
         state.sweep_orphan_packs().await?;
+        // What a key rotation retired before a crash or a stop goes now.
+        rotation::purge(&state).await;
         // What a forget listed before a crash or a stop is rewritten now.
         state.compactor.wake();
         state.blob_collector.wake();
@@ -250,6 +253,8 @@ pub fn router(state: AppState) -> Router {
         .route("/pair/{slot}/wait", get(pairing::wait))
         .route("/pair/{slot}/device", post(pairing::device))
         .route("/pair/{slot}/reply", post(pairing::reply))
+        .route("/rotation", post(routes::rotation::begin))
+        .route("/rotation/commit", post(routes::rotation::commit))
         .route("/blobs/missing", post(blobs::missing))
         .route("/blobs/purge", post(blobs::purge))
         // Upload bodies are streamed with their own limit.

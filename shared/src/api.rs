@@ -151,6 +151,15 @@ pub enum ErrorCode {
     /// 409: the pairing slot is not at the step this call belongs to (a
     /// second device joined first, or it ended): start a new pairing.
     PairingState,
+    /// 409: the account's key was rotated on another device after this
+    /// device last synced: its key opens nothing the account holds now.
+    /// The message says when and from which device; the device must be
+    /// paired again (`evi sync join`) before it syncs.
+    KeyRotated,
+    /// 409: the account holds records newer than the `through_seq` a key
+    /// rotation's commit named: carry those into the staging account too,
+    /// then commit again (nothing was changed).
+    RotationBehind,
     /// A code this version does not know (sent by a newer server).
     #[serde(other)]
     Unknown,
@@ -314,6 +323,19 @@ pub struct Device {
     pub last_seen_at: DateTime<Utc>,
     /// Whether this is the device whose token made the call.
     pub current: bool,
+    /// The generation of the account's key this device was last given
+    /// (1 for the key `evi sync init` made, one more for each
+    /// `evi sync key rotate`); 0 from servers older than this field.
+    #[serde(default)]
+    pub key_generation: u64,
+    /// Whether that is the account's current key: a device that is not
+    /// must be paired again before it syncs. True from older servers.
+    #[serde(default = "yes")]
+    pub current_key: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `GET /api/v1/devices`: the account's devices that hold a valid token.
@@ -659,6 +681,55 @@ pub struct BlobStored {
 pub struct PurgeResponse {
     /// How many of the named blobs existed and were deleted.
     pub purged: u64,
+}
+
+/// `POST /api/v1/rotation` (a device holding the account's current key):
+/// opens the staging account a key rotation fills, or opens it again to
+/// resume (what was staged stays). The answer carries a fresh token of
+/// the staging account's one device (an earlier one stops working): it
+/// pushes records and uploads blobs like any device, and they stay out of
+/// sight of the account's devices until `POST /api/v1/rotation/commit`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RotationBeginResponse {
+    /// Bearer token of the staging account's device.
+    pub token: String,
+    /// The key generation the commit will make current.
+    pub generation: u64,
+}
+
+impl fmt::Debug for RotationBeginResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RotationBeginResponse")
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `POST /api/v1/rotation/commit` (the device that began the rotation):
+/// in one transaction the staged data becomes the account's, the old
+/// data goes, the calling device gets the new generation, the devices
+/// named in `revoke` are deleted, and every other device is told
+/// `key_rotated` until it is paired again. 409 `rotation_behind` when
+/// the account holds records after `through_seq` (nothing changes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RotationCommitRequest {
+    /// The newest seq of the old account the staged data holds.
+    pub through_seq: u64,
+    /// Ids of the devices to revoke in the same step.
+    #[serde(default)]
+    pub revoke: Vec<String>,
+}
+
+/// Answer to `POST /api/v1/rotation/commit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RotationCommitResponse {
+    /// The account's key generation from now on.
+    pub generation: u64,
+    /// The ids of the devices revoked.
+    pub revoked: Vec<String>,
 }
 
 /// `POST /api/v1/pair` (a device of the account, the *creator*): opens a

@@ -47,7 +47,8 @@ const TABLES: &[Table] = &[
     Table {
         name: "users",
         select: "SELECT id, name, password_hash, key_check, created_at, newest_seq,
-                        record_count, entry_count, blob_count, bytes_used
+                        record_count, entry_count, blob_count, bytes_used,
+                        key_generation, rotated_at, rotated_by, staging_of, retired_at
                  FROM users ORDER BY id",
         columns: &[
             ("id", Col::Int),
@@ -60,12 +61,19 @@ const TABLES: &[Table] = &[
             ("entry_count", Col::Int),
             ("blob_count", Col::Int),
             ("bytes_used", Col::Int),
+            // A rotated key's generation, so that devices left on the old
+            // key are told so on the new server too (store::rotation).
+            ("key_generation", Col::Int),
+            ("rotated_at", Col::Int),
+            ("rotated_by", Col::Text),
+            ("staging_of", Col::Int),
+            ("retired_at", Col::Int),
         ],
         overriding: true,
     },
     Table {
         name: "devices",
-        select: "SELECT id, user_id, name, token_hash, created_at, last_seen_at
+        select: "SELECT id, user_id, name, token_hash, created_at, last_seen_at, key_generation
                  FROM devices ORDER BY id",
         columns: &[
             ("id", Col::Text),
@@ -74,6 +82,7 @@ const TABLES: &[Table] = &[
             ("token_hash", Col::Bytes),
             ("created_at", Col::Int),
             ("last_seen_at", Col::Int),
+            ("key_generation", Col::Int),
         ],
         overriding: false,
     },

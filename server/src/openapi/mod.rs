@@ -6,7 +6,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{accounts, blobs, devices, meta, pairing, records, wait};
+use crate::routes::{accounts, blobs, devices, meta, pairing, records, rotation, wait};
 
 mod format_rules;
 use format_rules::FormatRules;
@@ -117,6 +117,7 @@ impl Modify for LayerAnswers {
         blobs::missing, blobs::put, blobs::get, blobs::purge,
         pairing::open, pairing::offer, pairing::join, pairing::wait, pairing::device,
         pairing::reply, pairing::close,
+        rotation::begin, rotation::commit,
     ),
     components(schemas(evi_shared::api::ErrorCode, evi_shared::api::PairState)),
     modifiers(&BearerAuth, &LayerAnswers, &FormatRules)

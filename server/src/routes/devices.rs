@@ -29,6 +29,8 @@ pub async fn list(State(state): State<AppState>, auth: Authed) -> ApiResult<Json
             name: d.name,
             created_at: time(d.created_at),
             last_seen_at: time(d.last_seen_at),
+            key_generation: d.key_generation.max(0) as u64,
+            current_key: d.current_key,
         })
         .collect();
     Ok(Json(DevicesResponse { devices }))

@@ -7,6 +7,7 @@ pub mod framed;
 pub mod meta;
 pub mod pairing;
 pub mod records;
+pub mod rotation;
 pub mod wait;
 
 use axum::body::Bytes;

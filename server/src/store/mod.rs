@@ -21,10 +21,12 @@ pub mod blob_refs;
 pub mod forget;
 pub mod pairing;
 pub mod postgres;
+pub mod rotation;
 pub mod sqlite;
 mod sqlite_blob_refs;
 mod sqlite_forget;
 mod sqlite_pairing;
+mod sqlite_rotation;
 
 pub use pairing::{NewPairSlot, PairSlot, PairStep};
 
@@ -72,6 +74,9 @@ pub enum StoreError {
     /// Every pairing slot number is in use (503: slots expire in minutes).
     #[error("no free pairing slot")]
     NoFreeSlot,
+    /// A key rotation's commit that changed nothing (see [`rotation`]).
+    #[error(transparent)]
+    Rotation(#[from] rotation::CommitRefused),
     #[error("storage backend: {0}")]
     Backend(String),
     /// The object store did not answer; nothing was kept (503, retried).
@@ -117,6 +122,9 @@ pub struct TokenOwner {
     pub device_id: String,
     pub token_hash: [u8; 32],
     pub last_seen_at: i64,
+    /// Set when the account's key was rotated after this device was last
+    /// given it: the device must be paired again (see [`rotation`]).
+    pub rotated: Option<rotation::Rotated>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +133,10 @@ pub struct DeviceRow {
     pub name: String,
     pub created_at: i64,
     pub last_seen_at: i64,
+    /// The key generation the device was last given.
+    pub key_generation: i64,
+    /// Whether that is the account's current one.
+    pub current_key: bool,
 }
 
 /// A segment to store, ids already validated, its body already durable.
@@ -394,6 +406,28 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// Takes `pack` off the packs to compact (it is gone).
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()>;
+    /// Opens the staging account of a key rotation of `user` (see
+    /// [`rotation`]), or finds the one opened before, and gives it
+    /// `device` as its only device (an earlier token stops working).
+    /// Returns the generation the commit will make current. `NotFound`
+    /// when `user` is itself a staging account.
+    async fn rotation_begin(&self, user: UserId, device: NewDevice) -> StoreResult<i64>;
+    /// Swaps the staging account in, in one transaction (see [`rotation`]).
+    async fn rotation_commit(
+        &self,
+        user: UserId,
+        device_id: &str,
+        through_seq: u64,
+        revoke: Vec<String>,
+        now: i64,
+    ) -> StoreResult<rotation::Committed>;
+    /// Accounts a rotation retired whose data is still to delete.
+    async fn retired_users(&self) -> StoreResult<Vec<UserId>>;
+    /// The blob names a retired account still holds (their files are the
+    /// caller's to delete before [`Self::drop_retired`]).
+    async fn retired_blobs(&self, user: UserId) -> StoreResult<Vec<KeyedId>>;
+    /// Deletes every row of the retired account `user`, the account last.
+    async fn drop_retired(&self, user: UserId) -> StoreResult<()>;
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use evi_shared::KeyedId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::rotation::{Committed, Rotated};
 use super::sqlite_forget;
 use super::*;
 use crate::bodies::{BodyRef, PackName};
@@ -52,6 +53,9 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0009_forgotten_streams.sql"
     )),
     Migration::Sql(include_str!("../../migrations/sqlite/0010_blob_refs.sql")),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0011_key_rotation.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -276,8 +280,8 @@ fn insert_unique_device(c: &Connection, user: UserId, mut d: NewDevice) -> Store
     };
     d.name = unique_device_name(&d.name, |n| names.contains(n));
     c.execute(
-        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at, key_generation)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, (SELECT key_generation FROM users WHERE id = ?2))",
         params![d.id, user, d.name, &d.token_hash[..], d.now],
     )?;
     Ok(d.name)
@@ -441,7 +445,8 @@ impl Store for SqliteStore {
     async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>> {
         self.read(move |c| {
             Ok(c.query_row(
-                "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at
+                "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
+                        d.key_generation < u.key_generation, u.rotated_at, u.rotated_by
                  FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = ?1",
                 [&token_hash[..]],
                 |r| {
@@ -456,6 +461,14 @@ impl Store for SqliteStore {
                         device_id: r.get(2)?,
                         token_hash,
                         last_seen_at: r.get(4)?,
+                        rotated: r.get::<_, bool>(5)?.then(|| Rotated {
+                            at: r.get::<_, Option<i64>>(6).ok().flatten().unwrap_or(0),
+                            by: r
+                                .get::<_, Option<String>>(7)
+                                .ok()
+                                .flatten()
+                                .unwrap_or_default(),
+                        }),
                     })
                 },
             )
@@ -479,8 +492,10 @@ impl Store for SqliteStore {
     async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>> {
         self.read(move |c| {
             let mut st = c.prepare_cached(
-                "SELECT id, name, created_at, last_seen_at FROM devices
-                 WHERE user_id = ?1 ORDER BY created_at, id",
+                "SELECT d.id, d.name, d.created_at, d.last_seen_at, d.key_generation,
+                        d.key_generation >= u.key_generation
+                 FROM devices d JOIN users u ON u.id = d.user_id
+                 WHERE d.user_id = ?1 ORDER BY d.created_at, d.id",
             )?;
             let rows = st.query_map([user], |r| {
                 Ok(DeviceRow {
@@ -488,6 +503,8 @@ impl Store for SqliteStore {
                     name: r.get(1)?,
                     created_at: r.get(2)?,
                     last_seen_at: r.get(3)?,
+                    key_generation: r.get(4)?,
+                    current_key: r.get(5)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -1053,6 +1070,29 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn rotation_begin(&self, user: UserId, device: NewDevice) -> StoreResult<i64> {
+        super::sqlite_rotation::begin(self, user, device).await
+    }
+    async fn rotation_commit(
+        &self,
+        user: UserId,
+        device_id: &str,
+        through_seq: u64,
+        revoke: Vec<String>,
+        now: i64,
+    ) -> StoreResult<Committed> {
+        super::sqlite_rotation::commit(self, user, device_id.to_owned(), through_seq, revoke, now)
+            .await
+    }
+    async fn retired_users(&self) -> StoreResult<Vec<UserId>> {
+        super::sqlite_rotation::retired_users(self).await
+    }
+    async fn retired_blobs(&self, user: UserId) -> StoreResult<Vec<KeyedId>> {
+        super::sqlite_rotation::retired_blobs(self, user).await
+    }
+    async fn drop_retired(&self, user: UserId) -> StoreResult<()> {
+        super::sqlite_rotation::drop_retired(self, user).await
+    }
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()> {
         let pack = pack.clone();
         self.write(move |c| sqlite_forget::done(c, user, &pack))

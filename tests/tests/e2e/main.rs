@@ -21,6 +21,7 @@ mod first_hour_sessions;
 mod forget;
 mod handoff;
 mod handoff_git;
+mod key_rotation;
 mod link;
 mod metadata_audit;
 mod migrate;
@@ -81,6 +82,7 @@ const ON_POSTGRES: &[&str] = &[
     "forget",
     "handoff",
     "handoff_git",
+    "key_rotation",
     "metadata_audit",
     "one_session",
     "pairing",

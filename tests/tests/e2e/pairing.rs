@@ -14,14 +14,14 @@ use crate::common::{Device, Run, TestServer, today, tree};
 
 /// `evi sync pair --yes --json` running on a device, its code read from
 /// the first line it printed.
-struct Pairing {
+pub(crate) struct Pairing {
     child: Child,
     stdout: BufReader<ChildStdout>,
-    code: String,
+    pub(crate) code: String,
 }
 
 impl Pairing {
-    fn start(dev: &Device, extra: &[&str]) -> Self {
+    pub(crate) fn start(dev: &Device, extra: &[&str]) -> Self {
         let mut child = dev
             .sync_cmd()
             .args(["sync", "pair", "--yes", "--json"])
@@ -46,7 +46,7 @@ impl Pairing {
     }
 
     /// Waits for it to end: its exit code, its outcome line, its stderr.
-    fn end(mut self) -> (i32, Value, String) {
+    pub(crate) fn end(mut self) -> (i32, Value, String) {
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut self.stdout, &mut rest).unwrap();
         let out = self.child.wait_with_output().unwrap();
@@ -59,7 +59,7 @@ impl Pairing {
     }
 }
 
-fn join(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Run {
+pub(crate) fn join(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Run {
     dev.sync(&[
         "sync", "join", code, "--server", &srv.url, "--name", name, "--json",
     ])

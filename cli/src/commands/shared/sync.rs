@@ -113,6 +113,15 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
                  then run the command again: it sends only what the server does not have",
             ),
         ClientError::Api {
+            code: ErrorCode::KeyRotated,
+            message,
+            ..
+        } => user_error(message).hinted(
+            "this device must be paired again: run `evi sync pair` on a device that has the \
+             new key, then `evi sync join CODE --server URL` here (nothing local is lost: \
+             what this device has not pushed goes up after it joins)",
+        ),
+        ClientError::Api {
             code: ErrorCode::MisdirectedRequest,
             ..
         } => user_error(c).hinted(

@@ -38,21 +38,32 @@ pub fn cmd_sync_devices(ctx: &Ctx, args: JsonArgs) -> CommandResult {
         .max(4);
     writeln!(
         out,
-        "  {:w$}  {:26}  {:16}  LAST SEEN",
-        "NAME", "ID", "ADDED"
+        "  {:w$}  {:26}  {:16}  {:16}  KEY",
+        "NAME", "ID", "ADDED", "LAST SEEN"
     )?;
     for d in &list.devices {
         writeln!(
             out,
-            "{} {:w$}  {:26}  {:16}  {}",
+            "{} {:w$}  {:26}  {:16}  {:16}  {}",
             if d.current { "*" } else { " " },
             d.name,
             d.id,
             d.created_at.format("%Y-%m-%d %H:%M"),
-            d.last_seen_at.format("%Y-%m-%d %H:%M")
+            d.last_seen_at.format("%Y-%m-%d %H:%M"),
+            key_column(d)
         )?;
     }
     finish(out)
+}
+
+/// Whether the device holds the account's current key, and which
+/// generation it was last given (0: a server older than generations).
+fn key_column(d: &Device) -> String {
+    match (d.current_key, d.key_generation) {
+        (true, 0) => "current".to_owned(),
+        (true, g) => format!("current (generation {g})"),
+        (false, g) => format!("old (generation {g}): must pair again"),
+    }
 }
 
 pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
@@ -99,7 +110,10 @@ fn confirm_self(d: &Device) -> Result<bool, CommandError> {
 
 /// The device `wanted` names: its exact id, its name, or an unambiguous
 /// prefix of its id (ASCII case ignored, as for session ids).
-fn find_device<'a>(devices: &'a [Device], wanted: &str) -> Result<&'a Device, CommandError> {
+pub(super) fn find_device<'a>(
+    devices: &'a [Device],
+    wanted: &str,
+) -> Result<&'a Device, CommandError> {
     if let Some(d) = devices.iter().find(|d| d.id == wanted) {
         return Ok(d);
     }

@@ -16,9 +16,10 @@ use super::account::{begin, device_name, finish, load_identity};
 use super::pair::{Waited, slot_error, wait_past};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
 use crate::commands::shared::{client_error, sync_error, warn};
+use crate::sync::engine::rotate::{self, local};
 use crate::sync::remote::client::{Client, ClientError, check_server_url};
 use crate::sync::seal::pairing::{Code, Grant, Hello, answer};
-use crate::sync::state::SyncState;
+use crate::sync::state::{Account, SyncPaths};
 use crate::sync::{Identity, SyncKeys};
 
 #[derive(Debug, Args)]
@@ -73,14 +74,21 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
     let code = Code::parse(&args.code).map_err(|e| {
         usage_error(e).hinted("type the code exactly as `evi sync pair` printed it")
     })?;
-    let (paths, _lock, state) = begin(ctx)?;
-    if let Some(a) = &state.account {
-        return Err(user_error(format!(
-            "this eVi home already syncs as {} on {} (device {})",
-            a.user, a.server, a.device
-        ))
-        .hinted("to set up another account, use another EVI_HOME"));
-    }
+    let (paths, _lock, mut state) = begin(ctx)?;
+    // A home whose account's key was rotated elsewhere (or whose device was
+    // revoked) joins again: its key and the state that named old keyed ids
+    // are replaced once the new key checks out.
+    let rejoin = match &state.account {
+        Some(a) if key_was_rotated(&paths, a) => true,
+        Some(a) => {
+            return Err(user_error(format!(
+                "this eVi home already syncs as {} on {} (device {})",
+                a.user, a.server, a.device
+            ))
+            .hinted("to set up another account, use another EVI_HOME"));
+        }
+        None => false,
+    };
     let device = device_name(args.name.as_deref())?;
     let have = if paths.identity().exists() {
         Some(load_identity(&paths)?)
@@ -143,8 +151,21 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
     };
     let identity = Identity::from_secret_str(&grant.identity).map_err(|e| sync_error(e.into()))?;
     let authed = Client::new(&server, Some(grant.token.clone())).map_err(client_error)?;
+    if let Some(old) = state.account.as_ref().filter(|_| rejoin)
+        && old.user != grant.user
+    {
+        give_back(&authed, &grant);
+        let _ = mine.pair_close(code.slot);
+        return Err(user_error(format!(
+            "this eVi home synced as {} and the other device pairs it into {}: nothing was \
+             changed",
+            old.user, grant.user
+        ))
+        .hinted("to set up another account, use another EVI_HOME"));
+    }
     if let Some(have) = &have
         && have.fingerprint() != identity.fingerprint()
+        && !rejoin
     {
         give_back(&authed, &grant);
         let _ = mine.pair_close(code.slot);
@@ -177,7 +198,14 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
             .map_err(client_error)?,
         Err(e) => return Err(client_error(e)),
     }
-    if have.is_none() {
+    if rejoin {
+        if have.as_ref().map(Identity::fingerprint) != Some(identity.fingerprint()) {
+            replace_key(&paths, &identity)?;
+        }
+        rotate::reset_for_rejoin(&mut state);
+        crate::sync::engine::unfinished::mark_unfinished(&paths).map_err(sync_error)?;
+        rotate::rekey_ledger(&paths.dir, &sync_keys).map_err(sync_error)?;
+    } else if have.is_none() {
         identity
             .save_new(&paths.identity())
             .map_err(|e| sync_error(e.into()))?;
@@ -188,7 +216,24 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
         user: grant.user.clone(),
         device_name: grant.device_name.clone(),
     };
-    let name = finish(&paths, SyncState::default(), &server, &device, auth)?;
+    // The device this home was before the rotation is of no use any more:
+    // it goes, so the account lists this home once.
+    let stale = state
+        .account
+        .as_ref()
+        .filter(|a| rejoin && a.device_id != grant.device_id)
+        .map(|a| a.device_id.clone());
+    let state = if rejoin { state } else { Default::default() };
+    let name = finish(&paths, state, &server, &device, auth)?;
+    if let Some(id) = stale
+        && let Err(e) = authed.revoke(&id)
+        && !matches!(e.code(), Some(ErrorCode::NotFound))
+    {
+        warn(&format!(
+            "could not revoke this home's device from before the key rotation ({e}); \
+             `evi sync revoke {id}` does it"
+        ));
+    }
     // Done: the other device reports the pairing; the slot keeps nothing.
     if let Err(e) = mine.pair_close(code.slot) {
         warn(&format!(
@@ -211,4 +256,37 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
         );
     }
     Ok(())
+}
+
+/// Whether the server tells this home's token that the account's key was
+/// rotated, or no longer takes it (revoked): then the home may join again.
+fn key_was_rotated(paths: &SyncPaths, a: &Account) -> bool {
+    let Ok(token) = std::fs::read_to_string(paths.token()) else {
+        return false;
+    };
+    let Ok(client) = Client::new(&a.server, Some(token.trim().to_owned())) else {
+        return false;
+    };
+    match client.key_check() {
+        Err(e) => rotate::is_key_rotated(&e) || crate::sync::remote::client::is_unauthorized(&e),
+        Ok(_) => false,
+    }
+}
+
+/// Puts the account's new key in place of the rotated one: the old aside
+/// as `sync/identity.old.txt` (0600, deleted after the next successful
+/// sync), the new one over `identity.txt` in one rename.
+fn replace_key(paths: &SyncPaths, identity: &Identity) -> Result<(), CommandError> {
+    let io = |e: std::io::Error| {
+        sync_error(crate::sync::error::SyncError::Io {
+            context: "cannot put the new key in place".into(),
+            source: e,
+        })
+    };
+    if let Ok(old) = std::fs::read(paths.identity()) {
+        crate::fsutil::replace_file(&local::old_identity(paths), &old).map_err(io)?;
+    }
+    let created = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    crate::fsutil::replace_file(&paths.identity(), identity.file_text(&created).as_bytes())
+        .map_err(io)
 }

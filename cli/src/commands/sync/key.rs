@@ -38,6 +38,13 @@ pub enum KeyCommand {
     /// already here is never overwritten (a damaged one is moved aside to
     /// sync/identity.damaged.txt).
     Import(ImportArgs),
+    /// Make a new key for the account and seal everything on the server again under it.
+    ///
+    /// For a lost or stolen device: `--revoke NAME` revokes it in the same
+    /// step. Every other device is told to pair again (`evi sync pair` on
+    /// this one, `evi sync join CODE` there). Resumable: after a kill, run
+    /// it again.
+    Rotate(super::rotate::RotateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -57,6 +64,7 @@ pub fn run(ctx: &Ctx, cmd: KeyCommand) -> CommandResult {
     match cmd {
         KeyCommand::Export(a) => cmd_key_export(ctx, a),
         KeyCommand::Import(a) => cmd_key_import(ctx, a),
+        KeyCommand::Rotate(a) => super::rotate::cmd_key_rotate(ctx, a),
     }
 }
 

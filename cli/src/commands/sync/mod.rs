@@ -5,6 +5,7 @@ mod devices;
 mod join;
 mod key;
 mod pair;
+mod rotate;
 mod service;
 mod transfer;
 mod verify;

@@ -144,6 +144,7 @@ fn pull_with(
     }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
+    crate::sync::engine::rotate::local::drop_old_identity(&ctx.paths);
     report.retries = ctx.client.retries();
     Ok(report)
 }

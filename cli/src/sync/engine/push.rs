@@ -219,6 +219,7 @@ fn push_into(
     up.flush(ctx, report)?;
     ctx.state.last_push = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
+    crate::sync::engine::rotate::local::drop_old_identity(&ctx.paths);
     unfinished.finish()?;
     report.retries = ctx.client.retries();
     Ok(())

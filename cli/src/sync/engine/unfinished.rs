@@ -33,10 +33,23 @@ pub(crate) struct Unfinished {
     pub careful: bool,
 }
 
+/// Leaves the marker as a push that stopped would, so the next push asks
+/// the server which entries it holds before sending: for a device whose
+/// push state starts over while the server holds its entries (it joined
+/// again after a key rotation).
+pub fn mark_unfinished(paths: &SyncPaths) -> Result<(), SyncError> {
+    let path = marker(paths);
+    std::fs::write(&path, b"").ctx(|| format!("cannot write the push marker {}", path.display()))
+}
+
+fn marker(paths: &SyncPaths) -> PathBuf {
+    paths.dir.join("push-unfinished")
+}
+
 impl Unfinished {
     /// Leaves the marker; `careful` if an earlier push left it already.
     pub fn begin(paths: &SyncPaths, server_answers: bool) -> Result<Self, SyncError> {
-        let path = paths.dir.join("push-unfinished");
+        let path = marker(paths);
         let left = path.exists();
         if !left {
             std::fs::write(&path, b"")

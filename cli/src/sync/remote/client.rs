@@ -23,6 +23,7 @@
 //! gets one short retry (it may be starting), not seconds of backoff.
 
 mod pairing;
+mod rotation;
 
 use std::collections::HashSet;
 use std::io::Read;

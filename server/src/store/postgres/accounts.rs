@@ -19,8 +19,8 @@ async fn insert_unique_device(
         .collect();
     d.name = unique_device_name(&d.name, |n| names.contains(n));
     tx.execute(
-        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at)
-         VALUES ($1, $2, $3, $4, $5, $5)",
+        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at, key_generation)
+         VALUES ($1, $2, $3, $4, $5, $5, (SELECT key_generation FROM users WHERE id = $2))",
         &[&d.id, &user, &d.name, &&d.token_hash[..], &d.now],
     )
     .await?;
@@ -130,7 +130,8 @@ pub(super) async fn token_owner(
     let c = s.client().await?;
     let row = c
         .query_opt(
-            "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at
+            "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
+                    d.key_generation < u.key_generation, u.rotated_at, u.rotated_by
              FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = $1",
             &[&&token_hash[..]],
         )
@@ -147,6 +148,12 @@ pub(super) async fn token_owner(
             device_id: r.get(2),
             token_hash,
             last_seen_at: r.get(4),
+            rotated: r
+                .get::<_, bool>(5)
+                .then(|| crate::store::rotation::Rotated {
+                    at: r.get::<_, Option<i64>>(6).unwrap_or(0),
+                    by: r.get::<_, Option<String>>(7).unwrap_or_default(),
+                }),
         }
     }))
 }
@@ -164,8 +171,10 @@ pub(super) async fn touch_device(s: &PgStore, device_id: &str, now: i64) -> Stor
 pub(super) async fn devices(s: &PgStore, user: UserId) -> StoreResult<Vec<DeviceRow>> {
     let c = s.client().await?;
     Ok(c.query(
-        "SELECT id, name, created_at, last_seen_at FROM devices
-         WHERE user_id = $1 ORDER BY created_at, id",
+        "SELECT d.id, d.name, d.created_at, d.last_seen_at, d.key_generation,
+                d.key_generation >= u.key_generation
+         FROM devices d JOIN users u ON u.id = d.user_id
+         WHERE d.user_id = $1 ORDER BY d.created_at, d.id",
         &[&user],
     )
     .await?
@@ -175,6 +184,8 @@ pub(super) async fn devices(s: &PgStore, user: UserId) -> StoreResult<Vec<Device
         name: r.get(1),
         created_at: r.get(2),
         last_seen_at: r.get(3),
+        key_generation: r.get(4),
+        current_key: r.get(5),
     })
     .collect())
 }

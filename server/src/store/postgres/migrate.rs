@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "blob_refs",
         sql: include_str!("../../../migrations/postgres/0004_blob_refs.sql"),
     },
+    Migration {
+        version: 5,
+        name: "key_rotation",
+        sql: include_str!("../../../migrations/postgres/0005_key_rotation.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -32,6 +32,7 @@ pub mod listen;
 pub mod migrate;
 mod pairing;
 mod records;
+mod rotation;
 mod store_impl;
 mod tls;
 

@@ -151,4 +151,26 @@ impl Store for PgStore {
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()> {
         forget::done(self, user, pack).await
     }
+    async fn rotation_begin(&self, user: UserId, device: NewDevice) -> StoreResult<i64> {
+        rotation::begin(self, user, device).await
+    }
+    async fn rotation_commit(
+        &self,
+        user: UserId,
+        device_id: &str,
+        through_seq: u64,
+        revoke: Vec<String>,
+        now: i64,
+    ) -> StoreResult<crate::store::rotation::Committed> {
+        rotation::commit(self, user, device_id, through_seq, revoke, now).await
+    }
+    async fn retired_users(&self) -> StoreResult<Vec<UserId>> {
+        rotation::retired_users(self).await
+    }
+    async fn retired_blobs(&self, user: UserId) -> StoreResult<Vec<KeyedId>> {
+        rotation::retired_blobs(self, user).await
+    }
+    async fn drop_retired(&self, user: UserId) -> StoreResult<()> {
+        rotation::drop_retired(self, user).await
+    }
 }

@@ -1,0 +1,117 @@
+//! `evi sync key rotate [--revoke NAME…] [--yes] [--json]`: a new key for
+//! the account, everything on the server sealed again under it, and the
+//! devices named revoked in the same step (see
+//! [`crate::sync::engine::rotate`] for what it promises after a kill).
+
+use std::io::{IsTerminal, Write};
+
+use clap::Args;
+use serde_json::json;
+
+use super::Ctx;
+use super::devices::find_device;
+use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
+use crate::commands::shared::{client_error, open_sync, sync_error};
+use crate::sync::engine::rotate::{self, RotateError};
+
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// Devices to revoke in the same step (name, id, or id prefix): a lost
+    /// or stolen one. Every other device must pair again too.
+    #[arg(long, num_args = 1..)]
+    pub revoke: Vec<String>,
+    /// Do not ask for confirmation (scripts).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn rotate_error(e: RotateError) -> CommandError {
+    let again = "run `evi sync key rotate` again: it goes on from where it stopped, and \
+                 until it finishes the account stays as it was";
+    match e {
+        RotateError::Sync(s) => sync_error(s),
+        RotateError::Foreign => user_error(RotateError::Foreign).hinted(
+            "pair this device again from the device that rotated (`evi sync pair` there, \
+             `evi sync join CODE --server URL` here)",
+        ),
+        e => user_error(e).hinted(again),
+    }
+}
+
+fn confirm(user: &str, revoke: &[String]) -> Result<bool, CommandError> {
+    let what = format!(
+        "this makes a new key for {user}, seals everything the server holds again under it, \
+         {}and every other device must then pair again (`evi sync pair` here, `evi sync join` \
+         there)",
+        if revoke.is_empty() {
+            String::new()
+        } else {
+            format!("revokes {}, ", revoke.join(", "))
+        }
+    );
+    if !std::io::stdin().is_terminal() {
+        return Err(usage_error(what).hinted("run it on a terminal to be asked, or pass --yes"));
+    }
+    eprint!("{what}. Rotate? [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES"))
+}
+
+pub fn cmd_key_rotate(ctx: &Ctx, args: RotateArgs) -> CommandResult {
+    let mut sync = open_sync(ctx)?;
+    let list = sync.client.devices().map_err(client_error)?;
+    let mut ids = Vec::new();
+    let mut names = Vec::new();
+    for wanted in &args.revoke {
+        let d = find_device(&list.devices, wanted)?;
+        if d.current {
+            return Err(usage_error(format!(
+                "{} ({}) is this device: the rotating device keeps the new key",
+                d.name, d.id
+            )));
+        }
+        ids.push(d.id.clone());
+        names.push(d.name.clone());
+    }
+    if !args.yes && !confirm(&sync.account.user, &names)? {
+        eprintln!("nothing changed");
+        return Ok(());
+    }
+    if !args.json {
+        eprintln!("sealing everything the server holds under a new key…");
+    }
+    let done = rotate::rotate(&mut sync, ids).map_err(rotate_error)?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"outcome": "rotated", "generation": done.generation, "records": done.records,
+                   "blobs": done.blobs, "blobs_missing": done.blobs_missing,
+                   "revoked": done.revoked, "key_fingerprint": done.fingerprint,
+                   "resumed": done.resumed})
+        );
+    } else {
+        println!(
+            "rotated: key generation {} (key {}); {} records and {} blobs sealed again{}",
+            done.generation,
+            done.fingerprint,
+            done.records,
+            done.blobs,
+            if done.revoked.is_empty() {
+                String::new()
+            } else {
+                format!("; revoked {}", names.join(", "))
+            }
+        );
+        println!(
+            "every other device must pair again: run `evi sync pair` here and `evi sync join \
+             CODE --server {}` there",
+            sync.account.server
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Deleting what a key rotation retired: the old account's blobs and body
+//! packs (files, or objects), then its rows. Run right after a commit and
+//! at every start, so a crash in between only delays it; every step may
+//! run again (a file already gone is not an error).
+
+use crate::AppState;
+
+/// Purges every retired account; logs, never fails (the next start tries
+/// again).
+pub async fn purge(state: &AppState) {
+    let users = match state.store.retired_users().await {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list the accounts a key rotation retired");
+            return;
+        }
+    };
+    if users.is_empty() {
+        return;
+    }
+    let packs = match state.bodies.list_packs().await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list body packs to purge a retired account");
+            return;
+        }
+    };
+    for user in users {
+        if let Err(e) = purge_one(state, user, &packs).await {
+            tracing::warn!(user, error = %e, "could not purge an account a key rotation retired");
+        }
+    }
+}
+
+async fn purge_one(
+    state: &AppState,
+    user: crate::store::UserId,
+    packs: &[(crate::store::UserId, crate::bodies::PackName)],
+) -> anyhow::Result<()> {
+    for name in state.store.retired_blobs(user).await? {
+        state.blobs.remove(user, &name).await?;
+    }
+    for (_, pack) in packs.iter().filter(|(u, _)| *u == user) {
+        state.bodies.remove_pack(user, pack).await?;
+    }
+    state.store.drop_retired(user).await?;
+    tracing::info!(user, "purged the data of an account a key rotation retired");
+    Ok(())
+}

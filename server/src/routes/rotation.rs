@@ -1,0 +1,81 @@
+//! `POST /rotation` and `POST /rotation/commit`: a key rotation's staging
+//! account and the step that swaps it in (see [`crate::store::rotation`]).
+
+use axum::Json;
+use axum::extract::State;
+use evi_shared::api::{
+    ErrorBody, RotationBeginResponse, RotationCommitRequest, RotationCommitResponse,
+};
+
+use super::ApiJson;
+use crate::AppState;
+use crate::auth::Authed;
+use crate::error::{ApiError, ApiResult};
+use crate::store::StoreError;
+
+/// Opens (or opens again, to resume) the staging account of a rotation of
+/// the caller's account, with a fresh token of its one device.
+#[utoipa::path(post, path = "/api/v1/rotation", tag = "rotation", security(("bearer" = [])),
+    responses((status = 200, body = RotationBeginResponse), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "the caller is a staging account's device"),
+        (status = 409, body = ErrorBody, description = "`key_rotated`: the caller's key is not the account's")))]
+pub async fn begin(
+    State(state): State<AppState>,
+    auth: Authed,
+) -> ApiResult<Json<RotationBeginResponse>> {
+    let (device, token) = super::accounts::new_device("rotation".to_owned())?;
+    let generation = state
+        .store
+        .rotation_begin(auth.user_id, device)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("account to rotate"),
+            e => e.into(),
+        })?;
+    tracing::info!(user = %auth.user_name, device = %auth.device_id, generation, "key rotation staged");
+    Ok(Json(RotationBeginResponse {
+        token,
+        generation: generation as u64,
+    }))
+}
+
+/// Swaps the staging account in, revokes the devices named, and leaves
+/// every other device to learn `key_rotated`; the old data is purged.
+#[utoipa::path(post, path = "/api/v1/rotation/commit", tag = "rotation", security(("bearer" = [])),
+    request_body = RotationCommitRequest,
+    responses((status = 200, body = RotationCommitResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no rotation was begun"),
+        (status = 409, body = ErrorBody, description = "`rotation_behind`: records after `through_seq`; nothing changed")))]
+pub async fn commit(
+    State(state): State<AppState>,
+    auth: Authed,
+    ApiJson(req): ApiJson<RotationCommitRequest>,
+) -> ApiResult<Json<RotationCommitResponse>> {
+    super::check_cursor(req.through_seq)?;
+    if req.revoke.contains(&auth.device_id) {
+        return Err(ApiError::bad_request(
+            "the rotating device cannot revoke itself",
+        ));
+    }
+    let done = state
+        .store
+        .rotation_commit(
+            auth.user_id,
+            &auth.device_id,
+            req.through_seq,
+            req.revoke,
+            chrono::Utc::now().timestamp(),
+        )
+        .await?;
+    // Parked waits of the old account end now and ask again.
+    state.waiters.devices_changed(done.old_user);
+    tracing::info!(user = %auth.user_name, device = %auth.device_id,
+        generation = done.generation, revoked = done.revoked.len(), "key rotation committed");
+    let purging = state.clone();
+    tokio::spawn(async move { crate::rotation::purge(&purging).await });
+    Ok(Json(RotationCommitResponse {
+        generation: done.generation as u64,
+        revoked: done.revoked,
+    }))
+}

@@ -1,0 +1,195 @@
+//! Key rotation (see [`crate::store::rotation`]). The commit holds the
+//! account's row lock, the one every push takes, so no record commits
+//! between its check of `newest_seq` and the swap, on any replica.
+
+use super::*;
+use crate::store::rotation::{
+    ACCOUNT_TABLES, CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name,
+};
+
+pub(super) async fn begin(s: &PgStore, user: UserId, d: NewDevice) -> StoreResult<i64> {
+    let mut c = s.client().await?;
+    let tx = c.transaction().await?;
+    let row = tx
+        .query_opt(
+            "SELECT key_generation, staging_of FROM users
+             WHERE id = $1 AND retired_at IS NULL FOR UPDATE",
+            &[&user],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    if row.get::<_, Option<i64>>(1).is_some() {
+        return Err(StoreError::NotFound);
+    }
+    let next = row.get::<_, i64>(0) + 1;
+    let staging: i64 = match tx
+        .query_opt("SELECT id FROM users WHERE staging_of = $1", &[&user])
+        .await?
+    {
+        Some(r) => r.get(0),
+        None => tx
+            .query_one(
+                "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                &[&staging_name(user), &NO_PASSWORD, &d.now, &next, &user],
+            )
+            .await?
+            .get(0),
+    };
+    tx.execute("DELETE FROM devices WHERE user_id = $1", &[&staging])
+        .await?;
+    tx.execute(
+        "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at, key_generation)
+         VALUES ($1, $2, $3, $4, $5, $5, $6)",
+        &[&d.id, &staging, &d.name, &&d.token_hash[..], &d.now, &next],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(next)
+}
+
+pub(super) async fn commit(
+    s: &PgStore,
+    user: UserId,
+    device_id: &str,
+    through: u64,
+    revoke: Vec<String>,
+    now: i64,
+) -> StoreResult<Committed> {
+    let mut c = s.client().await?;
+    let tx = c.transaction().await?;
+    let old = tx
+        .query_one(
+            "SELECT name, password_hash, created_at, newest_seq, key_generation
+             FROM users WHERE id = $1 FOR UPDATE",
+            &[&user],
+        )
+        .await?;
+    let staging = tx
+        .query_opt(
+            "SELECT id, key_check FROM users WHERE staging_of = $1 FOR UPDATE",
+            &[&user],
+        )
+        .await?
+        .ok_or(CommitRefused::NotBegun)?;
+    let staging_id: i64 = staging.get(0);
+    if staging.get::<_, Option<Vec<u8>>>(1).is_none() {
+        return Err(CommitRefused::NoKeyCheck.into());
+    }
+    let name: String = old.get(0);
+    let password: String = old.get(1);
+    let created: i64 = old.get(2);
+    let newest = old.get::<_, i64>(3) as u64;
+    let next = old.get::<_, i64>(4) + 1;
+    if newest != through {
+        return Err(CommitRefused::Behind { newest, through }.into());
+    }
+    let by: String = tx
+        .query_one(
+            "SELECT name FROM devices WHERE id = $1 AND user_id = $2",
+            &[&device_id, &user],
+        )
+        .await?
+        .get(0);
+    let mut revoked = Vec::new();
+    for id in revoke.iter().filter(|id| id.as_str() != device_id) {
+        if tx
+            .execute(
+                "DELETE FROM devices WHERE id = $1 AND user_id = $2",
+                &[id, &user],
+            )
+            .await?
+            == 1
+        {
+            revoked.push(id.clone());
+        }
+    }
+    tx.execute("DELETE FROM devices WHERE user_id = $1", &[&staging_id])
+        .await?;
+    tx.execute(
+        "UPDATE devices SET user_id = $1 WHERE user_id = $2",
+        &[&staging_id, &user],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE devices SET key_generation = $1 WHERE id = $2",
+        &[&next, &device_id],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE users SET name = $1, retired_at = $2 WHERE id = $3",
+        &[&retired_name(user), &now, &user],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE users SET name = $1, password_hash = $2, created_at = $3, staging_of = NULL,
+                key_generation = $4, rotated_at = $5, rotated_by = $6
+         WHERE id = $7",
+        &[&name, &password, &created, &next, &now, &by, &staging_id],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE invites SET used_by = $1 WHERE used_by = $2",
+        &[&staging_id, &user],
+    )
+    .await?;
+    tx.execute("DELETE FROM pair_slots WHERE user_id = $1", &[&user])
+        .await?;
+    tx.commit().await?;
+    Ok(Committed {
+        old_user: user,
+        new_user: staging_id,
+        generation: next,
+        revoked,
+    })
+}
+
+pub(super) async fn retired_users(s: &PgStore) -> StoreResult<Vec<UserId>> {
+    let c = s.client().await?;
+    Ok(
+        c.query("SELECT id FROM users WHERE retired_at IS NOT NULL", &[])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect(),
+    )
+}
+
+pub(super) async fn retired_blobs(s: &PgStore, user: UserId) -> StoreResult<Vec<KeyedId>> {
+    let c = s.client().await?;
+    c.query("SELECT name FROM blobs WHERE user_id = $1", &[&user])
+        .await?
+        .iter()
+        .map(|r| {
+            r.get::<_, String>(0)
+                .parse()
+                .map_err(|e| StoreError::Backend(format!("corrupt blob name: {e}")))
+        })
+        .collect()
+}
+
+pub(super) async fn drop_retired(s: &PgStore, user: UserId) -> StoreResult<()> {
+    let mut c = s.client().await?;
+    let tx = c.transaction().await?;
+    let retired = tx
+        .query_opt(
+            "SELECT 1 FROM users WHERE id = $1 AND retired_at IS NOT NULL FOR UPDATE",
+            &[&user],
+        )
+        .await?
+        .is_some();
+    if !retired {
+        return Ok(());
+    }
+    for table in ACCOUNT_TABLES {
+        tx.execute(
+            format!("DELETE FROM {table} WHERE user_id = $1").as_str(),
+            &[&user],
+        )
+        .await?;
+    }
+    tx.execute("DELETE FROM users WHERE id = $1", &[&user])
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}

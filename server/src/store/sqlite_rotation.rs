@@ -1,0 +1,188 @@
+//! Key rotation in the SQLite store (see [`super::rotation`]). The single
+//! writer's immediate transaction makes the commit one step: no push,
+//! login or pairing of the account runs between its check and its swap.
+
+use evi_shared::KeyedId;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use super::rotation::{
+    ACCOUNT_TABLES, CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name,
+};
+use super::sqlite::SqliteStore;
+use super::{NewDevice, StoreError, StoreResult, UserId};
+
+pub(super) async fn begin(s: &SqliteStore, user: UserId, d: NewDevice) -> StoreResult<i64> {
+    s.write(move |c| {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (generation, staging_of): (i64, Option<i64>) = tx
+            .query_row(
+                "SELECT key_generation, staging_of FROM users
+                 WHERE id = ?1 AND retired_at IS NULL",
+                [user],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .ok_or(StoreError::NotFound)?;
+        if staging_of.is_some() {
+            return Err(StoreError::NotFound);
+        }
+        let next = generation + 1;
+        let staging: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM users WHERE staging_of = ?1",
+                [user],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let staging = match staging {
+            Some(id) => id,
+            None => {
+                tx.execute(
+                    "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![staging_name(user), NO_PASSWORD, d.now, next, user],
+                )?;
+                tx.last_insert_rowid()
+            }
+        };
+        tx.execute("DELETE FROM devices WHERE user_id = ?1", [staging])?;
+        tx.execute(
+            "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at, key_generation)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+            params![d.id, staging, d.name, &d.token_hash[..], d.now, next],
+        )?;
+        tx.commit()?;
+        Ok(next)
+    })
+    .await
+}
+
+pub(super) async fn commit(
+    s: &SqliteStore,
+    user: UserId,
+    device_id: String,
+    through: u64,
+    revoke: Vec<String>,
+    now: i64,
+) -> StoreResult<Committed> {
+    s.write(move |c| {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (staging, kcv): (i64, Option<Vec<u8>>) = tx
+            .query_row(
+                "SELECT id, key_check FROM users WHERE staging_of = ?1",
+                [user],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .ok_or(CommitRefused::NotBegun)?;
+        if kcv.is_none() {
+            return Err(CommitRefused::NoKeyCheck.into());
+        }
+        let (name, password, created, newest, generation): (String, String, i64, i64, i64) = tx
+            .query_row(
+                "SELECT name, password_hash, created_at, newest_seq, key_generation
+                 FROM users WHERE id = ?1",
+                [user],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )?;
+        let newest = newest as u64;
+        if newest != through {
+            return Err(CommitRefused::Behind { newest, through }.into());
+        }
+        let by: String = tx.query_row(
+            "SELECT name FROM devices WHERE id = ?1 AND user_id = ?2",
+            params![device_id, user],
+            |r| r.get(0),
+        )?;
+        let mut revoked = Vec::new();
+        for id in revoke.iter().filter(|id| **id != device_id) {
+            if tx.execute(
+                "DELETE FROM devices WHERE id = ?1 AND user_id = ?2",
+                params![id, user],
+            )? == 1
+            {
+                revoked.push(id.clone());
+            }
+        }
+        let next = generation + 1;
+        tx.execute("DELETE FROM devices WHERE user_id = ?1", [staging])?;
+        tx.execute(
+            "UPDATE devices SET user_id = ?1 WHERE user_id = ?2",
+            params![staging, user],
+        )?;
+        tx.execute(
+            "UPDATE devices SET key_generation = ?1 WHERE id = ?2",
+            params![next, device_id],
+        )?;
+        tx.execute(
+            "UPDATE users SET name = ?1, retired_at = ?2 WHERE id = ?3",
+            params![retired_name(user), now, user],
+        )?;
+        tx.execute(
+            "UPDATE users SET name = ?1, password_hash = ?2, created_at = ?3, staging_of = NULL,
+                    key_generation = ?4, rotated_at = ?5, rotated_by = ?6
+             WHERE id = ?7",
+            params![name, password, created, next, now, by, staging],
+        )?;
+        tx.execute(
+            "UPDATE invites SET used_by = ?1 WHERE used_by = ?2",
+            params![staging, user],
+        )?;
+        tx.execute("DELETE FROM pair_slots WHERE user_id = ?1", [user])?;
+        tx.commit()?;
+        Ok(Committed {
+            old_user: user,
+            new_user: staging,
+            generation: next,
+            revoked,
+        })
+    })
+    .await
+}
+
+pub(super) async fn retired_users(s: &SqliteStore) -> StoreResult<Vec<UserId>> {
+    s.read(|c| {
+        let mut st = c.prepare_cached("SELECT id FROM users WHERE retired_at IS NOT NULL")?;
+        let ids = st
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<UserId>>>()?;
+        Ok(ids)
+    })
+    .await
+}
+
+pub(super) async fn retired_blobs(s: &SqliteStore, user: UserId) -> StoreResult<Vec<KeyedId>> {
+    s.read(move |c| {
+        let mut st = c.prepare_cached("SELECT name FROM blobs WHERE user_id = ?1")?;
+        let names = st
+            .query_map([user], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        names
+            .into_iter()
+            .map(|n| {
+                n.parse()
+                    .map_err(|e| StoreError::Backend(format!("corrupt blob name: {e}")))
+            })
+            .collect()
+    })
+    .await
+}
+
+pub(super) async fn drop_retired(s: &SqliteStore, user: UserId) -> StoreResult<()> {
+    s.write(move |c| {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let retired = tx
+            .prepare_cached("SELECT 1 FROM users WHERE id = ?1 AND retired_at IS NOT NULL")?
+            .exists([user])?;
+        if !retired {
+            return Ok(());
+        }
+        for table in ACCOUNT_TABLES {
+            tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [user])?;
+        }
+        tx.execute("DELETE FROM users WHERE id = ?1", [user])?;
+        tx.commit()?;
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,328 @@
+//! `evi sync key rotate` with the real server and three homes: the rotating
+//! device keeps syncing under the new key, a device it revoked can neither
+//! pull nor push, another is told to pair again and converges once it has;
+//! `age -d` with the new identity opens everything the server holds and no
+//! byte of the old ciphertext is left on it; and a rotation killed at each
+//! of its steps, then at random times, completes when run again with
+//! nothing lost or doubled.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::common::{
+    Device, Rng, TestServer, age_open, assert_converged, assert_each_once, sessions,
+    stored_entry_ids, today, tool_present,
+};
+use crate::pairing::{Pairing, join};
+
+fn rotate(dev: &Device, extra: &[&str], env: &[(&str, &str)]) -> crate::common::Run {
+    let mut c = dev.sync_cmd();
+    c.args(["sync", "key", "rotate", "--yes", "--json"])
+        .args(extra);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::null()).output().expect("run evi").into()
+}
+
+fn rotate_ok(dev: &Device, extra: &[&str]) -> Value {
+    let r = rotate(dev, extra, &[]);
+    assert_eq!(r.code, 0, "key rotate: {}", r.stderr);
+    serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+}
+
+/// Pairs `dev` again from `from` (which has the account's key) as `name`.
+fn repair(from: &Device, dev: &Device, srv: &TestServer, name: &str) {
+    let pairing = Pairing::start(from, &[]);
+    let joined = join(dev, &pairing.code, srv, name);
+    assert_eq!(joined.code, 0, "join again: {}", joined.stderr);
+    let (status, outcome, stderr) = pairing.end();
+    assert_eq!(status, 0, "pair: {stderr}");
+    assert_eq!(outcome["outcome"], "paired", "{outcome}");
+}
+
+fn ciphertexts(srv: &TestServer, token: &str) -> Vec<Vec<u8>> {
+    srv.records(token)
+        .iter()
+        .map(|r| {
+            base64::engine::general_purpose::STANDARD
+                .decode(r["ciphertext"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Whether `age -d -i identity` opens `ciphertext`.
+fn age_opens(identity: &Path, ciphertext: &[u8]) -> bool {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("c.age");
+    std::fs::write(&file, ciphertext).unwrap();
+    Command::new("age")
+        .arg("-d")
+        .arg("-i")
+        .arg(identity)
+        .arg(&file)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// A slice of a ciphertext's payload (past the age header): bytes no
+/// other file holds by chance.
+fn fingerprint(ciphertext: &[u8]) -> Vec<u8> {
+    let start = ciphertext.len().saturating_sub(48) / 2 + 24;
+    ciphertext[start.min(ciphertext.len() - 32)..][..32].to_vec()
+}
+
+/// Whether any file the server stores holds `needle` (raw, or as the hex
+/// a Postgres dump writes bytea in).
+fn server_holds(srv: &TestServer, needle: &[u8]) -> bool {
+    let hex: String = needle.iter().map(|b| format!("{b:02x}")).collect();
+    srv.stored().values().flatten().any(|bytes| {
+        bytes.windows(needle.len()).any(|w| w == needle)
+            || (bytes.len() > hex.len() && String::from_utf8_lossy(bytes).contains(hex.as_str()))
+    })
+}
+
+fn devices(dev: &Device, srv: &TestServer) -> Vec<Value> {
+    srv.get_json(&dev.token(), "devices")["devices"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_rotation_revokes_one_device_tells_another_to_pair_again_and_leaves_only_new_ciphertext() {
+    let srv = TestServer::start();
+    let (a, b, c) = (Device::new(), Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    b.join(&a, &srv, "pat", "phone");
+    c.join(&a, &srv, "pat", "tablet");
+    let day = today();
+    a.write(
+        &day,
+        "from-laptop",
+        b"{\"role\":\"user\",\"content\":\"one\"}\n{\"role\":\"assistant\",\"content\":\"two\"}\n",
+    );
+    a.add_checkpoints(&day, 3, 4000, 7);
+    a.sync_ok(&["push"]);
+    b.write(
+        &day,
+        "from-phone",
+        b"{\"role\":\"user\",\"content\":\"on the phone\"}\n",
+    );
+    b.sync_ok(&["push"]);
+    a.sync_ok(&["pull"]);
+    c.sync_ok(&["pull"]);
+    let before = sessions(&a);
+    let old_key = tempfile::NamedTempFile::new().unwrap();
+    std::fs::copy(a.identity_path(), old_key.path()).unwrap();
+    let old_ciphertexts = ciphertexts(&srv, &a.token());
+    assert!(old_ciphertexts.len() >= 3, "{}", old_ciphertexts.len());
+
+    // Written on the phone under the old key and not pushed yet.
+    b.append(
+        &format!("transcripts/{day}/from-phone.jsonl"),
+        b"{\"role\":\"assistant\",\"content\":\"written offline\"}\n",
+    );
+
+    let out = rotate_ok(&a, &["--revoke", "tablet"]);
+    assert_eq!(out["outcome"], "rotated", "{out}");
+    assert_eq!(out["generation"], 2, "{out}");
+    assert_eq!(out["revoked"].as_array().unwrap().len(), 1, "{out}");
+    assert!(out["records"].as_u64().unwrap() >= 3, "{out}");
+    assert_eq!(out["blobs"], 3, "{out}");
+    assert_ne!(
+        std::fs::read(a.identity_path()).unwrap(),
+        std::fs::read(old_key.path()).unwrap(),
+        "the rotating device holds the new key"
+    );
+    let aside = a.home().join("sync/identity.old.txt");
+    assert!(aside.is_file(), "the old key is kept aside until a sync");
+
+    // The phone is told what happened and what to do, on push and pull.
+    for cmd in ["push", "pull"] {
+        let r = b.sync(&["sync", cmd]);
+        assert_eq!(r.code, 1, "{cmd} on the phone: {}", r.stderr);
+        assert!(
+            r.stderr.contains("key was rotated") && r.stderr.contains("from device laptop"),
+            "{cmd}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("evi sync pair") && r.stderr.contains("evi sync join"),
+            "{cmd}: {}",
+            r.stderr
+        );
+    }
+    // The tablet was revoked: it can neither pull nor push.
+    c.write(
+        &day,
+        "from-tablet",
+        b"{\"role\":\"user\",\"content\":\"x\"}\n",
+    );
+    for cmd in ["pull", "push"] {
+        let r = c.sync(&["sync", cmd]);
+        assert_eq!(r.code, 1, "{cmd} on the tablet: {}", r.stderr);
+        assert!(r.stderr.contains("revoked"), "{cmd}: {}", r.stderr);
+    }
+    // The devices list says who has the current key.
+    let list = devices(&a, &srv);
+    let by_name = |n: &str| list.iter().find(|d| d["name"] == n).cloned();
+    assert!(by_name("tablet").is_none(), "{list:?}");
+    let laptop = by_name("laptop").unwrap();
+    assert_eq!(
+        (&laptop["current_key"], &laptop["key_generation"]),
+        (&true.into(), &2.into())
+    );
+    let phone = by_name("phone").unwrap();
+    assert_eq!(
+        (&phone["current_key"], &phone["key_generation"]),
+        (&false.into(), &1.into())
+    );
+    let shown = a.sync_ok(&["devices"]);
+    assert!(shown.contains("must pair again"), "{shown}");
+
+    // The laptop goes on under the new key; its old key goes at that sync.
+    a.sync_ok(&["pull"]);
+    a.sync_ok(&["push"]);
+    assert!(!aside.exists(), "the old key is deleted after a sync");
+    assert_eq!(sessions(&a), before);
+
+    // The phone pairs again, pushes what it wrote offline, and converges;
+    // nothing is stored twice.
+    repair(&a, &b, &srv, "phone");
+    assert_eq!(
+        std::fs::read_to_string(b.identity_path())
+            .unwrap()
+            .lines()
+            .last(),
+        std::fs::read_to_string(a.identity_path())
+            .unwrap()
+            .lines()
+            .last()
+    );
+    b.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    a.sync_ok(&["pull"]);
+    assert_converged(&a, &b, "after the phone paired again");
+    assert!(
+        std::fs::read_to_string(a.home().join(format!("transcripts/{day}/from-phone.jsonl")))
+            .unwrap()
+            .contains("written offline")
+    );
+    assert_each_once(&stored_entry_ids(&srv, &a.token()), "after the rotation");
+
+    // What the server holds opens with the new key only, and none of the
+    // old ciphertext is left anywhere in its storage.
+    if tool_present("age", "--version", "apt-get install age") {
+        let now = ciphertexts(&srv, &a.token());
+        for ct in &now {
+            age_open(&a.identity_path(), ct);
+            assert!(!age_opens(old_key.path(), ct), "the old key opens a record");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for ct in &old_ciphertexts {
+        let needle = fingerprint(ct);
+        while server_holds(&srv, &needle) {
+            assert!(
+                Instant::now() < deadline,
+                "old ciphertext is still stored on the server"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// What the account holds, as the devices see it: sessions with their
+/// entries, and the keyed entry ids stored (each once).
+fn assert_whole(a: &Device, b: &Device, srv: &TestServer, want: &BTreeSet<String>, what: &str) {
+    b.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    a.sync_ok(&["pull"]);
+    assert_eq!(&sessions(a), want, "{what}");
+    assert_converged(a, b, what);
+    assert_each_once(&stored_entry_ids(srv, &a.token()), what);
+}
+
+#[test]
+fn a_rotation_killed_at_each_step_and_at_random_times_completes_when_run_again() {
+    // Pages of two records, so a kill lands between pages.
+    let srv = TestServer::start_env(&[], &[("EVI_SERVER_MAX_PAGE_RECORDS", "2")]);
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    b.join(&a, &srv, "pat", "phone");
+    let day = today();
+    for i in 0..6 {
+        let line = format!("{{\"role\":\"user\",\"content\":\"session {i}\"}}\n");
+        a.write(&day, &format!("s{i}"), line.as_bytes());
+        a.sync_ok(&["push"]);
+    }
+    a.add_checkpoints(&day, 4, 3000, 11);
+    a.sync_ok(&["push"]);
+    b.write(
+        &day,
+        "phone",
+        b"{\"role\":\"user\",\"content\":\"phone\"}\n",
+    );
+    b.sync_ok(&["push"]);
+    a.sync_ok(&["pull"]);
+    let want = sessions(&a);
+    let mut kills = 0;
+
+    // One rotation, killed at each of its steps in turn.
+    for point in ["page:1", "page:2", "verify", "commit", "swap"] {
+        let r = rotate(&a, &[], &[("EVI_ROTATE_KILL_AT", point)]);
+        assert_ne!(
+            r.code, 0,
+            "{point}: the kill point was not reached: {}",
+            r.stderr
+        );
+        kills += 1;
+    }
+    let out = rotate_ok(&a, &[]);
+    assert_eq!(out["generation"], 2, "{out}");
+    assert_eq!(out["resumed"], true, "{out}");
+    repair(&a, &b, &srv, "phone");
+    assert_whole(&a, &b, &srv, &want, "after the killed rotation completed");
+
+    // Another, killed with SIGKILL at random times, then run to the end.
+    let mut rng = Rng::new(25);
+    for _ in 0..5 {
+        let mut child = a
+            .sync_cmd()
+            .args(["sync", "key", "rotate", "--yes", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.range(5, 250)));
+        let _ = child.kill();
+        let _ = child.wait();
+        kills += 1;
+    }
+    rotate_ok(&a, &[]);
+    assert!(kills >= 10);
+    let generation = devices(&a, &srv)
+        .iter()
+        .find(|d| d["current"] == true)
+        .unwrap()["key_generation"]
+        .as_u64()
+        .unwrap();
+    assert!(generation >= 3, "{generation}");
+    repair(&a, &b, &srv, "phone");
+    assert_whole(&a, &b, &srv, &want, "after the randomly killed rotation");
+    if tool_present("age", "--version", "apt-get install age") {
+        for ct in ciphertexts(&srv, &a.token()) {
+            age_open(&a.identity_path(), &ct);
+        }
+    }
+}
