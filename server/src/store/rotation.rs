@@ -52,6 +52,8 @@ pub const ACCOUNT_TABLES: &[&str] = &[
     "forgotten_streams",
     "forget_compactions",
     "pair_slots",
+    "blob_refs",
+    "blob_collections",
 ];
 
 /// When and from which device the account's key was rotated: told to a

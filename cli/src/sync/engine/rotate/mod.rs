@@ -193,16 +193,41 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
         .with_max_blob_bytes(caps.max_blob_bytes);
     let mut carried_blobs: HashSet<String> = HashSet::new();
     let mut blobs_missing = 0u64;
+    let mut lost_blobs: HashSet<String> = HashSet::new();
     let committed = loop {
         // Carry every record after the progress.
         loop {
             let page = ctx.client.pull(progress.through_seq, caps.frames)?;
             let mut batch = OutBatch::new(caps.frames, caps.max_batch_bytes);
             let mut bytes = 0u64;
-            let mut shas = Vec::new();
             for r in &page.records {
-                let out = reseal(&keys, r)?;
-                shas.extend(out.blobs);
+                let mut out = reseal(&keys, r)?;
+                // Blobs first, then the record that names them: the server
+                // refuses a record whose declared blob it does not hold.
+                for sha in &out.blobs {
+                    if carried_blobs.contains(sha) || lost_blobs.contains(sha) {
+                        continue;
+                    }
+                    match carry_blob(&old_blobs, &new_blobs, sha, &paths.dir)? {
+                        Some(true) => progress.blobs += 1,
+                        Some(false) => {}
+                        None => {
+                            blobs_missing += 1;
+                            lost_blobs.insert(sha.clone());
+                            continue;
+                        }
+                    }
+                    carried_blobs.insert(sha.clone());
+                }
+                // A blob the old account had lost stays lost: the record
+                // is carried without declaring it, as it was stored.
+                if !lost_blobs.is_empty() {
+                    let lost: HashSet<_> = (out.blobs.iter())
+                        .filter(|s| lost_blobs.contains(*s))
+                        .map(|s| new_keys.blob_key(s))
+                        .collect();
+                    out.segment.head.refs.refs.retain(|n| !lost.contains(n));
+                }
                 let size = out.segment.wire_size(caps.frames);
                 if !batch.is_empty() && bytes + size > caps.max_batch_bytes.saturating_sub(1024) {
                     push_batch(
@@ -216,17 +241,6 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
                 }
                 bytes += size;
                 batch.add(out.segment);
-            }
-            // Blobs first, then the records that name them.
-            for sha in shas {
-                if !carried_blobs.insert(sha.clone()) {
-                    continue;
-                }
-                match carry_blob(&old_blobs, &new_blobs, &sha, &paths.dir)? {
-                    Some(true) => progress.blobs += 1,
-                    Some(false) => {}
-                    None => blobs_missing += 1,
-                }
             }
             if !batch.is_empty() {
                 push_batch(&staging, batch)?;
@@ -272,6 +286,14 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
 
 fn push_batch(staging: &Client, batch: OutBatch) -> Result<(), RotateError> {
     let r = staging.push(batch)?;
+    if !r.blob_missing.is_empty() {
+        return Err(RotateError::Mismatch {
+            what: format!(
+                "the staging account refused {} records for a blob it does not hold",
+                r.blob_missing.len()
+            ),
+        });
+    }
     if !r.over_quota.is_empty() {
         return Err(RotateError::Mismatch {
             what: format!(

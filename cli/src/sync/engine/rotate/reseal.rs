@@ -4,8 +4,10 @@
 
 use std::str::FromStr as _;
 
+use evi_shared::blob_refs::{FORGET_LINES_KIND, SegmentRefs};
 use evi_shared::frames::SegmentHead;
 
+use crate::sync::engine::checkpoint_forget::tombstone::LinesTombstone;
 use crate::sync::engine::forget::Tombstone;
 use crate::sync::remote::records::{OutSegment, PulledRecord};
 use crate::sync::state::pulled_journals::blob_of;
@@ -62,11 +64,15 @@ pub fn reseal(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
                     stream: s.stream,
                     kind: s.kind.to_owned(),
                     entry_ids: vec![s.entry_id],
+                    refs: SegmentRefs::default(),
                 },
                 ciphertext: s.ciphertext,
             },
             blobs: Vec::new(),
         });
+    }
+    if h.kind == FORGET_LINES_KIND {
+        return reseal_lines_forget(k, r);
     }
     let kind = SegmentKind::from_str(&h.kind).map_err(|_| ResealError::UnknownKind {
         seq,
@@ -106,10 +112,53 @@ pub fn reseal(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
                 stream: sealed.stream,
                 kind: sealed.kind.as_str().to_owned(),
                 entry_ids: sealed.entry_ids,
+                refs: SegmentRefs {
+                    refs: sealed.refs,
+                    ..SegmentRefs::default()
+                },
             },
             ciphertext: sealed.ciphertext,
         },
         blobs,
+    })
+}
+
+/// A forget of checkpoint lines, sealed again. Its clear-text `forgets`
+/// (keyed ids of the lines it took back) cannot be derived under the new
+/// key, as the lines' bytes are gone; nor are they needed: the server
+/// deleted those lines' records when the forget first came, so the staged
+/// account never holds them. Its blobs are named under the new key, so the
+/// server can still collect one a late record brings back.
+fn reseal_lines_forget(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
+    let h = &r.head;
+    let seq = h.seq;
+    let t = LinesTombstone::open(k.old_keys, k.old, &h.stream, &h.entry_ids, &r.ciphertext)
+        .map_err(|e| ResealError::Open {
+            seq,
+            reason: e.to_string(),
+        })?;
+    let seal_err = |e: crate::sync::engine::checkpoint_forget::tombstone::LinesTombstoneError| {
+        ResealError::Seal {
+            seq,
+            reason: e.to_string(),
+        }
+    };
+    let ciphertext = t.seal(k.new_keys, k.new).map_err(seal_err)?;
+    let (stream, entry) = t.ids(k.new_keys).map_err(seal_err)?;
+    Ok(Resealed {
+        segment: OutSegment {
+            head: SegmentHead {
+                stream,
+                kind: FORGET_LINES_KIND.to_owned(),
+                entry_ids: vec![entry],
+                refs: SegmentRefs {
+                    forget_blobs: t.blobs.iter().map(|b| k.new_keys.blob_key(b)).collect(),
+                    ..SegmentRefs::default()
+                },
+            },
+            ciphertext,
+        },
+        blobs: Vec::new(),
     })
 }
 
@@ -135,6 +184,11 @@ pub fn open_new(k: &Keys<'_>, r: &PulledRecord) -> Result<(), ResealError> {
             &r.ciphertext,
         )
         .map_err(|e| err(e.to_string()))?;
+        return Ok(());
+    }
+    if h.kind == FORGET_LINES_KIND {
+        LinesTombstone::open(k.new_keys, k.new, &h.stream, &h.entry_ids, &r.ciphertext)
+            .map_err(|e| err(e.to_string()))?;
         return Ok(());
     }
     let kind = SegmentKind::from_str(&h.kind).map_err(|_| ResealError::UnknownKind {
@@ -199,6 +253,7 @@ mod tests {
                 stream: s.stream.clone(),
                 kind: "entries".into(),
                 entry_ids: s.entry_ids.clone(),
+                refs: SegmentRefs::default(),
             },
             s.ciphertext,
         );
@@ -220,6 +275,7 @@ mod tests {
                 stream: j.stream.clone(),
                 kind: "journal".into(),
                 entry_ids: j.entry_ids.clone(),
+                refs: SegmentRefs::default(),
             },
             j.ciphertext,
         );
@@ -237,13 +293,45 @@ mod tests {
                 stream: t.stream.clone(),
                 kind: t.kind.into(),
                 entry_ids: vec![t.entry_id.clone()],
+                refs: SegmentRefs::default(),
             },
             t.ciphertext,
+        );
+        let lines = LinesTombstone {
+            journal: "laptop-0123".into(),
+            at_ms: 6,
+            device: "d".into(),
+            lines: vec!["cd".repeat(32)],
+            blobs: vec![sha.clone()],
+        };
+        let (stream, entry) = lines.ids(&old_keys).unwrap();
+        let lines_rec = record(
+            4,
+            SegmentHead {
+                stream,
+                kind: FORGET_LINES_KIND.into(),
+                entry_ids: vec![entry],
+                refs: SegmentRefs::default(),
+            },
+            lines.seal(&old_keys, &old).unwrap(),
+        );
+        let out = reseal(&k, &lines_rec).unwrap();
+        assert_eq!(
+            out.segment.head.refs.forget_blobs,
+            vec![new_keys.blob_key(&sha)],
+            "a forget's blobs are named under the new key"
+        );
+        let out = reseal(&k, &journal_rec).unwrap();
+        assert_eq!(
+            out.segment.head.refs.refs,
+            vec![new_keys.blob_key(&sha)],
+            "a journal declares its blob under the new key"
         );
         for (rec, blobs) in [
             (&entries_rec, vec![]),
             (&journal_rec, vec![sha.clone()]),
             (&tomb_rec, vec![]),
+            (&lines_rec, vec![]),
         ] {
             let out = reseal(&k, rec).unwrap();
             assert_eq!(out.blobs, blobs);
@@ -265,17 +353,18 @@ mod tests {
         let sk = SyncKeys::derive(&stranger);
         let foreign = seal(&sk, &stranger, &session, &entries).unwrap();
         let rec = record(
-            4,
+            5,
             SegmentHead {
                 stream: foreign.stream,
                 kind: "entries".into(),
                 entry_ids: foreign.entry_ids,
+                refs: SegmentRefs::default(),
             },
             foreign.ciphertext,
         );
         assert!(matches!(
             reseal(&k, &rec),
-            Err(ResealError::Open { seq: 4, .. })
+            Err(ResealError::Open { seq: 5, .. })
         ));
         let mut odd = entries_rec.clone();
         odd.head.kind = "future".into();
