@@ -2,6 +2,7 @@
 
 mod export;
 mod forget;
+mod forget_targets;
 mod fork;
 mod handoff;
 mod handoff_git;

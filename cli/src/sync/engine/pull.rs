@@ -139,6 +139,9 @@ fn pull_with(
             name: ctx.state.journal.name.take(),
             ..JournalState::default()
         };
+        // So may the forgets: sent again, the restored server deletes
+        // what it got back of those sessions.
+        crate::sync::engine::forget::local::resend_all(ctx)?;
     }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
@@ -280,7 +283,15 @@ fn pull_scope(
                 // moves past every record of the page.
                 damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
                 if let Some(t) = run.then {
-                    crate::sync::engine::forget::apply::apply_pulled(ctx, &t, &mut report.forget)?;
+                    let forgot = crate::sync::engine::forget::apply::apply_pulled(
+                        ctx,
+                        &t,
+                        &mut report.forget,
+                    )?;
+                    // What waited for a session forgotten now goes with it.
+                    if let Some(session) = forgot.and_then(|s| s.parse::<SessionId>().ok()) {
+                        incoming.forget(&session)?;
+                    }
                 }
             }
             drop(page);
