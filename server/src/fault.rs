@@ -1,4 +1,4 @@
-//! A fault-injection hook for crash tests, and nothing else.
+//! A fault-injection hook for crash and race tests, and nothing else.
 //!
 //! `EVI_SERVER_FAULT=crash-after-body` makes every push that stores bodies
 //! abort the process (`std::process::abort`, as abrupt as SIGKILL) right
@@ -18,14 +18,20 @@ pub enum Fault {
     /// Abort a compaction after a forget (see `bodies::compact`) once the
     /// new pack is durable and before the records point at it.
     CrashMidCompaction,
+    /// Pause every pull for [`SLOW_PULL`] between reading where its bodies
+    /// are and reading them: a compaction fits in between.
+    SlowPullBodies,
 }
+
+/// How long `slow-pull-bodies` pauses a pull.
+pub const SLOW_PULL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The variable that sets the fault.
 pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction)"
+    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, slow-pull-bodies)"
 )]
 pub struct UnknownFault(String);
 
@@ -37,6 +43,7 @@ impl Fault {
             "crash-after-body" => Ok(Some(Self::CrashAfterBody)),
             "crash-mid-migrate" => Ok(Some(Self::CrashMidMigrate)),
             "crash-mid-compaction" => Ok(Some(Self::CrashMidCompaction)),
+            "slow-pull-bodies" => Ok(Some(Self::SlowPullBodies)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

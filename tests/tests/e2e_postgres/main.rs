@@ -36,6 +36,12 @@ mod first_hour_rows;
 mod first_hour_sessions;
 #[path = "../e2e/forget.rs"]
 mod forget;
+#[path = "../e2e/forget_agents.rs"]
+mod forget_agents;
+#[path = "../e2e/forget_backup.rs"]
+mod forget_backup;
+#[path = "../e2e/forget_race.rs"]
+mod forget_race;
 #[path = "../e2e/handoff.rs"]
 mod handoff;
 #[path = "../e2e/handoff_git.rs"]
