@@ -124,6 +124,11 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
         3,
         "{pulled}"
     );
+    // Fewer records on the server is the forget, not a history that went
+    // back (neither here nor on the device that forgot).
+    assert!(pulled["server_went_back"].is_null(), "{pulled}");
+    let own: Value = serde_json::from_str(&a.sync_ok(&["pull", "--json"])).unwrap();
+    assert!(own["server_went_back"].is_null(), "{own}");
     assert!(!cc_b.exists() && !sub_b.exists() && !cx_b.exists());
     assert!(
         claude_file(&b, &proj_b).exists(),

@@ -200,6 +200,7 @@ fn apply(
     let Some(stream) = StreamName::parse(&t.stream) else {
         return Ok(());
     };
+    ctx.state.high_water.forgot();
     match t.action {
         Action::Forget => trash_stream(ctx, l, &stream, t.at_ms, true, applied)?,
         Action::Undo => {

@@ -58,7 +58,8 @@ pub fn undo_here(
     Ok(true)
 }
 
-fn queue(ctx: &SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), SyncError> {
+fn queue(ctx: &mut SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), SyncError> {
+    ctx.state.high_water.forgot();
     let (_, entry) = t.ids(&ctx.keys);
     l.applied.insert(entry.to_string());
     l.sessions.insert(
