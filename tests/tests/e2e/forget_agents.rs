@@ -14,16 +14,8 @@ use crate::agents::{
     CLAUDE_ID, CODEX_ID, CODEX_REL, SUB_STEM, TOOLS_ID, claude_file, claude_session, codex,
     fixture, mapped_devices, put, write_fixture_sessions,
 };
-use crate::common::{Device, TestServer};
-
-fn stream_records(server: &TestServer, dev: &Device, stream: &str) -> Vec<Value> {
-    let key = dev.keys().stream_key(stream).to_string();
-    server
-        .records(&dev.token())
-        .into_iter()
-        .filter(|r| r["stream"] == key.as_str())
-        .collect()
-}
+use crate::common::Device;
+use crate::forget::stream_records;
 
 fn trash_dirs(d: &Device) -> Vec<String> {
     std::fs::read_dir(d.home().join("sync/trash"))

@@ -17,11 +17,8 @@ fn line(text: &str) -> String {
 }
 
 fn kinds(server: &TestServer, dev: &Device, session: &str) -> Vec<String> {
-    let key = dev.keys().stream_key(session).to_string();
-    server
-        .records(&dev.token())
+    crate::forget::stream_records(server, dev, session)
         .into_iter()
-        .filter(|r| r["stream"] == key.as_str())
         .map(|r| r["kind"].as_str().unwrap().to_owned())
         .collect()
 }

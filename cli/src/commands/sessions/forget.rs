@@ -69,14 +69,11 @@ struct Outcome {
 }
 
 pub fn cmd_sessions_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
-    let agent = match args.agent.as_deref() {
-        None => None,
-        Some(name) => Some(Agent::from_name(name).ok_or_else(|| {
-            usage_error(format!(
-                "--agent {name:?} is not an agent: use evi, claude-code or codex"
-            ))
-        })?),
-    };
+    let agent = args
+        .agent
+        .as_deref()
+        .map(crate::commands::shared::agent_arg)
+        .transpose()?;
     if args.ids.is_empty() && args.older_than.is_none() {
         return Err(match &args.agent {
             Some(name) => usage_error(format!(
