@@ -1,4 +1,4 @@
-//! A fault-injection hook for crash tests, and nothing else.
+//! A fault-injection hook for crash and race tests, and nothing else.
 //!
 //! `EVI_SERVER_FAULT=crash-after-body` makes every push that stores bodies
 //! abort the process (`std::process::abort`, as abrupt as SIGKILL) right
@@ -21,14 +21,20 @@ pub enum Fault {
     /// Abort a blob collection (see `blobs::collect`) once the blob's row
     /// is gone and before its bytes are.
     CrashMidCollect,
+    /// Pause every pull for [`SLOW_PULL`] between reading where its bodies
+    /// are and reading them: a compaction fits in between.
+    SlowPullBodies,
 }
+
+/// How long `slow-pull-bodies` pauses a pull.
+pub const SLOW_PULL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The variable that sets the fault.
 pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect)"
+    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect, slow-pull-bodies)"
 )]
 pub struct UnknownFault(String);
 
@@ -41,6 +47,7 @@ impl Fault {
             "crash-mid-migrate" => Ok(Some(Self::CrashMidMigrate)),
             "crash-mid-compaction" => Ok(Some(Self::CrashMidCompaction)),
             "crash-mid-collect" => Ok(Some(Self::CrashMidCollect)),
+            "slow-pull-bodies" => Ok(Some(Self::SlowPullBodies)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

@@ -161,6 +161,12 @@ fn save_pending(path: &Path, waiting: &[Waiting]) -> Result<(), SyncError> {
     crate::fsutil::replace_file(path, &bytes).ctx(|| format!("cannot write {}", path.display()))
 }
 
+/// Drops what waits for `stream` in `sync/pending-agents/` (it was
+/// forgotten: those entries must not bring it back).
+pub fn discard_waiting(ctx: &SyncContext, stream: &StreamName) -> Result<(), SyncError> {
+    save_pending(&pending_path(ctx, stream), &[])
+}
+
 /// The ids of the entries waiting in `sync/pending-agents/`, by stream
 /// (what `evi sync verify` counts as here).
 pub fn waiting_ids(ctx: &SyncContext) -> Vec<(StreamName, Vec<String>)> {

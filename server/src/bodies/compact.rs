@@ -15,15 +15,16 @@
 //!   run (at the next start, or the next forget) finds nothing of it
 //!   referenced and removes it.
 //! - In the background: a push that commits a forget only wakes the one
-//!   task a server runs; pushes and pulls go on meanwhile. A pull that read
-//!   a record's place just before it moved may find the old pack gone: it
-//!   fails with a 500 and the client asks again (those are retried).
+//!   task a server runs; pushes and pulls go on meanwhile, and are answered
+//!   whole: the old pack is removed only once every pull that read a
+//!   record's place before the repoint has ended ([`super::readers`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Notify;
 
+use super::readers::PackReaders;
 use super::{BodyRef, BodyStore, PackName};
 use crate::store::{Store, UserId};
 
@@ -31,6 +32,8 @@ use crate::store::{Store, UserId};
 pub struct Compactor {
     store: Arc<dyn Store>,
     bodies: Arc<dyn BodyStore>,
+    /// The pulls under way, which an old pack outlives.
+    readers: Arc<PackReaders>,
     /// `crash-mid-compaction` of the crash tests (see [`crate::fault`]).
     crash: bool,
     started: AtomicBool,
@@ -46,10 +49,16 @@ impl Compactor {
         Arc::new(Self {
             store,
             bodies,
+            readers: PackReaders::new(),
             crash: fault == Some(crate::fault::Fault::CrashMidCompaction),
             started: AtomicBool::new(false),
             wake: Notify::new(),
         })
+    }
+
+    /// The pulls under way: a pull holds a ticket while it may read a pack.
+    pub fn readers(&self) -> &Arc<PackReaders> {
+        &self.readers
     }
 
     /// Has the task look for work, starting it if it is not running (on
@@ -66,7 +75,7 @@ impl Compactor {
         loop {
             // A permit stored by the wake that started the task is taken
             // here at once: one extra round, which finds nothing.
-            match compact_pending(&*self.store, &*self.bodies, self.crash).await {
+            match compact_pending(&*self.store, &*self.bodies, &self.readers, self.crash).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(packs = n, "rewrote body packs without forgotten records"),
                 Err(e) => tracing::warn!(
@@ -85,6 +94,7 @@ impl Compactor {
 pub async fn compact_pending(
     store: &dyn Store,
     bodies: &dyn BodyStore,
+    readers: &PackReaders,
     crash: bool,
 ) -> anyhow::Result<usize> {
     let mut done = 0;
@@ -94,7 +104,7 @@ pub async fn compact_pending(
             return Ok(done);
         }
         for (user, pack) in listed {
-            compact_pack(store, bodies, user, &pack, crash).await?;
+            compact_pack(store, bodies, readers, user, &pack, crash).await?;
             done += 1;
         }
     }
@@ -103,6 +113,7 @@ pub async fn compact_pending(
 async fn compact_pack(
     store: &dyn Store,
     bodies: &dyn BodyStore,
+    readers: &PackReaders,
     user: UserId,
     pack: &PackName,
     crash: bool,
@@ -121,6 +132,15 @@ async fn compact_pack(
         }
         let moved = live.into_iter().map(|(seq, _)| seq).zip(moved_to).collect();
         store.repoint_bodies(user, pack, moved).await?;
+    }
+    // A pull that read the old places (or a forgotten record's) before the
+    // repoint may still read this pack.
+    if !readers.drain_earlier().await {
+        tracing::warn!(
+            %pack,
+            wait_secs = super::readers::MAX_WAIT.as_secs(),
+            "a pull still under way may read the pack a compaction removes now"
+        );
     }
     bodies.remove_pack(user, pack).await?;
     store.compaction_done(user, pack).await?;

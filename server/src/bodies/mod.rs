@@ -24,6 +24,7 @@ use crate::store::UserId;
 pub mod compact;
 pub mod objects;
 pub mod packs;
+pub mod readers;
 
 /// Where one record's body is: `len` bytes at `offset` of pack `pack`.
 #[derive(Debug, Clone, PartialEq, Eq)]

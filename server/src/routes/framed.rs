@@ -247,12 +247,14 @@ async fn run_chunks(bodies: Arc<dyn BodyStore>, user: UserId, run: Run) -> Chunk
 type ChunkStream = futures_util::stream::BoxStream<'static, std::io::Result<Bytes>>;
 
 /// The framed page body, streamed, with up to [`RUNS_AHEAD`] runs read
-/// ahead of the one going out, in seq order.
+/// ahead of the one going out, in seq order. `ticket` is let go when the
+/// last body has been read (or the client went away).
 pub fn page_body(
     bodies: Arc<dyn BodyStore>,
     user: UserId,
     records: Vec<StoredRecord>,
     end: PageEnd,
+    ticket: crate::bodies::readers::ReadTicket,
 ) -> Body {
     let start = stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(frames::MAGIC)) });
     let records = stream::iter(runs(records))
@@ -261,7 +263,10 @@ pub fn page_body(
         .flatten();
     let mut end_frame = Vec::new();
     frames::write_frame(&mut end_frame, Tag::End, &end, &[]);
-    let end = stream::once(async move { Ok(Bytes::from(end_frame)) });
+    let end = stream::once(async move {
+        drop(ticket);
+        Ok(Bytes::from(end_frame))
+    });
     let all = start.chain(records).chain(end).inspect_err(|e| {
         tracing::error!(error = %e, "pull page aborted mid-body: the client sees it truncated");
     });

@@ -355,17 +355,29 @@ pub async fn pull(
     } else {
         json_page_budget(max_bytes)
     };
+    // Held until the last body is read: a compaction does not remove a
+    // pack this pull may read (see `bodies::readers`).
+    let ticket = state.compactor.readers().enter();
     let page = state
         .store
         .pull(auth.user_id, q.after, q.stream, limit, budget, cost)
         .await?;
+    if state.config.fault == Some(crate::fault::Fault::SlowPullBodies) {
+        tokio::time::sleep(crate::fault::SLOW_PULL).await;
+    }
     let next_after = page.records.last().map_or(q.after, |r| r.seq);
     let mut resp = if frames {
         let end = PageEnd {
             next_after,
             more: page.more,
         };
-        let body = framed::page_body(state.bodies.clone(), auth.user_id, page.records, end);
+        let body = framed::page_body(
+            state.bodies.clone(),
+            auth.user_id,
+            page.records,
+            end,
+            ticket,
+        );
         let mut resp = Response::new(body);
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -409,6 +421,7 @@ pub async fn pull(
                 device: r.device_id,
             });
         }
+        drop(ticket);
         Json(PullResponse {
             records,
             next_after,

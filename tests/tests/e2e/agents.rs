@@ -157,7 +157,7 @@ pub(crate) fn entry_set_as(path: &Path, swap: (&str, &str)) -> BTreeSet<(String,
 
 /// Two devices with both agents on, A's project at `home/a/proj` and B's
 /// at `srv/b/proj`, which B's `[paths]` maps A's to.
-fn mapped_devices() -> (crate::common::TestServer, Device, Device, String, String) {
+pub(crate) fn mapped_devices() -> (crate::common::TestServer, Device, Device, String, String) {
     let (server, a, b) = two_devices();
     let proj_a = project(&a, "home/a/proj");
     let proj_b = project(&b, "srv/b/proj");
@@ -168,7 +168,7 @@ fn mapped_devices() -> (crate::common::TestServer, Device, Device, String, Strin
 
 /// The Claude Code and Codex fixture sessions of `project`, written where
 /// each agent keeps them on `d`: their paths.
-fn write_fixture_sessions(d: &Device, project: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn write_fixture_sessions(d: &Device, project: &str) -> (PathBuf, PathBuf) {
     let cc = claude_file(d, project);
     std::fs::create_dir_all(cc.parent().unwrap()).unwrap();
     std::fs::write(&cc, fixture("claude-code.jsonl", project)).unwrap();

@@ -22,7 +22,7 @@ fn line(ts: &str, text: &str) -> String {
 }
 
 /// The records of `session`'s stream on the server, as the API shows them.
-fn stream_records(server: &TestServer, dev: &Device, session: &str) -> Vec<Value> {
+pub(crate) fn stream_records(server: &TestServer, dev: &Device, session: &str) -> Vec<Value> {
     let key = dev.keys().stream_key(session).to_string();
     server
         .records(&dev.token())

@@ -19,6 +19,9 @@ mod first_hour_network;
 mod first_hour_rows;
 mod first_hour_sessions;
 mod forget;
+mod forget_agents;
+mod forget_backup;
+mod forget_race;
 mod handoff;
 mod handoff_git;
 mod key_rotation;
@@ -80,6 +83,9 @@ const ON_POSTGRES: &[&str] = &[
     "first_hour_rows",
     "first_hour_sessions",
     "forget",
+    "forget_agents",
+    "forget_backup",
+    "forget_race",
     "handoff",
     "handoff_git",
     "key_rotation",

@@ -1,31 +1,37 @@
-//! `evi sessions forget ID…` (and `--older-than AGE`, `--undo`,
-//! `--dry-run`, `--json`): takes sessions back from every device (see
+//! `evi sessions forget ID…` (and `--older-than AGE`, `--agent NAME`,
+//! `--undo`, `--dry-run`, `--json`): takes sessions back from every device (see
 //! [`crate::sync::engine::forget`] for what that promises and what it cannot).
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
-use evi_shared::SessionId;
 use serde::Serialize;
 
 use super::Ctx;
+use super::forget_targets::{self as targets, Target};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{finish, open_sync, resolve, scan, stdout, sync_error, warn};
+use crate::commands::shared::{finish, open_sync, scan, stdout, sync_error, warn};
+use crate::source::Agent;
 use crate::sync::engine::forget::Applied;
 use crate::sync::engine::forget::local::{forget_here, send_outbox, undo_here};
 use crate::sync::progress::Quiet;
-use crate::transcript::Catalog;
 
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
-    /// Sessions to forget (ids or unambiguous prefixes; with --undo, ids
-    /// of sessions in the trash).
+    /// Sessions to forget (ids or unambiguous prefixes; another agent's
+    /// as its id or `claude-code/<id>`, `codex/<id>`; with --undo, ids of
+    /// sessions in the trash).
     pub ids: Vec<String>,
     /// Forget every session last written longer ago than AGE too (`180d`,
-    /// `12w`, `48h`).
+    /// `12w`, `48h`): eVi's, or with --agent that agent's.
     #[arg(long, value_name = "AGE")]
     pub older_than: Option<String>,
+    /// Only sessions of this agent: evi, claude-code or codex (with ids or
+    /// --older-than). A Claude Code session goes with its subagents'
+    /// transcripts.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
     /// Bring the sessions back from the trash (within 7 days of the
     /// forget), and tell every other device to do the same.
     #[arg(long, conflicts_with = "older_than")]
@@ -42,6 +48,7 @@ pub struct ForgetArgs {
 #[derive(Debug, Serialize)]
 struct Item {
     session: String,
+    agent: Agent,
     files: u64,
     bytes: u64,
 }
@@ -62,42 +69,51 @@ struct Outcome {
 }
 
 pub fn cmd_sessions_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
+    let agent = args
+        .agent
+        .as_deref()
+        .map(crate::commands::shared::agent_arg)
+        .transpose()?;
     if args.ids.is_empty() && args.older_than.is_none() {
-        return Err(usage_error(
-            "name the sessions to forget (or --older-than AGE)",
-        ));
+        return Err(match &args.agent {
+            Some(name) => usage_error(format!(
+                "--agent {name} names no session by itself: add the ids to forget, \
+                 or --older-than AGE (like `evi sessions forget --agent {name} --older-than 180d`)"
+            )),
+            None => usage_error("name the sessions to forget (or --older-than AGE)"),
+        });
     }
     if args.undo {
-        return undo(ctx, &args);
+        return undo(ctx, &args, agent);
     }
     let catalog = scan(ctx)?;
-    let mut chosen: Vec<SessionId> = Vec::new();
-    for prefix in &args.ids {
-        let (id, _) = resolve(&catalog, prefix)?;
-        if !chosen.contains(&id) {
-            chosen.push(id);
+    let mut chosen: Vec<Target> = Vec::new();
+    let add = |t: Target, chosen: &mut Vec<Target>| {
+        if !chosen.iter().any(|c| c.streams == t.streams) {
+            chosen.push(t);
         }
+    };
+    for prefix in &args.ids {
+        add(targets::by_id(ctx, &catalog, agent, prefix)?, &mut chosen);
     }
     if let Some(age) = &args.older_than {
         let age = parse_age(age)?;
         let cutoff = SystemTime::now()
             .checked_sub(age)
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        for (id, files) in &catalog.sessions {
-            let newest = files.iter().map(|f| f.mtime).max();
-            if newest.is_some_and(|t| t < cutoff) && !chosen.contains(id) {
-                chosen.push(id.clone());
-            }
+        let of = agent.unwrap_or(Agent::Evi);
+        for t in targets::older_than(ctx, &catalog, of, cutoff)? {
+            add(t, &mut chosen);
         }
     }
-    let items: Vec<Item> = chosen.iter().map(|id| item(&catalog, id)).collect();
+    let items: Vec<Item> = chosen.iter().map(item).collect();
     if args.dry_run {
         return print(&args, "forget", items, false, None);
     }
     let mut sync = open_sync(ctx)?;
     let mut applied = Applied::default();
-    for id in &chosen {
-        forget_here(&mut sync, id, &mut applied).map_err(sync_error)?;
+    for stream in chosen.iter().flat_map(|t| &t.streams) {
+        forget_here(&mut sync, stream, &mut applied).map_err(sync_error)?;
     }
     let sent = match send_outbox(&mut sync, &mut applied) {
         Ok(()) => true,
@@ -111,18 +127,21 @@ pub fn cmd_sessions_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
     print(&args, "forget", items, sent, Some(applied))
 }
 
-fn undo(ctx: &Ctx, args: &ForgetArgs) -> CommandResult {
+fn undo(ctx: &Ctx, args: &ForgetArgs, agent: Option<Agent>) -> CommandResult {
     let mut chosen = Vec::new();
     for id in &args.ids {
-        let id: SessionId = id
-            .parse()
-            .map_err(|e| user_error(format!("`{id}` is not a session id: {e}")))?;
-        chosen.push(id);
+        let (name, streams) = targets::in_trash(ctx, agent, id)?;
+        if streams.is_empty() {
+            return Err(user_error(format!("session {name} is not in the trash here"))
+                .hinted("a forget is kept 7 days in sync/trash/ (in the eVi home); an undo on a device that still has it brings it back everywhere"));
+        }
+        chosen.push((name, streams));
     }
     let items: Vec<Item> = chosen
         .iter()
-        .map(|id| Item {
-            session: id.to_string(),
+        .map(|(name, streams)| Item {
+            session: name.clone(),
+            agent: streams[0].agent,
             files: 0,
             bytes: 0,
         })
@@ -132,11 +151,8 @@ fn undo(ctx: &Ctx, args: &ForgetArgs) -> CommandResult {
     }
     let mut sync = open_sync(ctx)?;
     let mut applied = Applied::default();
-    for id in &chosen {
-        if !undo_here(&mut sync, id, &mut applied).map_err(sync_error)? {
-            return Err(user_error(format!("session {id} is not in the trash here"))
-                .hinted("a forget is kept 7 days in sync/trash/ (in the eVi home); an undo on a device that still has it brings it back everywhere"));
-        }
+    for stream in chosen.iter().flat_map(|(_, s)| s) {
+        undo_here(&mut sync, stream, &mut applied).map_err(sync_error)?;
     }
     // The undo first (push sends it before anything), then the session
     // itself: the server deleted what it held.
@@ -157,12 +173,12 @@ fn undo(ctx: &Ctx, args: &ForgetArgs) -> CommandResult {
     print(args, "undo", items, sent, Some(applied))
 }
 
-fn item(catalog: &Catalog, id: &SessionId) -> Item {
-    let files = catalog.sessions.get(id).map(Vec::as_slice).unwrap_or(&[]);
+fn item(t: &Target) -> Item {
     Item {
-        session: id.to_string(),
-        files: files.len() as u64,
-        bytes: files.iter().map(|f| f.len).sum(),
+        session: t.name.clone(),
+        agent: t.agent,
+        files: t.files,
+        bytes: t.bytes,
     }
 }
 

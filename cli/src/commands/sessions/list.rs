@@ -35,14 +35,11 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     if args.limit == 0 {
         return Err(usage_error("--limit must be at least 1"));
     }
-    let only = match args.agent.as_deref() {
-        None => None,
-        Some(name) => Some(Agent::from_name(name).ok_or_else(|| {
-            usage_error(format!(
-                "--agent {name:?} is not an agent: use evi, claude-code or codex"
-            ))
-        })?),
-    };
+    let only = args
+        .agent
+        .as_deref()
+        .map(crate::commands::shared::agent_arg)
+        .transpose()?;
     let catalog = scan(ctx)?;
     let today = Local::now().date_naive();
     let first_day = today

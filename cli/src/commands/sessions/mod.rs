@@ -2,6 +2,7 @@
 
 mod export;
 pub(crate) mod forget;
+mod forget_targets;
 mod fork;
 mod handoff;
 mod handoff_git;

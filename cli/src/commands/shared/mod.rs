@@ -14,7 +14,7 @@ mod web;
 
 pub use checkpoints::journal_of;
 pub use output::{finish, print_json, progress, stdout, warn, width};
-pub use sessions::{agent_file, load, load_tree, path_map, resolve, scan};
+pub use sessions::{agent_arg, agent_file, load, load_tree, path_map, resolve, scan};
 pub use sync::{
     client_error, git_error, open_sync, require_sync, sync_error, sync_error_in, sync_set_up,
     tell_notices,

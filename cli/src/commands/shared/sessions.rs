@@ -4,12 +4,21 @@
 
 use evi_shared::SessionId;
 
-use crate::command_error::{CommandError, user_error};
+use crate::command_error::{CommandError, usage_error, user_error};
 use crate::commands::Ctx;
 use crate::commands::shared::warn;
 use crate::source::paths::PathMap;
 use crate::source::{self, AgentFile};
 use crate::transcript::{Catalog, SessionFile, SessionTree};
+
+/// The agent `--agent NAME` names (a misuse when none).
+pub fn agent_arg(name: &str) -> Result<source::Agent, CommandError> {
+    source::Agent::from_name(name).ok_or_else(|| {
+        usage_error(format!(
+            "--agent {name:?} is not an agent: use evi, claude-code or codex"
+        ))
+    })
+}
 
 /// Scans the transcripts folder, printing a warning per skipped path (and
 /// one when the home itself does not exist: reading creates nothing).

@@ -159,6 +159,20 @@ impl Incoming {
             .ctx(|| "cannot save the entries that wait in sync/pending".into())
     }
 
+    /// Drops everything of `session` (a tombstone was just applied): what
+    /// is queued, what waits in `sync/pending/` (its file goes now), and
+    /// the session as read, so nothing of it is written again.
+    pub fn forget(&mut self, session: &SessionId) -> Result<(), SyncError> {
+        self.queued.remove(session);
+        self.appenders.remove(session);
+        self.touched.remove(session);
+        self.waited.retain(|(s, _), _| s != session);
+        self.pending.drop_session(session);
+        self.pending
+            .save()
+            .ctx(|| "cannot save the entries that wait in sync/pending".into())
+    }
+
     /// Entries waiting now.
     pub fn waiting(&self) -> u64 {
         self.pending.count()

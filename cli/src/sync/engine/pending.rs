@@ -180,6 +180,13 @@ impl PendingStore {
         self.dirty.insert(session.clone());
     }
 
+    /// Drops what waits for `session` (it was forgotten): its file goes
+    /// with the next [`Self::save`].
+    pub fn drop_session(&mut self, session: &SessionId) {
+        self.sessions.remove(session);
+        self.dirty.insert(session.clone());
+    }
+
     /// Entries waiting in all.
     pub fn count(&self) -> u64 {
         self.sessions.values().map(|w| w.len() as u64).sum()
@@ -217,6 +224,16 @@ impl PendingStore {
             sync_dir(&self.dir)?;
         }
         Ok(())
+    }
+}
+
+/// Removes the file of what waits for `session` in `dir` (it was
+/// forgotten: those entries must not bring it back).
+pub fn discard(dir: &std::path::Path, session: &SessionId) -> io::Result<()> {
+    match std::fs::remove_file(dir.join(format!("{session}.json"))) {
+        Ok(()) => sync_dir(dir),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -27,7 +27,7 @@ use crate::sync::remote::records::{Page, PulledRecord};
 use crate::sync::state::JournalState;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::damaged::{self, DamagedRecord};
-use crate::sync::state::high_water::HighWater;
+use crate::sync::state::high_water::{HighWater, WentBack};
 use crate::sync::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
@@ -65,6 +65,9 @@ pub struct PullReport {
     pub forget: crate::sync::engine::forget::Applied,
     /// What pulled checkpoint forgets did here.
     pub checkpoint_forget: crate::sync::engine::checkpoint_forget::Done,
+    /// Forgets and undos among the pulled records (applied before or now).
+    #[serde(skip)]
+    pub tombstones_seen: u64,
 }
 
 /// How to pull.
@@ -113,14 +116,29 @@ fn pull_with(
     mend: bool,
 ) -> Result<PullReport, SyncError> {
     let status = ctx.client.status()?;
-    let went_back = ctx.state.high_water.went_back(&status);
+    let mut went_back = ctx.state.high_water.went_back(&status);
+    // Fewer records and entries at the same or a later seq may be a forget
+    // the server committed (it deletes the stream's records): the pull
+    // says whether one came.
+    let counts_only = went_back.as_ref().is_some_and(WentBack::counts_only);
     ctx.state.high_water.observe(&status);
     let caps = ctx.client.capabilities()?;
-    let all = opts.all || (mend && went_back.is_some());
+    let all = opts.all || (mend && went_back.is_some() && !counts_only);
     let opts = PullOptions { all };
     let first = if all { 0 } else { ctx.state.cursor };
     progress.start("pulling", status.newest_seq.saturating_sub(first));
     let (mut report, pulled_to) = pull_scope(ctx, progress, opts, &caps, first, Scope::Everything)?;
+    if counts_only && !all {
+        if report.tombstones_seen > 0 {
+            // A forget explains the lower counts: they are the marks now.
+            went_back = None;
+            ctx.state.high_water.records = status.records;
+            ctx.state.high_water.entries = status.entries;
+        } else if mend {
+            ctx.save_state()?;
+            return pull_with(ctx, progress, PullOptions { all: true }, mend);
+        }
+    }
     report.server_went_back = went_back.as_ref().map(ToString::to_string);
     if went_back.is_some() && all {
         // Everything the server holds now is here: its history as it now
@@ -141,6 +159,9 @@ fn pull_with(
             name: ctx.state.journal.name.take(),
             ..JournalState::default()
         };
+        // So may the forgets: sent again, the restored server deletes
+        // what it got back of those sessions.
+        crate::sync::engine::forget::local::resend_all(ctx)?;
     }
     ctx.state.last_pull = Some(chrono::Utc::now().to_rfc3339());
     ctx.save_state()?;
@@ -283,15 +304,22 @@ fn pull_scope(
                 // moves past every record of the page.
                 damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
                 if let Some(t) = run.then {
+                    // A forget of either kind deletes records: the counts
+                    // the server reports go down for it.
+                    report.tombstones_seen += 1;
                     if t.head.kind == evi_shared::blob_refs::FORGET_LINES_KIND {
                         let done = &mut report.checkpoint_forget;
                         crate::sync::engine::checkpoint_forget::apply_pulled(ctx, &t, done)?;
                     } else {
-                        crate::sync::engine::forget::apply::apply_pulled(
+                        let forgot = crate::sync::engine::forget::apply::apply_pulled(
                             ctx,
                             &t,
                             &mut report.forget,
                         )?;
+                        // What waited for a session forgotten now goes with it.
+                        if let Some(session) = forgot.and_then(|s| s.parse::<SessionId>().ok()) {
+                            incoming.forget(&session)?;
+                        }
                     }
                 }
             }

@@ -1,8 +1,10 @@
 //! High-water marks: the most this device has seen the server hold for the
-//! account. A server only ever adds records and entry ids (nothing deletes
-//! them), so its newest seq and its record and entry counts never go down;
-//! if they do, its history went backwards: it was restored from an older
-//! backup, or it is lying. It cannot be made to show what it dropped, but
+//! account. A server only ever adds records and entry ids, except for a
+//! forgotten session's, which it deletes when the forget commits; so its
+//! newest seq never goes down, nor do its record and entry counts but
+//! with a forget (a device lowers those marks when it learns of one:
+//! [`HighWater::forgot`]). If they do, its history went backwards: it was
+//! restored from an older backup, or it is lying. It cannot be made to show what it dropped, but
 //! it cannot hide that it dropped it from a device that saw it before.
 //!
 //! Push and pull raise the marks from every answer they get; `evi sync
@@ -32,6 +34,14 @@ pub struct HighWater {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WentBack(pub Vec<(&'static str, u64, u64)>);
 
+impl WentBack {
+    /// Only the record and entry counts went down, not the newest seq:
+    /// what a forget this device has not pulled yet also does.
+    pub fn counts_only(&self) -> bool {
+        self.0.iter().all(|(what, _, _)| *what != "newest seq")
+    }
+}
+
 impl fmt::Display for WentBack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
@@ -56,6 +66,14 @@ impl HighWater {
         self.newest_seq = self.newest_seq.max(s.newest_seq);
         self.records = self.records.max(s.records);
         self.entries = self.entries.max(s.entries);
+    }
+
+    /// A forget was made or learned here: the server holds fewer records and
+    /// entries from its commit on, so the count marks start again from the
+    /// next answer (the newest seq still guards the history).
+    pub fn forgot(&mut self) {
+        self.records = 0;
+        self.entries = 0;
     }
 
     /// Raises the newest seq (a push's answer, a pulled record).

@@ -215,6 +215,9 @@ pub fn send_outbox(ctx: &mut SyncContext, done: &mut Done) -> Result<(), SyncErr
         ctx.state.advance_cursor(resp.newest_seq);
     }
     ctx.state.high_water.observe_seq(resp.newest_seq);
+    // The server deleted the records holding those lines: its counts go
+    // down, which is no restore from a backup.
+    ctx.state.high_water.forgot();
     done.sent += o.unsent.len() as u64;
     o.unsent.clear();
     o.save(&dir).map_err(io)?;
@@ -253,6 +256,7 @@ pub fn apply_pulled(
             return Ok(());
         }
     };
+    ctx.state.high_water.forgot();
     if t.journal == journal_name(&ctx.account)
         || crate::sync::seal::segment::check_device(&t.journal).is_err()
     {

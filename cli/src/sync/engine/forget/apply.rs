@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::ledger::{Ledger, SessionMark};
 use super::tombstone::{Action, Tombstone, TombstoneError};
 use super::trash;
+use crate::source::{Agent, StreamName};
 use crate::sync::OpenedSegment;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::remote::records::PulledRecord;
@@ -32,6 +33,10 @@ pub struct Applied {
     pub purged: u64,
     /// Why a pulled tombstone was not applied (it did not verify), for people.
     pub refused: Vec<String>,
+    /// Anything else people should know (lines of a Codex session written
+    /// after its forget, kept in the trash).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remarks: Vec<String>,
 }
 
 impl Applied {
@@ -66,6 +71,7 @@ impl Applied {
         for r in &self.refused {
             out.push(format!("a forget from the server was not applied: {r}"));
         }
+        out.extend(self.remarks.iter().cloned());
         out
     }
 }
@@ -131,6 +137,7 @@ pub fn drop_forgotten(ctx: &SyncContext, opened: Vec<OpenedSegment>) -> Vec<Open
         .into_iter()
         .filter(|s| match s {
             OpenedSegment::Entries { session, .. } => !l.is_forgotten(session.as_str()),
+            OpenedSegment::AgentEntries { stream, .. } => !l.is_forgotten(&stream.to_string()),
             _ => true,
         })
         .collect()
@@ -154,34 +161,38 @@ pub fn check(ctx: &SyncContext, r: &PulledRecord) -> Result<(), String> {
     open_pulled(ctx, r).map(drop).map_err(|e| e.to_string())
 }
 
-/// Applies a pulled forget or undo (once: one applied before is passed over).
+/// Applies a pulled forget or undo (once: one applied before is passed
+/// over). Returns the stream name of a forget applied now, so the caller
+/// drops what it holds of it in memory.
 pub fn apply_pulled(
     ctx: &mut SyncContext,
     r: &PulledRecord,
     applied: &mut Applied,
-) -> Result<(), SyncError> {
+) -> Result<Option<String>, SyncError> {
     let mut l = ledger(ctx)?;
     let Some(id) = r.head.entry_ids.first() else {
-        return Ok(());
+        return Ok(None);
     };
     if l.applied.contains(id.as_str()) {
-        return Ok(());
+        return Ok(None);
     }
     let t = match open_pulled(ctx, r) {
         Ok(t) => t,
         Err(e) => {
             applied.refused.push(format!("record {}: {e}", r.head.seq));
-            return Ok(());
+            return Ok(None);
         }
     };
     apply(ctx, &mut l, &t, id.as_str(), applied)?;
     l.applied.insert(id.to_string());
     save(ctx, &l)?;
-    ctx.save_state()
+    ctx.save_state()?;
+    Ok((t.action == Action::Forget).then_some(t.stream))
 }
 
-/// What a verified tombstone does here. Another agent's stream (its name
-/// holds a `/`) is only noted: its files are not eVi's to move.
+/// What a verified tombstone does here: an eVi session's files, or
+/// another agent's in its folder here (see [`super::agent`]), to the trash
+/// or back. A stream name that is neither is only noted.
 fn apply(
     ctx: &mut SyncContext,
     l: &mut Ledger,
@@ -189,17 +200,18 @@ fn apply(
     id: &str,
     applied: &mut Applied,
 ) -> Result<(), SyncError> {
-    let Ok(session) = t.stream.parse::<SessionId>() else {
+    let Some(stream) = StreamName::parse(&t.stream) else {
         return Ok(());
     };
+    ctx.state.high_water.forgot();
     match t.action {
-        Action::Forget => trash_session(ctx, l, &session, t.at_ms, true, applied)?,
+        Action::Forget => trash_stream(ctx, l, &stream, t.at_ms, true, applied)?,
         Action::Undo => {
-            restore_session(ctx, &session, applied)?;
+            restore_stream(ctx, &stream, applied)?;
         }
     }
     l.sessions.insert(
-        session.to_string(),
+        stream.to_string(),
         SessionMark {
             action: t.action,
             at_ms: t.at_ms,
@@ -263,10 +275,27 @@ pub fn purge_trash(ctx: &SyncContext, applied: &mut Applied) {
     }
 }
 
+/// Moves the files of `stream` here into the trash (eVi's day files, or
+/// another agent's file): see [`trash_session`] and [`super::agent`].
+pub(super) fn trash_stream(
+    ctx: &mut SyncContext,
+    l: &Ledger,
+    stream: &StreamName,
+    at_ms: i64,
+    revive: bool,
+    applied: &mut Applied,
+) -> Result<(), SyncError> {
+    match stream.agent {
+        Agent::Evi => trash_session(ctx, l, &stream.session, at_ms, revive, applied),
+        _ => super::agent::trash_agent_stream(ctx, stream, at_ms, revive, applied),
+    }
+}
+
 /// Moves the files of `session` here into the trash and forgets their push
-/// state; with `revive`, first keeps as a new session the lines written
-/// after `at_ms` that were never pushed from here.
-pub(super) fn trash_session(
+/// state and the entries that wait for them in `sync/pending/`; with
+/// `revive`, first keeps as a new session the lines written after `at_ms`
+/// that were never pushed from here.
+fn trash_session(
     ctx: &mut SyncContext,
     l: &Ledger,
     session: &SessionId,
@@ -274,6 +303,8 @@ pub(super) fn trash_session(
     revive: bool,
     applied: &mut Applied,
 ) -> Result<(), SyncError> {
+    crate::sync::engine::pending::discard(&ctx.paths.dir.join("pending"), session)
+        .ctx(|| format!("cannot drop the entries of session {session} in sync/pending/"))?;
     let files = trash::session_files(&ctx.home, session)
         .ctx(|| format!("cannot list the files of session {session}"))?;
     if files.is_empty() {
@@ -284,7 +315,7 @@ pub(super) fn trash_session(
         for (day, path) in &files {
             let rel = crate::sync::state::rel_name(*day, session);
             let pushed = ctx.state.files.get(&rel).map_or(0, |f| f.offset);
-            let lines = lines_after_forget(path, pushed, at_ms)
+            let lines = lines_after_forget(path, pushed, at_ms, |l| parse_head(l).ts)
                 .ctx(|| format!("cannot read {}", path.display()))?;
             if !lines.is_empty() {
                 kept.push((*day, lines));
@@ -319,30 +350,41 @@ pub(super) fn trash_session(
     Ok(())
 }
 
-/// Brings back the newest trash folder of `session`; its files are read
-/// again whole by the next push. `false` when there is none.
-pub(super) fn restore_session(
+/// Brings back the newest trash folder of `stream` (to the day folders, or
+/// to where another agent's file was); its files are read again whole by
+/// the next push. `false` when there is none.
+pub(super) fn restore_stream(
     ctx: &mut SyncContext,
-    session: &SessionId,
+    stream: &StreamName,
     applied: &mut Applied,
 ) -> Result<bool, SyncError> {
-    let Some((dir, meta)) = trash::newest(&ctx.home, session)
-        .ctx(|| format!("cannot read the trash of session {session}"))?
+    let name = stream.to_string();
+    let Some((dir, meta)) = trash::newest(&ctx.home, &name)
+        .ctx(|| format!("cannot read the trash of session {name}"))?
     else {
         return Ok(false);
     };
     trash::restore(&ctx.home, &dir, &meta)
-        .ctx(|| format!("cannot bring session {session} back from sync/trash/"))?;
+        .ctx(|| format!("cannot bring session {name} back from sync/trash/"))?;
     for rel in &meta.files {
         ctx.state.files.remove(rel);
     }
-    applied.restored.push(session.to_string());
+    if !meta.agent_files.is_empty() {
+        ctx.state.files.remove(&stream.state_key());
+    }
+    applied.restored.push(name);
     Ok(true)
 }
 
-/// The whole lines of `path` past byte `pushed` whose `ts` is later than
-/// `at_ms` (a line being written, with no newline yet, is not one).
-fn lines_after_forget(path: &Path, pushed: u64, at_ms: i64) -> std::io::Result<Vec<Vec<u8>>> {
+/// The whole lines of `path` past byte `pushed` whose time (`ts` reads it)
+/// is later than `at_ms` (a line being written, with no newline yet, is
+/// not one).
+pub(super) fn lines_after_forget(
+    path: &Path,
+    pushed: u64,
+    at_ms: i64,
+    ts: impl Fn(&[u8]) -> Option<i64>,
+) -> std::io::Result<Vec<Vec<u8>>> {
     let mut f = std::fs::File::open(path)?;
     let len = f.metadata()?.len();
     if pushed >= len {
@@ -358,7 +400,7 @@ fn lines_after_forget(path: &Path, pushed: u64, at_ms: i64) -> std::io::Result<V
     Ok(whole
         .split(|&b| b == b'\n')
         .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
-        .filter(|line| parse_head(line).ts.is_some_and(|ts| ts > at_ms))
+        .filter(|line| ts(line).is_some_and(|t| t > at_ms))
         .map(<[u8]>::to_vec)
         .collect())
 }
@@ -382,7 +424,7 @@ fn revive_id(session: &SessionId, l: &Ledger) -> SessionId {
         .expect("a free name exists")
 }
 
-fn append_lines(path: &Path, lines: &[Vec<u8>]) -> std::io::Result<()> {
+pub(super) fn append_lines(path: &Path, lines: &[Vec<u8>]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         crate::fsutil::create_dir_all_durable(dir)?;
     }
@@ -421,11 +463,12 @@ mod tests {
         );
         std::fs::write(&p, body).unwrap();
         let at = crate::transcript::line::parse_ts("2026-01-01T00:00:10Z").unwrap();
-        let got = lines_after_forget(&p, pushed.len() as u64, at).unwrap();
+        let ts = |l: &[u8]| parse_head(l).ts;
+        let got = lines_after_forget(&p, pushed.len() as u64, at, ts).unwrap();
         assert_eq!(got.len(), 1);
         assert!(String::from_utf8_lossy(&got[0]).contains("\"after\""));
         // Pushed already (another device has it): never kept.
-        assert!(lines_after_forget(&p, 10_000, at).unwrap().is_empty());
+        assert!(lines_after_forget(&p, 10_000, at, ts).unwrap().is_empty());
     }
 
     #[test]

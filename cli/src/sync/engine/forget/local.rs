@@ -1,29 +1,30 @@
 //! What this device asks: a forget or an undo made here, and sending them
 //! (at once, or first thing in the next push when the server was away).
 
-use evi_shared::SessionId;
 use evi_shared::frames::SegmentHead;
 
-use super::apply::{Applied, ledger, restore_session, save, trash_session};
+use super::apply::{Applied, ledger, restore_stream, save, trash_stream};
 use super::ledger::{Ledger, SessionMark};
 use super::tombstone::{Action, Tombstone};
+use crate::source::StreamName;
 use crate::sync::error::SyncError;
 use crate::sync::remote::records::{OutBatch, OutSegment};
 use crate::sync::state::context::SyncContext;
 
-/// Forgets `session` on this device (the command): its files to the
-/// trash, its tombstone queued to send. Nothing of it is kept here.
+/// Forgets `stream` on this device (the command): its files (eVi's, or
+/// another agent's) to the trash, its tombstone queued to send. Nothing of
+/// it is kept here.
 pub fn forget_here(
     ctx: &mut SyncContext,
-    session: &SessionId,
+    stream: &StreamName,
     applied: &mut Applied,
 ) -> Result<(), SyncError> {
     let mut l = ledger(ctx)?;
     let at_ms = chrono::Utc::now().timestamp_millis();
-    trash_session(ctx, &l, session, at_ms, false, applied)?;
+    trash_stream(ctx, &l, stream, at_ms, false, applied)?;
     let t = Tombstone {
         action: Action::Forget,
-        stream: session.to_string(),
+        stream: stream.to_string(),
         at_ms,
         device: ctx.account.device_id.clone(),
     };
@@ -32,22 +33,22 @@ pub fn forget_here(
     ctx.save_state()
 }
 
-/// Undoes the forget of `session` here: the newest trash folder back, an
+/// Undoes the forget of `stream` here: the newest trash folder back, an
 /// undo queued to send, and the session's files read again whole by the
 /// next push (the server deleted what it had). `false` when the trash
 /// holds nothing of it.
 pub fn undo_here(
     ctx: &mut SyncContext,
-    session: &SessionId,
+    stream: &StreamName,
     applied: &mut Applied,
 ) -> Result<bool, SyncError> {
     let mut l = ledger(ctx)?;
-    if !restore_session(ctx, session, applied)? {
+    if !restore_stream(ctx, stream, applied)? {
         return Ok(false);
     }
     let t = Tombstone {
         action: Action::Undo,
-        stream: session.to_string(),
+        stream: stream.to_string(),
         at_ms: chrono::Utc::now().timestamp_millis(),
         device: ctx.account.device_id.clone(),
     };
@@ -57,7 +58,8 @@ pub fn undo_here(
     Ok(true)
 }
 
-fn queue(ctx: &SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), SyncError> {
+fn queue(ctx: &mut SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), SyncError> {
+    ctx.state.high_water.forgot();
     let (_, entry) = t.ids(&ctx.keys);
     l.applied.insert(entry.to_string());
     l.sessions.insert(
@@ -71,6 +73,21 @@ fn queue(ctx: &SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), SyncErr
         },
     );
     Ok(())
+}
+
+/// Marks every forget and undo this device holds (its own, and those it
+/// applied) to be sent again by the next push: the server's history went
+/// back (restored from a backup), and may have lost them. Each goes under
+/// its own entry id again, so a server that kept it stores it once.
+pub fn resend_all(ctx: &SyncContext) -> Result<(), SyncError> {
+    let mut l = ledger(ctx)?;
+    if l.sessions.is_empty() {
+        return Ok(());
+    }
+    for m in l.sessions.values_mut() {
+        m.unsent = true;
+    }
+    save(ctx, &l)
 }
 
 /// Sends the forgets and undos made here that the server has not

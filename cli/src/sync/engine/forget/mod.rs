@@ -31,10 +31,15 @@
 //!   trash), and pushes the session again, so the server holds it again
 //!   (what another device sends too is dropped by entry id).
 //!
+//! - Sessions of other agents (Claude Code, Codex) are forgotten the same
+//!   way, one stream per file ([`agent`]): each device moves its own copy,
+//!   where it keeps it, into its trash, and an undo puts it back there.
+//!
 //! What it cannot do: a device that never syncs again keeps its copy, and
-//! so does any export or backup made before; sessions of other agents
-//! (Claude Code, Codex) cannot be forgotten yet.
+//! so does any export or backup made before; an agent's own records of a
+//! session outside its session file (Codex's thread index) are left to it.
 
+pub mod agent;
 pub mod apply;
 pub mod ledger;
 pub mod local;

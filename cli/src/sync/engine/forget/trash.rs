@@ -3,10 +3,15 @@
 //! push or pull.
 //!
 //! Layout: `trash/<session>/<trashed ms>/<day>/<session>.jsonl`, and beside
-//! the day folders `trash.json` ([`TrashMeta`]). Files move by rename (the
-//! trash is in the eVi home, so on its filesystem): nothing is copied, and
-//! a killed move leaves each file whole in one place or the other; a
-//! forget applied again moves what is left.
+//! the day folders `trash.json` ([`TrashMeta`]). Another agent's session
+//! (stream `claude-code/<id>`, `codex/<id>`) is `trash/<stream, its / as
+//! +>/<trashed ms>/agent/<n>.jsonl`, the list naming where each file was, so
+//! an undo puts it back there. Files move by rename (eVi's are in the eVi
+//! home, so on its filesystem): nothing is copied, and a killed move leaves
+//! each file whole in one place or the other; a forget applied again moves
+//! what is left. An agent's folder on another filesystem is copied in
+//! (durably) before its file is removed, so a kill leaves a copy too many,
+//! never one too few.
 
 use std::fs;
 use std::io;
@@ -32,10 +37,97 @@ pub struct TrashMeta {
     pub at_ms: i64,
     /// The files, as `<day>/<session>.jsonl` under `transcripts/`.
     pub files: Vec<String>,
+    /// Another agent's files, with where each was on this device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_files: Vec<AgentTrashed>,
+}
+
+/// One file of another agent's session in the trash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentTrashed {
+    /// Where it was (and where an undo puts it back).
+    pub from: PathBuf,
+    /// Its name in the trash folder (`agent/<n>.jsonl`).
+    pub name: String,
 }
 
 fn root(home: &EviHome) -> PathBuf {
     home.sync_dir().join("trash")
+}
+
+/// The trash folder name of a stream: an eVi session's id, another
+/// agent's stream name with `+` for `/` (no session id holds a `+`).
+pub fn dir_name(stream: &str) -> String {
+    stream.replace('/', "+")
+}
+
+/// A new folder for `stream` in the trash (not created yet), and its time.
+fn new_dir(home: &EviHome, stream: &str) -> (PathBuf, i64) {
+    let now = chrono::Utc::now().timestamp_millis();
+    let base = root(home).join(dir_name(stream));
+    // Two forgets within a millisecond (a test, a script): the next number.
+    let mut n = now;
+    while base.join(n.to_string()).exists() {
+        n += 1;
+    }
+    (base.join(n.to_string()), now)
+}
+
+/// Moves `from` to `to` (a new name in the trash, or back): a rename, or
+/// on another filesystem a durable copy and then the removal.
+fn move_file(from: &Path, to: &Path) -> io::Result<()> {
+    match fs::rename(from, to) {
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            fs::copy(from, to)?;
+            fs::File::open(to)?.sync_all()?;
+            if let Some(d) = to.parent() {
+                sync_dir(d)?;
+            }
+            fs::remove_file(from)
+        }
+        other => other,
+    }
+}
+
+/// Moves another agent's session files (stream `stream`) into a new
+/// folder of the trash; `None` when there is nothing to move.
+pub fn move_in_agent(
+    home: &EviHome,
+    stream: &str,
+    files: &[PathBuf],
+    at_ms: i64,
+) -> io::Result<Option<PathBuf>> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let (dir, now) = new_dir(home, stream);
+    let meta = TrashMeta {
+        session: stream.to_owned(),
+        trashed_ms: now,
+        at_ms,
+        files: Vec::new(),
+        agent_files: files
+            .iter()
+            .enumerate()
+            .map(|(i, from)| AgentTrashed {
+                from: from.clone(),
+                name: format!("agent/{i}.jsonl"),
+            })
+            .collect(),
+    };
+    create_dir_all_durable(&dir.join("agent"))?;
+    replace_file(
+        &dir.join(META),
+        &serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?,
+    )?;
+    for f in &meta.agent_files {
+        move_file(&f.from, &dir.join(&f.name))?;
+        sync_dir(&dir.join("agent"))?;
+        if let Some(parent) = f.from.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(Some(dir))
 }
 
 /// The files of `session` in the day folders here, in day order.
@@ -73,14 +165,7 @@ pub fn move_in(
     if files.is_empty() {
         return Ok(None);
     }
-    let now = chrono::Utc::now().timestamp_millis();
-    let mut dir = root(home).join(session.as_str()).join(now.to_string());
-    // Two forgets within a millisecond (a test, a script): the next number.
-    let mut n = now;
-    while dir.exists() {
-        n += 1;
-        dir = root(home).join(session.as_str()).join(n.to_string());
-    }
+    let (dir, now) = new_dir(home, session.as_str());
     let meta = TrashMeta {
         session: session.to_string(),
         trashed_ms: now,
@@ -89,6 +174,7 @@ pub fn move_in(
             .iter()
             .map(|(day, _)| format!("{day}/{session}.jsonl"))
             .collect(),
+        agent_files: Vec::new(),
     };
     create_dir_all_durable(&dir)?;
     // The list first: a trash folder always says what it holds.
@@ -108,10 +194,11 @@ pub fn move_in(
     Ok(Some(dir))
 }
 
-/// The newest trash folder of `session`, with what it holds.
-pub fn newest(home: &EviHome, session: &SessionId) -> io::Result<Option<(PathBuf, TrashMeta)>> {
+/// The newest trash folder of `stream` (an eVi session's id, or another
+/// agent's stream name), with what it holds.
+pub fn newest(home: &EviHome, stream: &str) -> io::Result<Option<(PathBuf, TrashMeta)>> {
     let mut found: Vec<(i64, PathBuf)> = Vec::new();
-    let dir = root(home).join(session.as_str());
+    let dir = root(home).join(dir_name(stream));
     let read = match fs::read_dir(&dir) {
         Ok(r) => r,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -131,6 +218,27 @@ pub fn newest(home: &EviHome, session: &SessionId) -> io::Result<Option<(PathBuf
     Ok(Some((path, meta)))
 }
 
+/// The streams the trash holds something of.
+pub fn streams(home: &EviHome) -> io::Result<Vec<crate::source::StreamName>> {
+    let read = match fs::read_dir(root(home)) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for ent in read {
+        let ent = ent?;
+        if let Some(s) = ent
+            .file_name()
+            .to_str()
+            .and_then(|n| crate::source::StreamName::parse(&n.replace('+', "/")))
+        {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
 fn read_meta(dir: &Path) -> io::Result<TrashMeta> {
     let bytes = fs::read(dir.join(META))?;
     serde_json::from_slice(&bytes).map_err(|e| {
@@ -146,7 +254,8 @@ fn read_meta(dir: &Path) -> io::Result<TrashMeta> {
 pub struct Restored {
     pub files: u64,
     /// Files left in the trash because the day folder has a file of that
-    /// name again (as `<day>/<session>.jsonl`).
+    /// name again (as `<day>/<session>.jsonl`; another agent's as the path
+    /// it had).
     pub kept: Vec<String>,
 }
 
@@ -167,6 +276,21 @@ pub fn restore(home: &EviHome, dir: &Path, meta: &TrashMeta) -> io::Result<Resto
         let parent = to.parent().expect("a day folder");
         create_dir_all_durable(parent)?;
         fs::rename(&from, &to)?;
+        sync_dir(parent)?;
+        done.files += 1;
+    }
+    for f in &meta.agent_files {
+        let from = dir.join(&f.name);
+        if !from.is_file() {
+            continue;
+        }
+        if f.from.exists() {
+            done.kept.push(f.from.display().to_string());
+            continue;
+        }
+        let parent = f.from.parent().expect("an agent's session folder");
+        create_dir_all_durable(parent)?;
+        move_file(&from, &f.from)?;
         sync_dir(parent)?;
         done.files += 1;
     }
@@ -242,7 +366,7 @@ mod tests {
         let dir = move_in(&h, &s1, &files, 5).unwrap().unwrap();
         assert!(session_files(&h, &s1).unwrap().is_empty());
         assert!(h.transcripts_dir().join("2026-01-02/s2.jsonl").is_file());
-        let (found, meta) = newest(&h, &s1).unwrap().unwrap();
+        let (found, meta) = newest(&h, "s1").unwrap().unwrap();
         assert_eq!(found, dir);
         let back = restore(&h, &found, &meta).unwrap();
         assert_eq!(back.files, 2);
@@ -250,7 +374,29 @@ mod tests {
             fs::read_to_string(h.transcripts_dir().join("2026-01-01/s1.jsonl")).unwrap(),
             "a\n"
         );
-        assert!(newest(&h, &s1).unwrap().is_none());
+        assert!(newest(&h, "s1").unwrap().is_none());
+    }
+
+    #[test]
+    fn an_agents_files_go_back_where_they_were() {
+        let (t, h) = home();
+        let proj = t.path().join("claude/projects/-p");
+        fs::create_dir_all(proj.join("c1/subagents")).unwrap();
+        let main = proj.join("c1.jsonl");
+        let sub = proj.join("c1/subagents/agent-1.jsonl");
+        fs::write(&main, "m\n").unwrap();
+        fs::write(&sub, "s\n").unwrap();
+        let stream = "claude-code/c1";
+        move_in_agent(&h, stream, &[main.clone(), sub.clone()], 5)
+            .unwrap()
+            .unwrap();
+        assert!(!main.exists() && !sub.exists());
+        assert!(root(&h).join("claude-code+c1").is_dir());
+        let (dir, meta) = newest(&h, stream).unwrap().unwrap();
+        assert_eq!(restore(&h, &dir, &meta).unwrap().files, 2);
+        assert_eq!(fs::read_to_string(&main).unwrap(), "m\n");
+        assert_eq!(fs::read_to_string(&sub).unwrap(), "s\n");
+        assert!(newest(&h, stream).unwrap().is_none());
     }
 
     #[test]
