@@ -47,7 +47,14 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
         "INSERT INTO users (name, password_hash, created_at)
              SELECT 'Bob', password_hash, created_at FROM users WHERE name = 'bob';
          DROP INDEX IF EXISTS users_by_name_nocase;
-         ALTER TABLE records DROP COLUMN entry_id_bytes;",
+         ALTER TABLE records DROP COLUMN entry_id_bytes;
+         DROP INDEX IF EXISTS users_staging;
+         ALTER TABLE users DROP COLUMN key_generation;
+         ALTER TABLE users DROP COLUMN rotated_at;
+         ALTER TABLE users DROP COLUMN rotated_by;
+         ALTER TABLE users DROP COLUMN staging_of;
+         ALTER TABLE users DROP COLUMN retired_at;
+         ALTER TABLE devices DROP COLUMN key_generation;",
     )
     .unwrap();
     let version: i64 = db
