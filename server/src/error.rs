@@ -82,7 +82,11 @@ impl ApiError {
             CommitRefused::NotBegun => {
                 Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, r.to_string())
             }
-            CommitRefused::NoKeyCheck => Self::bad_request(r.to_string()),
+            CommitRefused::NoKeyCheck => Self::new(
+                StatusCode::CONFLICT,
+                ErrorCode::RotationNotReady,
+                r.to_string(),
+            ),
         }
     }
     pub fn invalid_credentials() -> Self {

@@ -160,6 +160,10 @@ pub enum ErrorCode {
     /// rotation's commit named: carry those into the staging account too,
     /// then commit again (nothing was changed).
     RotationBehind,
+    /// 409: a key rotation's staging account is not ready to be swapped in
+    /// (it holds no key check value yet): run the rotation again, which
+    /// sets it before committing (nothing was changed).
+    RotationNotReady,
     /// A code this version does not know (sent by a newer server).
     #[serde(other)]
     Unknown,

@@ -67,7 +67,7 @@ fn check_kind(kind: &str) -> ApiResult<()> {
     }
 }
 
-fn check_segment(s: &Incoming) -> ApiResult<()> {
+fn check_segment(s: &mut Incoming) -> ApiResult<()> {
     check_kind(&s.kind)?;
     if s.entry_ids.is_empty() {
         return Err(ApiError::bad_request(
@@ -87,11 +87,11 @@ fn check_segment(s: &Incoming) -> ApiResult<()> {
             s.refs.len()
         )));
     }
-    if !s.refs.forgets.is_empty() && s.kind != evi_shared::blob_refs::FORGET_LINES_KIND {
-        return Err(ApiError::bad_request(format!(
-            "only a `{}` record forgets entries",
-            evi_shared::blob_refs::FORGET_LINES_KIND
-        )));
+    // Only a `forget-lines` record forgets entries: on any other the list
+    // means nothing, and is dropped rather than acted on (the record is
+    // stored as it would be without it).
+    if s.kind != evi_shared::blob_refs::FORGET_LINES_KIND {
+        s.refs.forgets.clear();
     }
     Ok(())
 }
@@ -134,7 +134,8 @@ pub async fn push(
         }
         PushWire::Frames => framed::read_push(&body_bytes(req, &state).await?)?,
     };
-    for s in &segments {
+    let mut segments = segments;
+    for s in &mut segments {
         check_segment(s)?;
     }
     let (segments, mut over_quota) = if query.per_item {

@@ -46,7 +46,7 @@ pub async fn begin(
     responses((status = 200, body = RotationCommitResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "no rotation was begun"),
-        (status = 409, body = ErrorBody, description = "`rotation_behind`: records after `through_seq`; nothing changed")))]
+        (status = 409, body = ErrorBody, description = "`rotation_behind`: records after `through_seq`; `rotation_not_ready`: the staging account has no key check value yet; nothing changed")))]
 pub async fn commit(
     State(state): State<AppState>,
     auth: Authed,

@@ -238,9 +238,10 @@ fn a_failed_init_leaves_no_key_and_a_second_init_works() {
         r.stderr,
         format!(
             "error: the account pat already exists on {url}\n\
-             hint: to add this device to it: on your first device `evi sync key export -o \
-             key.age`, here `evi sync key import key.age`, then `evi sync login --server {url} \
-             --user pat`\n\
+             hint: to add this device to it: `evi sync pair` on your first device, `evi sync \
+             join CODE --server {url}` here (offline: `evi sync key export -o key.age` there, \
+             `evi sync key import key.age` here, then `evi sync login --server {url} --user \
+             pat`)\n\
              hint: to create a new account, choose another --user\n",
             url = server.url
         )
@@ -292,8 +293,9 @@ fn key_mismatch_messages_say_which_file_to_move_and_how_to_get_the_right_key() {
             "error: the key in {path} (fingerprint {fp_here}) is not the key of pat's account on \
              {url}\n\
              hint: move it away: mv {path} {unused}\n\
-             hint: then bring the account's key: on your first device `evi sync key export -o \
-             key.age`, copy key.age here, `evi sync key import key.age`, and log in again\n",
+             hint: then bring the account's key: `evi sync pair` on your first device, `evi \
+             sync join CODE --server URL` here (offline: `evi sync key export -o key.age` there, \
+             `evi sync key import key.age` here, and log in again)\n",
             path = path.display(),
             unused = unused.display(),
             url = server.url
@@ -521,7 +523,8 @@ fn push_with_a_key_that_is_not_the_accounts_says_which_file_to_move() {
         r.stderr,
         "error: this device's key does not match the account's: it was not made from the same \
          identity\n\
-         hint: move sync/identity.txt (in the eVi home) away, then on your first device \
-         `evi sync key export -o key.age`, here `evi sync key import key.age`\n"
+         hint: move sync/identity.txt (in the eVi home) away, then pair this device: \
+         `evi sync pair` on your first device, `evi sync join CODE --server URL` here \
+         (offline: `evi sync key export -o key.age` there, `evi sync key import key.age` here)\n"
     );
 }

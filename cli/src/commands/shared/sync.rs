@@ -38,8 +38,9 @@ pub fn sync_error(e: SyncError) -> CommandError {
             Some("this device's token is no longer valid (revoked?): run `evi sync login` again")
         }
         SyncError::KeyMismatch => Some(
-            "move sync/identity.txt (in the eVi home) away, then on your first device \
-             `evi sync key export -o key.age`, here `evi sync key import key.age`",
+            "move sync/identity.txt (in the eVi home) away, then pair this device: \
+             `evi sync pair` on your first device, `evi sync join CODE --server URL` here \
+             (offline: `evi sync key export -o key.age` there, `evi sync key import key.age` here)",
         ),
         SyncError::Identity(crate::sync::IdentityError::Malformed(_)) => {
             Some("import your key backup: evi sync key import FILE")

@@ -178,8 +178,9 @@ fn key_mismatch(paths: &SyncPaths, identity: &Identity, user: &str, server: &str
         paths.dir.join("identity.unused.txt").display()
     ))
     .hinted(
-        "then bring the account's key: on your first device `evi sync key export -o key.age`, \
-         copy key.age here, `evi sync key import key.age`, and log in again",
+        "then bring the account's key: `evi sync pair` on your first device, \
+         `evi sync join CODE --server URL` here (offline: `evi sync key export -o key.age` there, \
+         `evi sync key import key.age` here, and log in again)",
     )
 }
 
@@ -346,8 +347,10 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
                 client.server()
             ))
             .hinted(format!(
-                "to add this device to it: on your first device `evi sync key export -o key.age`, \
-                 here `evi sync key import key.age`, then `evi sync login --server {} --user {}`",
+                "to add this device to it: `evi sync pair` on your first device, \
+                 `evi sync join CODE --server {0}` here (offline: `evi sync key export -o key.age` \
+                 there, `evi sync key import key.age` here, then `evi sync login --server {0} \
+                 --user {1}`)",
                 client.server(),
                 args.account.user
             ))
@@ -373,7 +376,8 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
     let device = finish(&paths, SyncState::default(), client.server(), &device, auth)?;
     println!(
         "sync set up: {} on {} as device {device}\nkey fingerprint {}\n\
-         back up your key (and move it to other devices): evi sync key export -o key.age",
+         add another device: `evi sync pair` here, `evi sync join CODE --server URL` there; \
+         back up your key: evi sync key export -o key.age",
         args.account.user,
         client.server(),
         identity.fingerprint()
@@ -401,8 +405,9 @@ pub fn cmd_sync_login(ctx: &Ctx, login: LoginArgs) -> CommandResult {
     let device = device_name(asked)?;
     if !paths.identity().exists() {
         return Err(user_error("this device has no sync key yet").hinted(
-            "on a device that has it run `evi sync key export -o key.age`, copy the file here, \
-             then `evi sync key import key.age`",
+            "pair this device instead: `evi sync pair` on a device that has the key, then \
+             `evi sync join CODE --server URL` here (offline: `evi sync key export -o key.age` \
+             there, copy the file here, then `evi sync key import key.age`)",
         ));
     }
     let identity = load_identity(&paths)?;
