@@ -503,24 +503,23 @@ pub struct DamagedSeqs {
 /// integer 883 there (and in JavaScript clients), so it is taken as one; a
 /// fraction, a negative number or one past 2^64 is refused.
 fn whole_numbers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-    use serde::de::Error as _;
     let numbers = Vec::<serde_json::Number>::deserialize(d)?;
-    numbers
-        .iter()
-        .map(|n| {
-            n.as_u64()
-                .or_else(|| {
-                    n.as_f64()
-                        .filter(|f| {
-                            f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(f)
-                        })
-                        .map(|f| f as u64)
-                })
-                .ok_or_else(|| {
-                    D::Error::custom(format!("{n} is not a seq (a whole number, at least 0)"))
-                })
+    numbers.iter().map(as_whole::<D::Error>).collect()
+}
+
+/// One such number (see [`whole_numbers`]).
+fn whole_number<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    as_whole(&serde_json::Number::deserialize(d)?)
+}
+
+fn as_whole<E: serde::de::Error>(n: &serde_json::Number) -> Result<u64, E> {
+    n.as_u64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(f))
+                .map(|f| f as u64)
         })
-        .collect()
+        .ok_or_else(|| E::custom(format!("{n} is not a seq (a whole number, at least 0)")))
 }
 
 /// Answer to `POST /api/v1/records/damaged`: how many of the seqs name a
@@ -719,7 +718,9 @@ impl fmt::Debug for RotationBeginResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct RotationCommitRequest {
-    /// The newest seq of the old account the staged data holds.
+    /// The newest seq of the old account the staged data holds (`12.0`
+    /// is taken as 12, as in [`DamagedSeqs`]).
+    #[serde(deserialize_with = "whole_number")]
     pub through_seq: u64,
     /// Ids of the devices to revoke in the same step.
     #[serde(default)]
@@ -880,6 +881,16 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_rotation_commit_takes_a_whole_number_written_with_a_fraction_and_nothing_else() {
+        let parse = |body: &str| serde_json::from_str::<RotationCommitRequest>(body);
+        assert_eq!(parse(r#"{"through_seq": 12}"#).unwrap().through_seq, 12);
+        assert_eq!(parse(r#"{"through_seq": 12.0}"#).unwrap().through_seq, 12);
+        assert!(parse(r#"{"through_seq": 12.5}"#).is_err());
+        assert!(parse(r#"{"through_seq": -1}"#).is_err());
+        assert!(parse(r#"{"through_seq": "12"}"#).is_err());
+    }
 
     #[test]
     fn base64_round_trip_and_errors() {
