@@ -23,7 +23,7 @@
 //! content, made by the user's own devices: both uploads carry the same
 //! content, encrypted for the same key, of the same length, and either
 //! object decrypts to what the name promises.
-//! `server/tests/api_postgres/blob_race.rs` races two uploads of one name
+//! `server/tests/api/blob_race.rs` races two uploads of one name
 //! on two replicas: both answered, one created, the object one upload whole.
 
 use async_trait::async_trait;

@@ -1,4 +1,4 @@
-// Shared by the SQLite and Postgres targets, which each use a part of it.
+// Both runs (SQLite, and Postgres in again_on_postgres) use parts of it.
 #![allow(dead_code)]
 
 //! The `TestServer` fixture and a small JSON client.
@@ -14,16 +14,7 @@ use serde_json::{Value, json};
 
 pub const PASSWORD: &str = "correct horse battery";
 
-/// Where the started servers keep their metadata; each test target's
-/// main.rs names one as `BACKEND`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// The SQLite file in the data folder (no `--database`).
-    Sqlite,
-    /// A fresh Postgres database per server, on the server that
-    /// `EVI_TEST_POSTGRES_URL` names.
-    Postgres,
-}
+pub use crate::on_postgres::Backend;
 
 pub struct TestServer {
     child: Child,
@@ -38,28 +29,18 @@ pub struct TestServer {
     pub s3: Option<crate::s3::S3Server>,
 }
 
-/// The Postgres server the Postgres targets use. Unset outside CI: the
-/// whole target is skipped, saying so (the process ends with success at
-/// the first server it would start); under `CI=true` that is a failure.
+/// The Postgres server the tests on Postgres use (`again_on_postgres`
+/// checks it is set, or says the run on Postgres is skipped).
 pub fn postgres_url() -> String {
-    match std::env::var("EVI_TEST_POSTGRES_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+    std::env::var("EVI_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
             panic!(
-                "EVI_TEST_POSTGRES_URL is unset under CI=true: the Postgres tests must run there"
+                "EVI_TEST_POSTGRES_URL is unset: set it to a Postgres where the tests may create \
+                 databases (e.g. postgres://postgres@127.0.0.1:5432/test)"
             )
-        }
-        _ => {
-            let msg = "SKIPPED: this Postgres test target needs EVI_TEST_POSTGRES_URL \
-                       (e.g. postgres://postgres@127.0.0.1:5432/test); none of its tests ran";
-            // Straight to the descriptors: the test harness captures
-            // println! and eprintln!, and the exit below would swallow them.
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stdout(), "{msg}");
-            let _ = writeln!(std::io::stderr(), "{msg}");
-            std::process::exit(0);
-        }
-    }
+        })
 }
 
 /// Runs `sql` on the database `url` names (a thread of its own, so it
@@ -89,44 +70,24 @@ pub fn pg_exec(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
     .unwrap()
 }
 
-/// A database of its own on the test Postgres, dropped with the value.
+/// A database of its own on the test Postgres, empty when taken, from
+/// the pool of [`crate::pg_pool`] (given back with the value).
 pub struct TestDb {
     pub url: String,
-    name: String,
-    admin: String,
+    slot: crate::pg_pool::PooledDb,
 }
 
 impl TestDb {
     pub fn name(&self) -> &str {
-        &self.name
+        &self.slot.name
     }
 
     pub fn create() -> Self {
-        let admin = postgres_url();
-        let name = format!(
-            "evi_t_{}",
-            ulid::Ulid::new().to_string().to_ascii_lowercase()
-        );
-        pg_exec(&admin, &format!("CREATE DATABASE {name}"));
-        let (base, query) = match admin.split_once('?') {
-            Some((b, q)) => (b, format!("?{q}")),
-            None => (admin.as_str(), String::new()),
-        };
-        let (server, _) = base.rsplit_once('/').expect("a URL with a database");
+        let slot = crate::pg_pool::PooledDb::take(&postgres_url());
         Self {
-            url: format!("{server}/{name}{query}"),
-            name,
-            admin,
+            url: slot.url.clone(),
+            slot,
         }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        pg_exec(
-            &self.admin,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
     }
 }
 
@@ -188,7 +149,7 @@ impl TestServer {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut envs = envs;
-        let db = (crate::BACKEND == Backend::Postgres).then(TestDb::create);
+        let db = (crate::backend() == Backend::Postgres).then(TestDb::create);
         if let Some(db) = &db {
             all.extend(["--database".to_owned(), db.url.clone()]);
         }

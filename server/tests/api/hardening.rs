@@ -621,7 +621,7 @@ async fn metrics_show_what_a_known_push_stored() {
     );
     assert_eq!(blobs, 5000.0);
     let database = series(&text, "evi_server_storage_bytes{part=\"database\"}");
-    match crate::BACKEND {
+    match crate::backend() {
         crate::common::Backend::Sqlite => assert!(database > 4096.0, "{database}"),
         // The part counts the data folder; Postgres keeps its own disk.
         crate::common::Backend::Postgres => assert_eq!(database, 0.0),

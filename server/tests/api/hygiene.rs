@@ -47,7 +47,7 @@ async fn fill(srv: &TestServer) {
 
 fn assert_private(data: &Path) {
     let all = modes(data);
-    if crate::BACKEND == crate::common::Backend::Postgres {
+    if crate::backend() == crate::common::Backend::Postgres {
         // A replica on Postgres and a bucket keeps no database, record body
         // or blob on its disk (issue 22, stateless replicas); what it does
         // keep there is private all the same.

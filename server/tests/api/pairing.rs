@@ -165,7 +165,8 @@ fn base64_of(b: &[u8]) -> String {
 
 #[tokio::test]
 async fn a_closed_slot_tells_the_joiner_and_an_expired_one_is_gone() {
-    let srv = TestServer::start(&["--pair-ttl", "1"]);
+    // Long enough for the join to come first on a loaded machine.
+    let srv = TestServer::start(&["--pair-ttl", "3"]);
     let pat = srv.register("pat").await;
     let anon = srv.anon();
     let slot = open(&pat).await;
@@ -185,7 +186,7 @@ async fn a_closed_slot_tells_the_joiner_and_an_expired_one_is_gone() {
     // The wait on an open slot ends with the slot's lifetime: 404.
     let slot = open(&pat).await;
     let (st, v) = pat
-        .get(&format!("/api/v1/pair/{slot}/wait?state=open&timeout=5"))
+        .get(&format!("/api/v1/pair/{slot}/wait?state=open&timeout=10"))
         .await;
     assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
     let (st, _) = anon.get(&format!("/api/v1/pair/{slot}")).await;

@@ -32,6 +32,7 @@ mod on_postgres;
 mod one_session;
 mod pairing;
 mod pg_db;
+mod pg_pool;
 mod redact;
 mod replicas;
 mod rewind;
@@ -134,5 +135,10 @@ fn backend() -> pg_db::Backend {
               postgres://postgres@127.0.0.1:5432/test)"
 )]
 fn again_on_postgres() {
-    on_postgres::run(ON_POSTGRES);
+    on_postgres::run(&on_postgres::Rerun {
+        modules: ON_POSTGRES,
+        only_there: &[],
+        command: "cargo test --release -p evi-tests --test e2e",
+        threads: 2,
+    });
 }

@@ -16,10 +16,10 @@ use std::process::Command;
 use crate::common::{Device, TestServer, bin, spawn_server, today, tool_present};
 use crate::s3::S3Server;
 
-/// A database of its own on the test Postgres, dropped at the end.
+/// A database of its own on the test Postgres, from the pool of
+/// [`crate::pg_pool`].
 struct Database {
-    admin: String,
-    name: String,
+    slot: crate::pg_pool::PooledDb,
 }
 
 impl Database {
@@ -38,37 +38,17 @@ impl Database {
         if !tool_present("psql", "--version", "apt-get install postgresql-client") {
             return None;
         }
-        let name = format!(
-            "evi_migrate_{}",
-            ulid::Ulid::new().to_string().to_lowercase()
-        );
-        psql(&admin, &format!("CREATE DATABASE {name}"));
-        Some(Self { admin, name })
+        Some(Self {
+            slot: crate::pg_pool::PooledDb::take(&admin),
+        })
     }
 
     fn url(&self) -> String {
-        let base = self
-            .admin
-            .rsplit_once('/')
-            .expect("a database in the URL")
-            .0;
-        format!("{base}/{}", self.name)
+        self.slot.url.clone()
     }
 
     fn query(&self, sql: &str) -> String {
         psql(&self.url(), sql)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args(["-q", "-X", &self.admin, "-c"])
-            .arg(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .output();
     }
 }
 

@@ -1,22 +1,64 @@
-//! The second backend without a second build. The tests of the modules
-//! `crate::ON_POSTGRES` names run again in a child process of this same
-//! executable with `EVI_TEST_BACKEND=postgres`, where every server they
-//! start (`TestServer`) gets a database of its own on `EVI_TEST_POSTGRES_URL`
-//! and a bucket of its own on s3s-fs. The modules were compiled a second
-//! time for that before, #[path]-included into a target of their own; now
-//! they compile once, and the Postgres run overlaps the SQLite one instead
-//! of following it.
+//! The second backend without a second build. The tests of the modules a
+//! test binary names (its `ON_POSTGRES`) run again in a child process of
+//! the same executable with `EVI_TEST_BACKEND=postgres`, where every server
+//! they start gets a database of its own on `EVI_TEST_POSTGRES_URL` (from
+//! [`crate::pg_pool`]) and a bucket of its own on s3s-fs. The modules were
+//! compiled a second time for that before, #[path]-included into a target
+//! of their own; now they compile once, and the Postgres run overlaps the
+//! SQLite one instead of following it.
 //!
 //! The child's tests are the parent's, by exact name: a test that fails
 //! there fails `again_on_postgres`, whose output holds the child's whole
-//! report, and the line to run it alone again.
+//! report, and the line to run it alone again. Tests only Postgres has are
+//! `#[ignore]`d in the parent (saying so) and run in the child all the
+//! same; other ignored tests stay ignored there.
+//!
+//! Shared by the e2e tests and the server's API tests (included there by
+//! path).
 
 use std::process::Command;
 
-use crate::pg_db::Backend;
-
-/// Names the backend of this process's servers (`pg_db::Backend::of_this_run`).
+/// Names the backend of this process's servers ([`Backend::of_this_run`]).
 pub const BACKEND_VAR: &str = "EVI_TEST_BACKEND";
+
+/// Where the started servers keep their metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The SQLite file in the data folder (no `--database`).
+    Sqlite,
+    /// A database of its own per server on `EVI_TEST_POSTGRES_URL`'s
+    /// server, and a bucket.
+    Postgres,
+}
+
+impl Backend {
+    /// This process's: Postgres in the run `again_on_postgres` starts
+    /// (`EVI_TEST_BACKEND=postgres`, which also runs some tests there by
+    /// hand), SQLite otherwise.
+    pub fn of_this_run() -> Self {
+        match std::env::var(BACKEND_VAR).as_deref() {
+            Err(std::env::VarError::NotPresent) | Ok("" | "sqlite") => Self::Sqlite,
+            Ok("postgres") => Self::Postgres,
+            other => panic!("{BACKEND_VAR}={other:?}: say `sqlite` (the default) or `postgres`"),
+        }
+    }
+}
+
+/// How a binary runs its tests again on Postgres.
+pub struct Rerun<'a> {
+    /// The modules whose tests run there, as in their `mod` lines.
+    pub modules: &'a [&'a str],
+    /// Of those, the modules only Postgres has: their tests are `#[ignore]`d
+    /// here, saying so, and run in the child all the same.
+    pub only_there: &'a [&'a str],
+    /// The command that runs one of them alone, for the failure message
+    /// (e.g. `cargo test --release -p evi-tests --test e2e`).
+    pub command: &'a str,
+    /// How many tests the child runs at once unless this run's
+    /// `--test-threads` says: its tests mostly wait on servers and
+    /// Postgres, so more than the cores' count.
+    pub threads: usize,
+}
 
 /// The harness flags of this run that the child takes over: how many tests
 /// run at once, whether output is shown, whether ignored ones run.
@@ -37,13 +79,15 @@ fn forwarded_flags() -> Vec<String> {
     out
 }
 
-/// Every test of this binary whose module is one of `modules`, as the
-/// harness lists them.
-fn tests_of(exe: &std::path::Path, modules: &[&str]) -> Vec<String> {
-    let out = Command::new(exe)
-        .args(["--list", "--format", "terse"])
-        .output()
-        .expect("run this test binary with --list");
+/// Every test of this binary whose module is one of `modules` (with
+/// `ignored`, only those the harness would skip), as the harness lists them.
+fn tests_of(exe: &std::path::Path, modules: &[&str], ignored: bool) -> Vec<String> {
+    let mut list = Command::new(exe);
+    list.args(["--list", "--format", "terse"]);
+    if ignored {
+        list.arg("--ignored");
+    }
+    let out = list.output().expect("run this test binary with --list");
     assert!(
         out.status.success(),
         "{} --list: {}",
@@ -64,16 +108,16 @@ fn tests_of(exe: &std::path::Path, modules: &[&str]) -> Vec<String> {
         .filter(|m| !names.iter().any(|n| n.starts_with(&format!("{m}::"))))
         .collect();
     assert!(
-        empty.is_empty(),
-        "ON_POSTGRES (main.rs) names modules without a test in this binary: {empty:?}; \
+        ignored || empty.is_empty(),
+        "ON_POSTGRES names modules without a test in this binary: {empty:?}; \
          a module is named there as in its `mod` line"
     );
     names
 }
 
-/// Runs the tests of `modules` on Postgres and a bucket, in a child
+/// Runs the tests of `rerun.modules` on Postgres and a bucket, in a child
 /// process; fails, saying which and how to rerun them, if any fails there.
-pub fn run(modules: &[&str]) {
+pub fn run(rerun: &Rerun) {
     assert_eq!(
         Backend::of_this_run(),
         Backend::Sqlite,
@@ -82,10 +126,28 @@ pub fn run(modules: &[&str]) {
          (e.g. `-- sync_kill::`)"
     );
     let exe = std::env::current_exe().expect("the path of this test binary");
-    let names = tests_of(&exe, modules);
+    // What is ignored here stays so there, unless only Postgres has it.
+    let ignored = tests_of(&exe, rerun.modules, true);
+    let names: Vec<String> = tests_of(&exe, rerun.modules, false)
+        .into_iter()
+        .filter(|name| {
+            !ignored.contains(name)
+                || rerun
+                    .only_there
+                    .iter()
+                    .any(|m| name.starts_with(&format!("{m}::")))
+        })
+        .collect();
+    let mut flags = forwarded_flags();
+    if !flags.iter().any(|f| f.starts_with("--test-threads")) {
+        flags.push(format!("--test-threads={}", rerun.threads));
+    }
+    if !rerun.only_there.is_empty() && !flags.iter().any(|f| f == "--include-ignored") {
+        flags.push("--include-ignored".to_owned());
+    }
     let out = Command::new(&exe)
         .env(BACKEND_VAR, "postgres")
-        .args(forwarded_flags())
+        .args(flags)
         .arg("--exact")
         .args(&names)
         .output()
@@ -107,8 +169,8 @@ pub fn run(modules: &[&str]) {
     assert!(
         out.status.success(),
         "on Postgres and a bucket ({summary}), these failed: {failed:?} ({}); run one \
-         alone with `{BACKEND_VAR}=postgres cargo test --release -p evi-tests --test e2e \
-         -- --exact NAME`",
-        out.status
+         alone with `{BACKEND_VAR}=postgres {} -- --exact --include-ignored NAME`",
+        out.status,
+        rerun.command
     );
 }
