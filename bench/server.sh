@@ -54,7 +54,7 @@ for tool in "${needs[@]}"; do
   }
 done
 
-cargo build --release --quiet -p evi -p evi-server -p evi-tests
+cargo build --release --quiet -p evi -p evi-server -p evi-tests --features evi-tests/load
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 evi=$target/release/evi
 server=$target/release/evi-server
