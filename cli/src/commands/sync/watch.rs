@@ -140,6 +140,15 @@ fn text(e: &WatchEvent) -> String {
              this device, then syncing goes on by itself"
         ),
         WatchEvent::LoggedIn => "logged in again; syncing with the new token".to_owned(),
+        WatchEvent::KeyRotated { error, server } => format!(
+            "{error}. This device must be paired again: run `evi sync pair` on a device that has \
+             the new key, `evi sync join CODE --server {server}` here. Until then this watcher \
+             asks the server nothing; it syncs on by itself once this device has joined"
+        ),
+        WatchEvent::Rejoined => {
+            "paired again: syncing with the new key (what this device had not pushed goes up)"
+                .to_owned()
+        }
     }
 }
 
