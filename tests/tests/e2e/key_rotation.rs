@@ -199,6 +199,16 @@ fn a_rotation_revokes_one_device_tells_another_to_pair_again_and_leaves_only_new
     // The phone pairs again, pushes what it wrote offline, and converges;
     // nothing is stored twice.
     repair(&a, &b, &srv, "phone");
+    // It keeps its name: its device from before the rotation went in the
+    // step that added the new one.
+    let list = devices(&a, &srv);
+    let mut names: Vec<(&str, bool)> = list
+        .iter()
+        .map(|d| (d["name"].as_str().unwrap(), d["current_key"] == true))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, [("laptop", true), ("phone", true)], "{list:?}");
+    assert_eq!(b.state()["account"]["device"], "phone", "{}", b.state());
     assert_eq!(
         std::fs::read_to_string(b.identity_path())
             .unwrap()
