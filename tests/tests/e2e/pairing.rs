@@ -285,3 +285,219 @@ fn two_pairings_at_once_for_one_account() {
         );
     }
 }
+
+/// `evi sync pair --json` without `--yes`, on a pseudo-terminal as a person
+/// runs it: util-linux `script -qfec CMD /dev/null` gives it one (its stdin,
+/// stdout and stderr), and what the test writes to script's stdin is typed
+/// on that terminal. Everything the terminal shows is kept.
+struct PairOnTerminal {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// `s` in single quotes for `sh -c`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl PairOnTerminal {
+    fn start(dev: &Device) -> Self {
+        let evi = dev.sync_cmd();
+        let cmd = format!(
+            "exec {} sync pair --json",
+            sh_quote(&evi.get_program().to_string_lossy())
+        );
+        let mut script = std::process::Command::new("script");
+        script
+            .args(["-qfec", &cmd, "/dev/null"])
+            .env_clear()
+            .envs(evi.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .current_dir(evi.get_current_dir().unwrap())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = script.spawn().expect("run script (util-linux)");
+        let stdin = child.stdin.take().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = shown.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut out, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                keep.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Self {
+            child,
+            stdin,
+            shown,
+        }
+    }
+
+    fn shown(&self) -> String {
+        String::from_utf8_lossy(&self.shown.lock().unwrap()).into_owned()
+    }
+
+    /// What the terminal shows once it shows `what` (fails after 20 s).
+    fn wait_for(&self, what: &str) -> String {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let shown = self.shown();
+            if shown.contains(what) {
+                return shown;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "the terminal never showed {what:?}; it shows {shown:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// The code from the first JSON line.
+    fn code(&self) -> String {
+        let shown = self.wait_for("\"expires_at\"");
+        let line = shown
+            .lines()
+            .find(|l| l.contains("\"code\""))
+            .unwrap()
+            .trim();
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        v["code"].as_str().unwrap().to_owned()
+    }
+
+    /// Types `line` and Enter.
+    fn type_line(&mut self, line: &str) {
+        use std::io::Write as _;
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Its exit code and everything the terminal showed.
+    fn end(mut self) -> (i32, String) {
+        let status = self.child.wait().unwrap();
+        // The reader drains what is left once script closes the pty.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let shown = self.shown();
+        drop(self.stdin);
+        (status.code().unwrap_or(-1), shown)
+    }
+}
+
+/// `evi sync join` started on `dev` (it waits for the other side).
+fn join_started(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Child {
+    dev.sync_cmd()
+        .args([
+            "sync", "join", code, "--server", &srv.url, "--name", name, "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run evi sync join")
+}
+
+/// The prompt `evi sync pair` shows on a terminal, word for word.
+fn prompt(name: &str, srv: &TestServer) -> String {
+    format!("add the device \"{name}\" to pat on {}? [y/N] ", srv.url)
+}
+
+#[test]
+fn on_a_terminal_pair_asks_before_adding_the_device_and_yes_adds_it() {
+    if !crate::common::tool_present("script", "--version", "apt-get install util-linux") {
+        return;
+    }
+    let srv = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    a.write(
+        &today(),
+        "from-laptop",
+        b"{\"role\":\"user\",\"content\":\"hi from the laptop\"}\n",
+    );
+    a.sync_ok(&["push"]);
+
+    let mut pair = PairOnTerminal::start(&a);
+    let code = pair.code();
+    let joining = join_started(&b, &code, &srv, "phone");
+    pair.wait_for(&prompt("phone", &srv));
+    // Nothing is added before the answer.
+    assert_eq!(device_names(&a, &srv), ["laptop"]);
+    pair.type_line("y");
+    let joined: Run = joining.wait_with_output().unwrap().into();
+    assert_eq!(joined.code, 0, "join: {}", joined.stderr);
+    let j: Value = serde_json::from_str(joined.stdout.trim()).unwrap();
+    assert_eq!(
+        (&j["outcome"], &j["device"]),
+        (&"joined".into(), &"phone".into()),
+        "{j}"
+    );
+    let (status, shown) = pair.end();
+    assert_eq!(status, 0, "pair: {shown}");
+    assert!(shown.contains("\"outcome\":\"paired\""), "{shown}");
+    assert_eq!(device_names(&a, &srv), ["laptop", "phone"]);
+
+    // The joined device works both ways.
+    b.sync_ok(&["pull"]);
+    let pulled = b
+        .home()
+        .join(format!("transcripts/{}/from-laptop.jsonl", today()));
+    assert!(pulled.is_file());
+    b.write(
+        &today(),
+        "from-phone",
+        b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n",
+    );
+    b.sync_ok(&["push"]);
+    a.sync_ok(&["pull"]);
+    let pushed = a
+        .home()
+        .join(format!("transcripts/{}/from-phone.jsonl", today()));
+    assert!(pushed.is_file());
+}
+
+#[test]
+fn on_a_terminal_answering_no_refuses_the_joiner_cleanly_and_stores_nothing() {
+    if !crate::common::tool_present("script", "--version", "apt-get install util-linux") {
+        return;
+    }
+    let srv = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+
+    let mut pair = PairOnTerminal::start(&a);
+    let code = pair.code();
+    let joining = join_started(&b, &code, &srv, "intruder");
+    pair.wait_for(&prompt("intruder", &srv));
+    pair.type_line("n");
+    let joined: Run = joining.wait_with_output().unwrap().into();
+    assert_eq!(joined.code, 1, "join: {joined:?}");
+    assert_eq!(joined.stdout, "");
+    assert!(
+        joined.stderr.contains("its user declined") && joined.stderr.contains("nothing was stored"),
+        "{}",
+        joined.stderr
+    );
+    let (status, shown) = pair.end();
+    assert_eq!(status, 1, "pair: {shown}");
+    assert!(shown.contains("\"outcome\":\"declined\""), "{shown}");
+    assert!(
+        shown.contains("declined: the pairing is ended and nothing was added"),
+        "{shown}"
+    );
+
+    // No device, no token, nothing in the new home; the code is spent.
+    assert_eq!(device_names(&a, &srv), ["laptop"]);
+    let sync = tree(&b.home().join("sync"));
+    for kept in ["identity.txt", "token", "state.json"] {
+        assert!(!sync.contains_key(kept), "{kept} in {:?}", sync.keys());
+    }
+    let again = join(&b, &code, &srv, "intruder");
+    assert_eq!(again.code, 1, "{again:?}");
+}
