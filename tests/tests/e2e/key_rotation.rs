@@ -20,6 +20,7 @@ use crate::common::{
 };
 use crate::pairing::{Pairing, join};
 use crate::watch::{until, watch_with};
+use crate::watch_drift::holds;
 
 fn rotate(dev: &Device, extra: &[&str], env: &[(&str, &str)]) -> crate::common::Run {
     let mut c = dev.sync_cmd();
@@ -360,13 +361,6 @@ fn metric(addr: &str, name: &str) -> f64 {
         .filter(|l| l.split(['{', ' ']).next() == Some(full.as_str()))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-/// Whether `dev` holds a line of `session` whose content has `text`.
-fn holds(dev: &Device, session: &str, text: &str) -> bool {
-    crate::common::held(dev, session)
-        .iter()
-        .any(|e| String::from_utf8_lossy(&e.content).contains(text))
 }
 
 #[test]

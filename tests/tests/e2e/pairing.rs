@@ -403,16 +403,29 @@ fn join_started(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Child
         .expect("run evi sync join")
 }
 
-/// The prompt `evi sync pair` shows on a terminal, word for word.
-fn prompt(name: &str, srv: &TestServer) -> String {
-    format!("add the device \"{name}\" to pat on {}? [y/N] ", srv.url)
+/// `evi sync pair` of `a` on a terminal, `b` joining as `name`, up to the
+/// prompt the terminal shows, word for word (`None`: no `script` here).
+fn asked_on_a_terminal(
+    srv: &TestServer,
+    a: &Device,
+    b: &Device,
+    name: &str,
+) -> Option<(PairOnTerminal, Child, String)> {
+    if !crate::common::tool_present("script", "--version", "apt-get install util-linux") {
+        return None;
+    }
+    let pair = PairOnTerminal::start(a);
+    let code = pair.code();
+    let joining = join_started(b, &code, srv, name);
+    pair.wait_for(&format!(
+        "add the device \"{name}\" to pat on {}? [y/N] ",
+        srv.url
+    ));
+    Some((pair, joining, code))
 }
 
 #[test]
 fn on_a_terminal_pair_asks_before_adding_the_device_and_yes_adds_it() {
-    if !crate::common::tool_present("script", "--version", "apt-get install util-linux") {
-        return;
-    }
     let srv = TestServer::start();
     let (a, b) = (Device::new(), Device::new());
     a.init(&srv, "pat", "laptop");
@@ -423,10 +436,9 @@ fn on_a_terminal_pair_asks_before_adding_the_device_and_yes_adds_it() {
     );
     a.sync_ok(&["push"]);
 
-    let mut pair = PairOnTerminal::start(&a);
-    let code = pair.code();
-    let joining = join_started(&b, &code, &srv, "phone");
-    pair.wait_for(&prompt("phone", &srv));
+    let Some((mut pair, joining, _)) = asked_on_a_terminal(&srv, &a, &b, "phone") else {
+        return;
+    };
     // Nothing is added before the answer.
     assert_eq!(device_names(&a, &srv), ["laptop"]);
     pair.type_line("y");
@@ -464,17 +476,13 @@ fn on_a_terminal_pair_asks_before_adding_the_device_and_yes_adds_it() {
 
 #[test]
 fn on_a_terminal_answering_no_refuses_the_joiner_cleanly_and_stores_nothing() {
-    if !crate::common::tool_present("script", "--version", "apt-get install util-linux") {
-        return;
-    }
     let srv = TestServer::start();
     let (a, b) = (Device::new(), Device::new());
     a.init(&srv, "pat", "laptop");
 
-    let mut pair = PairOnTerminal::start(&a);
-    let code = pair.code();
-    let joining = join_started(&b, &code, &srv, "intruder");
-    pair.wait_for(&prompt("intruder", &srv));
+    let Some((mut pair, joining, code)) = asked_on_a_terminal(&srv, &a, &b, "intruder") else {
+        return;
+    };
     pair.type_line("n");
     let joined: Run = joining.wait_with_output().unwrap().into();
     assert_eq!(joined.code, 1, "join: {joined:?}");
