@@ -88,18 +88,44 @@ fn wrong(code: &str) -> String {
     format!("{head}-{other}")
 }
 
-#[test]
-fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neither_key_nor_code() {
-    let logs = tempfile::tempdir().unwrap();
-    let srv = TestServer::start_logged(&[], &[("EVI_SERVER_LOG", "trace")], logs.path());
-    let (a, b) = (Device::new(), Device::new());
-    a.init(&srv, "pat", "laptop");
+/// `laptop`, the first device of `pat`, with a line pushed.
+fn laptop_with_a_line(srv: &TestServer) -> Device {
+    let a = Device::new();
+    a.init(srv, "pat", "laptop");
     a.write(
         &today(),
         "from-laptop",
         b"{\"role\":\"user\",\"content\":\"hi from the laptop\"}\n",
     );
     a.sync_ok(&["push"]);
+    a
+}
+
+/// The joined device `b` pulls the laptop's line, and its own reaches `a`.
+fn syncs_both_ways(a: &Device, b: &Device) {
+    let day_file = |dev: &Device, session: &str| {
+        dev.home()
+            .join("transcripts")
+            .join(today())
+            .join(format!("{session}.jsonl"))
+    };
+    b.sync_ok(&["pull"]);
+    assert!(day_file(b, "from-laptop").is_file());
+    b.write(
+        &today(),
+        "from-phone",
+        b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n",
+    );
+    b.sync_ok(&["push"]);
+    a.sync_ok(&["pull"]);
+    assert!(day_file(a, "from-phone").is_file());
+}
+
+#[test]
+fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neither_key_nor_code() {
+    let logs = tempfile::tempdir().unwrap();
+    let srv = TestServer::start_logged(&[], &[("EVI_SERVER_LOG", "trace")], logs.path());
+    let (a, b) = (laptop_with_a_line(&srv), Device::new());
 
     let pairing = Pairing::start(&a, &[]);
     let code = pairing.code.clone();
@@ -132,28 +158,7 @@ fn a_device_joins_with_the_code_then_pushes_and_pulls_and_the_server_keeps_neith
     assert_eq!(b.state()["account"]["device"], "phone");
     assert_eq!(device_names(&a, &srv), ["laptop", "phone"]);
 
-    b.sync_ok(&["pull"]);
-    assert!(
-        b.home()
-            .join("transcripts")
-            .join(today())
-            .join("from-laptop.jsonl")
-            .is_file()
-    );
-    b.write(
-        &today(),
-        "from-phone",
-        b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n",
-    );
-    b.sync_ok(&["push"]);
-    a.sync_ok(&["pull"]);
-    assert!(
-        a.home()
-            .join("transcripts")
-            .join(today())
-            .join("from-phone.jsonl")
-            .is_file()
-    );
+    syncs_both_ways(&a, &b);
 
     // Neither the code (nor its words) nor the identity, nor the token
     // the pairing carried, is in what the server stores or logs.
@@ -427,14 +432,7 @@ fn asked_on_a_terminal(
 #[test]
 fn on_a_terminal_pair_asks_before_adding_the_device_and_yes_adds_it() {
     let srv = TestServer::start();
-    let (a, b) = (Device::new(), Device::new());
-    a.init(&srv, "pat", "laptop");
-    a.write(
-        &today(),
-        "from-laptop",
-        b"{\"role\":\"user\",\"content\":\"hi from the laptop\"}\n",
-    );
-    a.sync_ok(&["push"]);
+    let (a, b) = (laptop_with_a_line(&srv), Device::new());
 
     let Some((mut pair, joining, _)) = asked_on_a_terminal(&srv, &a, &b, "phone") else {
         return;
@@ -455,23 +453,7 @@ fn on_a_terminal_pair_asks_before_adding_the_device_and_yes_adds_it() {
     assert!(shown.contains("\"outcome\":\"paired\""), "{shown}");
     assert_eq!(device_names(&a, &srv), ["laptop", "phone"]);
 
-    // The joined device works both ways.
-    b.sync_ok(&["pull"]);
-    let pulled = b
-        .home()
-        .join(format!("transcripts/{}/from-laptop.jsonl", today()));
-    assert!(pulled.is_file());
-    b.write(
-        &today(),
-        "from-phone",
-        b"{\"role\":\"user\",\"content\":\"hi from the phone\"}\n",
-    );
-    b.sync_ok(&["push"]);
-    a.sync_ok(&["pull"]);
-    let pushed = a
-        .home()
-        .join(format!("transcripts/{}/from-phone.jsonl", today()));
-    assert!(pushed.is_file());
+    syncs_both_ways(&a, &b);
 }
 
 #[test]
