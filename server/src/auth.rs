@@ -46,6 +46,9 @@ pub struct Authed {
     pub user_id: UserId,
     pub user_name: String,
     pub device_id: String,
+    /// The token's hash, to look the device up again while a long request
+    /// runs (a rotation moves it to another account row).
+    pub token_hash: [u8; 32],
 }
 
 impl FromRequestParts<AppState> for Authed {
@@ -93,6 +96,7 @@ impl FromRequestParts<AppState> for Authed {
             user_id: owner.user_id,
             user_name: owner.user_name,
             device_id: owner.device_id,
+            token_hash: hash,
         })
     }
 }

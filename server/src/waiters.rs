@@ -12,6 +12,8 @@
 //! - a wait of a device that is revoked (or whose account's password
 //!   changed, which revokes the others) ends at once with 401: a revoked
 //!   token learns nothing more, not even that another device pushed.
+//!   A wait of a device whose key a rotation made old ends at once with 409
+//!   `key_rotated`, the answer its next request gets.
 //!
 //! SQLite has one server process, so the commits it sees are all there are.
 //! A backend shared by several replicas (Postgres) feeds

@@ -850,6 +850,13 @@ pub struct PairWaitResponse {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct PairDeviceRequest {
     pub device: String,
+    /// The id of the device the new one replaces: a device of this account
+    /// whose key a rotation made old (the joiner's own, from before the
+    /// rotation). It is deleted in the same transaction that adds the new
+    /// one, so the new one keeps its name; a device on the current key is
+    /// left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// `POST /api/v1/pair/{slot}/reply` (the creator): the sealed reply

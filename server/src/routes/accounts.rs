@@ -63,6 +63,7 @@ pub(super) fn new_device(name: String) -> ApiResult<(NewDevice, String)> {
             name,
             token_hash,
             now: chrono::Utc::now().timestamp(),
+            replaces: None,
         },
         token,
     ))

@@ -358,7 +358,10 @@ pub async fn device(
     if slot.state != PairState::Joined {
         return Err(wrong_step(slot.state));
     }
-    let (device, token) = super::accounts::new_device(req.device)?;
+    let (mut device, token) = super::accounts::new_device(req.device)?;
+    // The joiner's own device from before a key rotation goes in the same
+    // step, so the new one takes its name.
+    device.replaces = req.replaces;
     let device_id = device.id.clone();
     let device_name = state.store.add_device(auth.user_id, device).await?;
     tracing::info!(user = %auth.user_name, device = %device_id, by = %auth.device_id, "device added by pairing");

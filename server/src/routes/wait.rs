@@ -17,11 +17,13 @@ use crate::error::{ApiError, ApiResult};
 /// most the server's `max_wait_secs`), then answers how many such records
 /// there are. The server's idle and header timeouts do not apply while a
 /// wait runs: a wait is a request being handled. A device revoked while it
-/// waits gets 401 at once.
+/// waits gets 401 at once; one whose key a rotation made old, 409
+/// `key_rotated`.
 #[utoipa::path(get, path = "/api/v1/records/wait", tag = "records", security(("bearer" = [])),
     params(WaitQuery),
     responses((status = 200, body = WaitResponse),
         (status = 400, body = ErrorBody), (status = 401, description = "no valid token, or the device was revoked while it waited", body = ErrorBody),
+        (status = 409, description = "`key_rotated`: the account's key was rotated (before or while it waited); the device must be paired again", body = ErrorBody),
         (status = 429, description = "too many waits from this device or account; retry after `Retry-After` seconds", body = ErrorBody),
         (status = 503, description = "the server holds as many waits as it takes, or is shutting down; retry after `Retry-After` seconds", body = ErrorBody)))]
 pub async fn wait(
@@ -41,10 +43,10 @@ pub async fn wait(
     // Subscribed before the first look: a commit in between still wakes it.
     let mut slot = state.waiters.enter(auth.user_id)?;
     loop {
-        // Woken by a revocation, or by a push after one: a revoked device
-        // gets 401, as its next request would.
-        if !device_alive(&state, &auth).await? {
-            return Err(ApiError::unauthorized());
+        // Woken by a revocation or a key rotation (or by a push after
+        // one): the device gets what its next request would.
+        if let Some(moved) = still_waiting(&state, &auth).await? {
+            return Ok(Json(moved));
         }
         let pending = state
             .store
@@ -74,7 +76,20 @@ pub async fn wait(
     Ok(Json(WaitResponse { pending: 0 }))
 }
 
-async fn device_alive(state: &AppState, auth: &Authed) -> ApiResult<bool> {
-    let devices = state.store.devices(auth.user_id).await?;
-    Ok(devices.iter().any(|d| d.id == auth.device_id))
+/// What ends a wait besides a record, as the next request would be told:
+/// its token is looked up again. Gone (revoked) is 401; a key older than
+/// the account's (a rotation committed) is 409 `key_rotated`, so a watcher
+/// says "pair again", not "log in again"; the rotating device, now on the
+/// new account row, is answered `pending: 0` so that it waits again there.
+/// `None` while the device may wait on.
+async fn still_waiting(state: &AppState, auth: &Authed) -> ApiResult<Option<WaitResponse>> {
+    let owner = state
+        .store
+        .token_owner(auth.token_hash)
+        .await?
+        .ok_or_else(ApiError::unauthorized)?;
+    if let Some(r) = &owner.rotated {
+        return Err(ApiError::key_rotated(r));
+    }
+    Ok((owner.user_id != auth.user_id).then_some(WaitResponse { pending: 0 }))
 }

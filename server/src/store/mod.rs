@@ -103,6 +103,10 @@ pub struct NewDevice {
     pub name: String,
     pub token_hash: [u8; 32],
     pub now: i64,
+    /// A device of the same account on an older key generation that this
+    /// one replaces: deleted before the name is chosen, in the same
+    /// transaction (a device on the current key is never).
+    pub replaces: Option<String>,
 }
 
 /// An account as login finds it.

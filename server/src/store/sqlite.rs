@@ -273,6 +273,13 @@ impl SqliteStore {
 /// transaction on the writer: nothing can add a device between the look and
 /// the insert.
 fn insert_unique_device(c: &Connection, user: UserId, mut d: NewDevice) -> StoreResult<String> {
+    if let Some(stale) = &d.replaces {
+        c.execute(
+            "DELETE FROM devices WHERE id = ?1 AND user_id = ?2
+               AND key_generation < (SELECT key_generation FROM users WHERE id = ?2)",
+            params![stale, user],
+        )?;
+    }
     let names = {
         let mut st = c.prepare_cached("SELECT name FROM devices WHERE user_id = ?1")?;
         st.query_map([user], |r| r.get::<_, String>(0))?

@@ -149,3 +149,87 @@ async fn shutdown_ends_parked_waits_at_once() {
         "the stop waited for the wait"
     );
 }
+
+/// A third device of `user`'s account, named `name`; its id too.
+async fn device(srv: &TestServer, user: &str, name: &str) -> (Api, String) {
+    let (st, v) = srv
+        .anon()
+        .post(
+            "/api/v1/login",
+            json!({"user": user, "password": PASSWORD, "device": name}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let id = v["device_id"].as_str().unwrap().to_owned();
+    (srv.anon().with_token(v["token"].as_str().unwrap()), id)
+}
+
+#[tokio::test]
+async fn a_rotation_ends_parked_waits_with_key_rotated_and_a_revoked_devices_with_401() {
+    let (srv, metrics) = TestServer::start_with_metrics(&[]);
+    let a = srv.register("rotating").await;
+    let (b, _) = device(&srv, "rotating", "desktop").await;
+    let (c, c_id) = device(&srv, "rotating", "stolen").await;
+    let park = |api: &Api| {
+        let api = api.clone();
+        tokio::spawn(async move { api.get("/api/v1/records/wait?after=0&timeout=30").await })
+    };
+    let (b_wait, c_wait) = (park(&b), park(&c));
+    let a_wait = park(&a);
+    parked(&metrics, 3.0).await;
+
+    // A rotation with nothing to carry: the staging account gets its key
+    // check value, then A commits it, revoking C.
+    let (st, v) = a.post("/api/v1/rotation", json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let staging = srv.anon().with_token(v["token"].as_str().unwrap());
+    let (st, v) = staging
+        .call(
+            reqwest::Method::PUT,
+            "/api/v1/key-check",
+            Some(json!({"key_check": "a2V5IGNoZWNr"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = a
+        .post(
+            "/api/v1/rotation/commit",
+            json!({"through_seq": 0, "revoke": [c_id]}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+
+    let ended = |w: tokio::task::JoinHandle<(StatusCode, Value)>| async move {
+        tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .expect("the commit ended the wait")
+            .unwrap()
+    };
+    // B holds the old key: told so, as its next call would be, not that
+    // its token is gone.
+    let (st, v) = ended(b_wait).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("key_rotated")),
+        "{v}"
+    );
+    let (st, v) = b.get("/api/v1/records/wait?after=0&timeout=1").await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("key_rotated")),
+        "{v}"
+    );
+    // C was revoked: 401, nothing more.
+    let (st, v) = ended(c_wait).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+        "{v}"
+    );
+    // A holds the new key: its wait ends empty, and it waits again on
+    // the account as it is now.
+    let (st, v) = ended(a_wait).await;
+    assert_eq!((st, v), (StatusCode::OK, json!({"pending": 0})));
+    let (st, v) = a.get("/api/v1/records/wait?after=0&timeout=1").await;
+    assert_eq!((st, v), (StatusCode::OK, json!({"pending": 0})));
+}

@@ -256,6 +256,15 @@ fn a_failed_init_leaves_no_key_and_a_second_init_works() {
         "sync set up: sam on {} as device box\n",
         server.url
     )));
+    // The join command to type on the next device names this server.
+    assert!(
+        r.stdout.contains(&format!(
+            "add another device: `evi sync pair` here, `evi sync join CODE --server {}` there;",
+            server.url
+        )),
+        "{}",
+        r.stdout
+    );
     assert!(dev.identity_path().exists());
 }
 
@@ -294,7 +303,7 @@ fn key_mismatch_messages_say_which_file_to_move_and_how_to_get_the_right_key() {
              {url}\n\
              hint: move it away: mv {path} {unused}\n\
              hint: then bring the account's key: `evi sync pair` on your first device, `evi \
-             sync join CODE --server URL` here (offline: `evi sync key export -o key.age` there, \
+             sync join CODE --server {url}` here (offline: `evi sync key export -o key.age` there, \
              `evi sync key import key.age` here, and log in again)\n",
             path = path.display(),
             unused = unused.display(),

@@ -19,6 +19,8 @@ use crate::common::{
     stored_entry_ids, today, tool_present,
 };
 use crate::pairing::{Pairing, join};
+use crate::watch::{until, watch_with};
+use crate::watch_drift::holds;
 
 fn rotate(dev: &Device, extra: &[&str], env: &[(&str, &str)]) -> crate::common::Run {
     let mut c = dev.sync_cmd();
@@ -198,6 +200,16 @@ fn a_rotation_revokes_one_device_tells_another_to_pair_again_and_leaves_only_new
     // The phone pairs again, pushes what it wrote offline, and converges;
     // nothing is stored twice.
     repair(&a, &b, &srv, "phone");
+    // It keeps its name: its device from before the rotation went in the
+    // step that added the new one.
+    let list = devices(&a, &srv);
+    let mut names: Vec<(&str, bool)> = list
+        .iter()
+        .map(|d| (d["name"].as_str().unwrap(), d["current_key"] == true))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, [("laptop", true), ("phone", true)], "{list:?}");
+    assert_eq!(b.state()["account"]["device"], "phone", "{}", b.state());
     assert_eq!(
         std::fs::read_to_string(b.identity_path())
             .unwrap()
@@ -325,4 +337,113 @@ fn a_rotation_killed_at_each_step_and_at_random_times_completes_when_run_again()
             age_open(&a.identity_path(), &ct);
         }
     }
+}
+
+/// A server whose metrics answer at the address returned.
+fn server_with_metrics() -> (TestServer, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    (TestServer::start_with(&["--metrics-listen", &addr]), addr)
+}
+
+/// `evi_server_{name}` summed over its labels.
+fn metric(addr: &str, name: &str) -> f64 {
+    let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    let full = format!("evi_server_{name}");
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(full.as_str()))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_watcher_told_of_a_rotation_says_so_once_asks_nothing_and_syncs_on_once_paired_again() {
+    let (srv, metrics) = server_with_metrics();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    b.join(&a, &srv, "pat", "desktop");
+    let day = today();
+    a.write(
+        &day,
+        "before",
+        b"{\"role\":\"user\",\"content\":\"before the rotation\"}\n",
+    );
+    a.sync_ok(&["push"]);
+    // Scans every 2 s: a watcher that retried would do so at each.
+    let mut w = watch_with(&b, &["--scan-secs", "2", "--backoff-max-secs", "1"]);
+    until("the desktop's watcher pulls", 20, || {
+        holds(&b, "before", "before the rotation")
+    });
+    // Its long poll parked when the rotation commits.
+    until("the watcher parks on the server", 20, || {
+        metric(&metrics, "waiters") == 1.0
+    });
+    rotate_ok(&a, &[]);
+
+    until("the watcher says the key was rotated", 20, || {
+        w.count("key_rotated") == 1
+    });
+    let said = w
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "key_rotated")
+        .unwrap();
+    assert!(
+        said["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("key was rotated") && e.contains("from device laptop")),
+        "{said}"
+    );
+    assert_eq!(said["server"], srv.url.as_str(), "{said}");
+    // Neither `login` (its token is not revoked) nor a loop of failures,
+    // and no request to the server over several scans.
+    std::thread::sleep(Duration::from_secs(1));
+    let asked = metric(&metrics, "http_requests_total");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        metric(&metrics, "http_requests_total"),
+        asked,
+        "the watcher kept asking the server: {:?}",
+        w.events()
+    );
+    assert!(w.child_running(), "the watcher exited: {}", w.stderr());
+    for e in ["key_rotated", "waiting_for_login", "failed", "server_away"] {
+        let want = usize::from(e == "key_rotated");
+        assert_eq!(w.count(e), want, "{e}: {:?}", w.events());
+    }
+    let text = w.stderr();
+    assert!(!text.contains("evi sync login"), "{text}");
+    let st = b.sync(&["sync", "status"]);
+    assert!(
+        st.stdout.contains("the account's key was rotated") && st.stdout.contains("evi sync join"),
+        "{}{}",
+        st.stdout,
+        st.stderr
+    );
+
+    // Paired again while it runs: it goes on by itself, with the new key.
+    repair(&a, &b, &srv, "desktop");
+    until("the watcher says it syncs again", 30, || {
+        w.count("rejoined") == 1
+    });
+    a.write(
+        &day,
+        "after",
+        b"{\"role\":\"user\",\"content\":\"after the rotation\"}\n",
+    );
+    a.sync_ok(&["push"]);
+    until(
+        "the desktop's watcher pulls the laptop's new entry",
+        30,
+        || holds(&b, "after", "after the rotation"),
+    );
+    assert_eq!(w.count("key_rotated"), 1, "{:?}", w.events());
+    assert!(w.child_running(), "{}", w.stderr());
 }

@@ -14,7 +14,7 @@ use crate::watch::{converged, line, until, watch_with};
 const WENT_BACK: &str = "the server's history went backwards";
 
 /// Whether `dev` holds a line of `session` whose content has `text`.
-fn holds(dev: &Device, session: &str, text: &str) -> bool {
+pub(crate) fn holds(dev: &Device, session: &str, text: &str) -> bool {
     held(dev, session)
         .iter()
         .any(|e| String::from_utf8_lossy(&e.content).contains(text))

@@ -16,8 +16,8 @@ pub use checkpoints::journal_of;
 pub use output::{finish, print_json, progress, stdout, warn, width};
 pub use sessions::{agent_arg, agent_file, load, load_tree, path_map, resolve, scan};
 pub use sync::{
-    client_error, git_error, open_sync, require_sync, sync_error, sync_error_in, sync_set_up,
-    tell_notices,
+    client_error, git_error, open_sync, pair_here, pairing_steps, require_sync, sync_error,
+    sync_error_in, sync_set_up, tell_notices,
 };
 pub use time::{fmt_minute, fmt_rfc3339, fmt_second};
 pub use web::{open_browser, web_url};

@@ -11,6 +11,26 @@ use crate::sync::remote::client::{Cause, ClientError, is_unauthorized};
 use crate::sync::state::SyncState;
 use crate::sync::state::context::SyncContext;
 
+/// The two commands that bring the account's key to a device, the one
+/// text every hint about pairing uses: `evi sync pair` on `pair_on`, then
+/// `evi sync join CODE --server {server}` on `join_on` ("on your first
+/// device", "here", "there"). `server` is the URL the joining device names:
+/// the account's when it is known, else the placeholder `URL`.
+pub fn pairing_steps(pair_on: &str, join_on: &str, server: &str) -> String {
+    format!("`evi sync pair` {pair_on}, `evi sync join CODE --server {server}` {join_on}")
+}
+
+/// [`pairing_steps`] onto this device, with the offline path (the key
+/// file carried by hand) and what is left to do after its import (`then`,
+/// from its leading comma; empty when nothing is).
+pub fn pair_here(pair_on: &str, server: &str, then: &str) -> String {
+    format!(
+        "{} (offline: `evi sync key export -o key.age` there, `evi sync key import key.age` \
+         here{then})",
+        pairing_steps(pair_on, "here", server)
+    )
+}
+
 /// Opens the home's sync context (taking the lock).
 pub fn open_sync(ctx: &Ctx) -> Result<SyncContext, CommandError> {
     tell_notices();
@@ -29,29 +49,31 @@ pub fn sync_error(e: SyncError) -> CommandError {
     {
         return err;
     }
-    let hint = match &e {
+    let hint: Option<std::borrow::Cow<'static, str>> = match &e {
         SyncError::NotSetUp { .. } => Some(
             "run `evi sync init --server URL --user NAME` on your first device, \
-             or `evi sync login --server URL --user NAME` on another",
+             or `evi sync login --server URL --user NAME` on another".into(),
         ),
         SyncError::Client(c) if is_unauthorized(c) => {
-            Some("this device's token is no longer valid (revoked?): run `evi sync login` again")
+            Some("this device's token is no longer valid (revoked?): run `evi sync login` again".into())
         }
         SyncError::KeyMismatch => Some(
-            "move sync/identity.txt (in the eVi home) away, then pair this device: \
-             `evi sync pair` on your first device, `evi sync join CODE --server URL` here \
-             (offline: `evi sync key export -o key.age` there, `evi sync key import key.age` here)",
+            format!(
+                "move sync/identity.txt (in the eVi home) away, then pair this device: {}",
+                pair_here("on your first device", "URL", "")
+            )
+            .into(),
         ),
         SyncError::Identity(crate::sync::IdentityError::Malformed(_)) => {
-            Some("import your key backup: evi sync key import FILE")
+            Some("import your key backup: evi sync key import FILE".into())
         }
         SyncError::Segment { .. } | SyncError::Blob { .. } => Some(
             "nothing from that record was written; the server may be compromised or its data \
-             damaged",
+             damaged".into(),
         ),
-        SyncError::Lock(_) => Some("set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer"),
+        SyncError::Lock(_) => Some("set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer".into()),
         SyncError::Config(_) => Some(
-            "fix `[sync]` in config.toml (in the eVi home); README.md, \"Redaction\", lists the rules",
+            "fix `[sync]` in config.toml (in the eVi home); README.md, \"Redaction\", lists the rules".into(),
         ),
         _ => None,
     };
@@ -117,11 +139,11 @@ fn client_failure(c: &ClientError) -> Option<CommandError> {
             code: ErrorCode::KeyRotated,
             message,
             ..
-        } => user_error(message).hinted(
-            "this device must be paired again: run `evi sync pair` on a device that has the \
-             new key, then `evi sync join CODE --server URL` here (nothing local is lost: \
-             what this device has not pushed goes up after it joins)",
-        ),
+        } => user_error(message).hinted(format!(
+            "this device must be paired again: run {} (nothing local is lost: what this device \
+             has not pushed goes up after it joins)",
+            pairing_steps("on a device that has the new key", "here", "URL")
+        )),
         ClientError::Api {
             code: ErrorCode::MisdirectedRequest,
             ..

@@ -18,7 +18,7 @@ use evi_shared::limits::{PASSWORD_MAX_LEN, PASSWORD_MIN_LEN};
 use super::Ctx;
 use super::key::identity_error;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{client_error, sync_error, warn};
+use crate::commands::shared::{client_error, pair_here, pairing_steps, sync_error, warn};
 use crate::fsutil::replace_file;
 use crate::sync::engine::journal::journal_name;
 use crate::sync::remote::client::{Client, check_server_url};
@@ -177,11 +177,10 @@ fn key_mismatch(paths: &SyncPaths, identity: &Identity, user: &str, server: &str
         path.display(),
         paths.dir.join("identity.unused.txt").display()
     ))
-    .hinted(
-        "then bring the account's key: `evi sync pair` on your first device, \
-         `evi sync join CODE --server URL` here (offline: `evi sync key export -o key.age` there, \
-         `evi sync key import key.age` here, and log in again)",
-    )
+    .hinted(format!(
+        "then bring the account's key: {}",
+        pair_here("on your first device", server, ", and log in again")
+    ))
 }
 
 /// A password the server would refuse for a new account, refused here
@@ -347,12 +346,16 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
                 client.server()
             ))
             .hinted(format!(
-                "to add this device to it: `evi sync pair` on your first device, \
-                 `evi sync join CODE --server {0}` here (offline: `evi sync key export -o key.age` \
-                 there, `evi sync key import key.age` here, then `evi sync login --server {0} \
-                 --user {1}`)",
-                client.server(),
-                args.account.user
+                "to add this device to it: {}",
+                pair_here(
+                    "on your first device",
+                    client.server(),
+                    &format!(
+                        ", then `evi sync login --server {} --user {}`",
+                        client.server(),
+                        args.account.user
+                    )
+                )
             ))
             .hinted("to create a new account, choose another --user"),
             _ => client_error(e).hinted(nothing_kept),
@@ -376,11 +379,11 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
     let device = finish(&paths, SyncState::default(), client.server(), &device, auth)?;
     println!(
         "sync set up: {} on {} as device {device}\nkey fingerprint {}\n\
-         add another device: `evi sync pair` here, `evi sync join CODE --server URL` there; \
-         back up your key: evi sync key export -o key.age",
+         add another device: {}; back up your key: evi sync key export -o key.age",
         args.account.user,
         client.server(),
-        identity.fingerprint()
+        identity.fingerprint(),
+        pairing_steps("here", "there", client.server())
     );
     Ok(())
 }
@@ -404,11 +407,12 @@ pub fn cmd_sync_login(ctx: &Ctx, login: LoginArgs) -> CommandResult {
         .or(again.as_ref().map(|a| a.device.as_str()));
     let device = device_name(asked)?;
     if !paths.identity().exists() {
-        return Err(user_error("this device has no sync key yet").hinted(
-            "pair this device instead: `evi sync pair` on a device that has the key, then \
-             `evi sync join CODE --server URL` here (offline: `evi sync key export -o key.age` \
-             there, copy the file here, then `evi sync key import key.age`)",
-        ));
+        return Err(
+            user_error("this device has no sync key yet").hinted(format!(
+                "pair this device instead: {}",
+                pair_here("on a device that has the key", &args.server, "")
+            )),
+        );
     }
     let identity = load_identity(&paths)?;
     let keys = SyncKeys::derive(&identity);

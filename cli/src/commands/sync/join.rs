@@ -89,7 +89,22 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
         }
         None => false,
     };
-    let device = device_name(args.name.as_deref())?;
+    // Joining again: the name this home had, unless told otherwise.
+    let old_name = state
+        .account
+        .as_ref()
+        .filter(|_| rejoin)
+        .map(|a| a.device.as_str());
+    let device = device_name(args.name.as_deref().or(old_name))?;
+    // The device this home was before the rotation is of no use any more:
+    // the new one takes its place (and so its name) in the step that adds
+    // it. Should that step not happen, the old token still says "pair
+    // again" (or, once it is gone, "revoked"), so this home can join again.
+    let stale = state
+        .account
+        .as_ref()
+        .filter(|_| rejoin)
+        .map(|a| a.device_id.clone());
     let have = if paths.identity().exists() {
         Some(load_identity(&paths)?)
     } else {
@@ -105,6 +120,7 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
         &offer.offer.0,
         &Hello {
             device: device.clone(),
+            replaces: stale.clone(),
         },
     )
     .map_err(user_error)?;
@@ -216,13 +232,9 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
         user: grant.user.clone(),
         device_name: grant.device_name.clone(),
     };
-    // The device this home was before the rotation is of no use any more:
-    // it goes, so the account lists this home once.
-    let stale = state
-        .account
-        .as_ref()
-        .filter(|a| rejoin && a.device_id != grant.device_id)
-        .map(|a| a.device_id.clone());
+    // A creator or server from before `replaces` left the old device: it
+    // goes now, so the account lists this home once.
+    let stale = stale.filter(|id| *id != grant.device_id);
     let state = if rejoin { state } else { Default::default() };
     let name = finish(&paths, state, &server, &device, auth)?;
     if let Some(id) = stale

@@ -95,9 +95,17 @@ fn revoke(client: &Client, auth: &AuthResponse) {
     }
 }
 
-/// Whether this device's user says yes to adding `name`.
-fn confirm(name: &str, user: &str, server: &str) -> Result<bool, CommandError> {
-    eprint!("add the device {name:?} to {user} on {server}? [y/N] ");
+/// Whether this device's user says yes to adding `name` (`again`: a
+/// device of the account pairing again after a key rotation).
+fn confirm(name: &str, again: bool, user: &str, server: &str) -> Result<bool, CommandError> {
+    if again {
+        eprint!(
+            "pair the device {name:?} again with {user} on {server} (in place of its device \
+             from before the key rotation)? [y/N] "
+        );
+    } else {
+        eprint!("add the device {name:?} to {user} on {server}? [y/N] ");
+    }
     std::io::stderr().flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
@@ -189,14 +197,15 @@ pub fn cmd_sync_pair(ctx: &Ctx, args: PairArgs) -> CommandResult {
         }
     };
     let name = args.name.clone().unwrap_or_else(|| asked.device.clone());
-    if !args.yes && !confirm(&name, &account.user, &account.server)? {
+    let again = asked.replaces.is_some();
+    if !args.yes && !confirm(&name, again, &account.user, &account.server)? {
         close(&client, slot);
         outcome(args.json, json!({"outcome": "declined"}))?;
         return Err(user_error(
             "declined: the pairing is ended and nothing was added",
         ));
     }
-    let auth = match client.pair_device(slot, &name) {
+    let auth = match client.pair_device(slot, &name, asked.replaces.as_deref()) {
         Ok(a) => a,
         Err(e) => {
             close(&client, slot);

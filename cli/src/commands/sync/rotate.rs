@@ -11,7 +11,7 @@ use serde_json::json;
 use super::Ctx;
 use super::devices::find_device;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{client_error, open_sync, sync_error};
+use crate::commands::shared::{client_error, open_sync, pairing_steps, sync_error};
 use crate::sync::engine::rotate::{self, RotateError};
 
 #[derive(Debug, Args)]
@@ -33,10 +33,10 @@ fn rotate_error(e: RotateError) -> CommandError {
                  until it finishes the account stays as it was";
     match e {
         RotateError::Sync(s) => sync_error(s),
-        RotateError::Foreign => user_error(RotateError::Foreign).hinted(
-            "pair this device again from the device that rotated (`evi sync pair` there, \
-             `evi sync join CODE --server URL` here)",
-        ),
+        RotateError::Foreign => user_error(RotateError::Foreign).hinted(format!(
+            "pair this device again from the device that rotated ({})",
+            pairing_steps("there", "here", "URL")
+        )),
         e => user_error(e).hinted(again),
     }
 }
@@ -108,9 +108,8 @@ pub fn cmd_key_rotate(ctx: &Ctx, args: RotateArgs) -> CommandResult {
             }
         );
         println!(
-            "every other device must pair again: run `evi sync pair` here and `evi sync join \
-             CODE --server {}` there",
-            sync.account.server
+            "every other device must pair again: run {}",
+            pairing_steps("here", "there", &sync.account.server)
         );
     }
     Ok(())

@@ -477,6 +477,13 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
                     when(&Some(since.clone()))
                 ));
             }
+            if let Some(since) = &w.waiting_for_join_since {
+                line.push_str(&format!(
+                    "; the account's key was rotated (told since {}): pair this device again \
+                     (`evi sync pair` on a device that has the new key, `evi sync join` here)",
+                    when(&Some(since.clone()))
+                ));
+            }
             writeln!(out, "{line}")?;
         }
     }

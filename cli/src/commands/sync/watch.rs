@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::Ctx;
 use crate::command_error::{CommandResult, user_error};
-use crate::commands::shared::sync_error;
+use crate::commands::shared::{pairing_steps, sync_error};
 use crate::sync::engine::watch::{WatchError, WatchEvent, WatchLog, WatchOptions, run};
 
 #[derive(Debug, Args)]
@@ -140,6 +140,15 @@ fn text(e: &WatchEvent) -> String {
              this device, then syncing goes on by itself"
         ),
         WatchEvent::LoggedIn => "logged in again; syncing with the new token".to_owned(),
+        WatchEvent::KeyRotated { error, server } => format!(
+            "{error}. This device must be paired again: run {}. Until then this watcher asks \
+             the server nothing; it syncs on by itself once this device has joined",
+            pairing_steps("on a device that has the new key", "here", server)
+        ),
+        WatchEvent::Rejoined => {
+            "paired again: syncing with the new key (what this device had not pushed goes up)"
+                .to_owned()
+        }
     }
 }
 

@@ -11,6 +11,14 @@ async fn insert_unique_device(
     user: UserId,
     mut d: NewDevice,
 ) -> StoreResult<String> {
+    if let Some(stale) = &d.replaces {
+        tx.execute(
+            "DELETE FROM devices WHERE id = $1 AND user_id = $2
+               AND key_generation < (SELECT key_generation FROM users WHERE id = $2)",
+            &[stale, &user],
+        )
+        .await?;
+    }
     let names: HashSet<String> = tx
         .query("SELECT name FROM devices WHERE user_id = $1", &[&user])
         .await?

@@ -27,7 +27,11 @@
 //!   holds now is pulled from its first record, and everything here is
 //!   pushed again (see [`high_water`](crate::sync::state::high_water)).
 //! - A refused token (revoked) is said once; the watcher waits for `evi sync
-//!   login` and goes on with the new token ([`health`]).
+//!   login` and goes on with the new token ([`health`]). So is a key
+//!   rotation on another device: said once, with the pair/join commands;
+//!   nothing is asked of the server until `evi sync join` has put the new
+//!   key in place, and then watching goes on by itself from the re-joined
+//!   state.
 //! - Killed at any moment, it leaves what a killed push or pull leaves:
 //!   nothing torn, and the next run (or manual sync) goes on from there.
 //! - One watcher per home ([`presence`]).
@@ -48,10 +52,10 @@ use serde::Serialize;
 use crate::home::EviHome;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::progress::Quiet;
-use crate::sync::remote::client::{Client, is_unauthorized};
+use crate::sync::remote::client::Client;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::{SyncPaths, SyncState};
-use health::{Health, LOGIN_POLL};
+use health::{Health, LOGIN_POLL, Refusal};
 use presence::{Presence, PresenceError};
 use remote::{Backoff, Remote};
 
@@ -141,6 +145,16 @@ pub enum WatchEvent {
     },
     /// A new token is in place and the server takes it.
     LoggedIn,
+    /// The account's key was rotated on another device: this one must be
+    /// paired again (`evi sync join CODE --server {server}`); nothing is
+    /// asked of the server until it has (said once).
+    KeyRotated {
+        error: String,
+        server: String,
+    },
+    /// `evi sync join` put the new key in place and the server takes the
+    /// new token: syncing goes on.
+    Rejoined,
 }
 
 /// Where the watcher's events go.
@@ -188,7 +202,12 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
     let client = Client::for_account(&account.server, None)
         .map_err(SyncError::from)?
         .without_retries();
-    let health = Arc::new(Health::new(log.clone(), presence, paths.token()));
+    let health = Arc::new(Health::new(
+        log.clone(),
+        presence,
+        paths.token(),
+        account.server.clone(),
+    ));
     log.log(WatchEvent::Started {
         server: account.server.clone(),
         pid: std::process::id(),
@@ -299,6 +318,10 @@ pub fn run(home: &EviHome, opts: WatchOptions, log: Arc<dyn WatchLog>) -> Result
         }
         if w.retry_at.is_some_and(|t| now < t) {
             continue;
+        }
+        if w.login.is_none() {
+            // The thread parked on the server may have heard it first.
+            w.login = w.health.still_refused();
         }
         if let Some(used) = &w.login {
             // Waiting for `evi sync login`: nothing to ask the server with
@@ -521,9 +544,10 @@ impl Loop {
                 }
                 Ok(Some(v))
             }
-            Err(SyncError::Client(c)) if is_unauthorized(&c) => {
+            Err(SyncError::Client(c)) if Refusal::of(&c).is_some() => {
+                let why = Refusal::of(&c).unwrap_or(Refusal::Revoked);
                 if let Some(used) = used
-                    && self.health.refused(&used, &c.to_string())
+                    && self.health.refused(&used, why, &c)
                 {
                     self.login = Some(used);
                 }

@@ -33,6 +33,10 @@ pub struct WatchInfo {
     /// waits for `evi sync login` (RFC 3339), while it does.
     #[serde(default)]
     pub waiting_for_login_since: Option<String>,
+    /// Since when the server says the account's key was rotated and the
+    /// watcher waits for `evi sync join` (RFC 3339), while it does.
+    #[serde(default)]
+    pub waiting_for_join_since: Option<String>,
 }
 
 /// Held while this process is the home's watcher.

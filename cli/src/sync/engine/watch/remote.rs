@@ -12,8 +12,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use super::Signal;
-use super::health::Health;
-use crate::sync::remote::client::{Client, ClientError, is_unauthorized};
+use super::health::{Health, Refusal};
+use crate::sync::remote::client::{Client, ClientError};
 
 /// How often an older server without the wait endpoint is asked instead.
 const STATUS_POLL: Duration = Duration::from_secs(30);
@@ -108,19 +108,24 @@ impl Remote {
                         std::thread::sleep(STATUS_POLL);
                     }
                 }
-                Err(e) if is_unauthorized(&e) => {
-                    self.health.refused(&self.token, &e.to_string());
-                    self.token = self.health.wait_for_new_token(&self.token);
-                    match Client::for_account(self.client.server(), Some(self.token.clone())) {
-                        Ok(c) => self.client = c.without_retries(),
-                        Err(_) => return,
+                Err(e) => match Refusal::of(&e) {
+                    // Revoked, or a rotation made this key old: nothing
+                    // more is asked until a login or a join writes a new
+                    // token.
+                    Some(why) => {
+                        self.health.refused(&self.token, why, &e);
+                        self.token = self.health.wait_for_new_token(&self.token);
+                        match Client::for_account(self.client.server(), Some(self.token.clone())) {
+                            Ok(c) => self.client = c.without_retries(),
+                            Err(_) => return,
+                        }
+                        quick = true;
                     }
-                    quick = true;
-                }
-                Err(e) => {
-                    self.after_failure(&e);
-                    quick = true;
-                }
+                    None => {
+                        self.after_failure(&e);
+                        quick = true;
+                    }
+                },
             }
         }
     }

@@ -62,11 +62,19 @@ impl Client {
         )
     }
 
-    pub fn pair_device(&self, slot: u32, device: &str) -> Result<AuthResponse, ClientError> {
+    /// Adds the joiner as `device`, in place of `replaces` (its own device
+    /// from before a key rotation) if it names one.
+    pub fn pair_device(
+        &self,
+        slot: u32,
+        device: &str,
+        replaces: Option<&str>,
+    ) -> Result<AuthResponse, ClientError> {
         self.post(
             &format!("/pair/{slot}/device"),
             &PairDeviceRequest {
                 device: device.to_owned(),
+                replaces: replaces.map(str::to_owned),
             },
         )
     }

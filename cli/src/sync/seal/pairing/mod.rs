@@ -68,10 +68,14 @@ pub enum PairError {
     Random(String),
 }
 
-/// What the joiner tells the creator, sealed: the name it asks for.
+/// What the joiner tells the creator, sealed: the name it asks for, and
+/// the device it was before a key rotation (joining again), which the new
+/// one replaces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     pub device: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// What the creator hands the joiner, sealed: everything `key import` and
@@ -302,6 +306,7 @@ mod tests {
     fn hello() -> Hello {
         Hello {
             device: "phone".into(),
+            replaces: None,
         }
     }
 
