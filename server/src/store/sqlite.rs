@@ -80,6 +80,13 @@ fn recount_usage(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
 const READERS: usize = 4;
 /// Bytes of write-ahead log kept after a checkpoint.
 const WAL_SIZE_LIMIT: i64 = 4 << 20;
+/// Page cache of the writing connection, in KiB (SQLite's default is 2 MiB,
+/// and grows only as pages are used). A push inserts its entries' keyed
+/// ids, which are random, into the `entries` index: in 2 MiB a first push
+/// of 270,000 entries (an index of 12 MB) spilled dirty pages to the log
+/// mid-transaction and read them back, again and again: 280,000 `pwrite`
+/// and 240,000 `pread` calls, a third of the server's CPU time.
+const WRITER_CACHE_KIB: i64 = 64 << 10;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -217,6 +224,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database and applies migrations.
     pub fn open(path: &Path) -> StoreResult<Self> {
         let mut writer = open_conn(path)?;
+        writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         migrate(&mut writer)?;
         let readers = (0..READERS)
             .map(|_| open_conn(path).map(Mutex::new))

@@ -51,36 +51,110 @@ pub fn fetch_to(ctx: &SyncContext, sha256: &str, dest: &Path) -> Result<Fetched,
     Ok(transfer(ctx).fetch_blob(sha256, dest)?)
 }
 
+/// Uploads started before they are needed, on threads of their own: the
+/// blobs of the journal lines a push will send go up while its transcripts
+/// are read and sealed, so the wait for the server to make each durable
+/// overlaps that work instead of following it. Nothing is recorded until
+/// [`push_blobs`] takes the outcomes, in the order it always did (blobs,
+/// then the lines naming them); a push killed before that only left blobs
+/// on the server that the next one finds there.
+#[derive(Default)]
+pub(crate) struct BlobsAhead {
+    running: Option<std::thread::JoinHandle<Vec<(String, UploadOutcome)>>>,
+    done: std::collections::HashMap<String, UploadOutcome>,
+}
+
+/// Uploads at once while the transcripts are sealed beside them: each holds
+/// a zstd context and its buffers, and the push's peak memory is bounded.
+const AHEAD_TRANSFERS: usize = 2;
+
+impl BlobsAhead {
+    /// Starts uploading `shas` (those the server lacks) in the background.
+    pub(crate) fn start(ctx: &SyncContext, shas: BTreeSet<String>) -> Self {
+        let list: Vec<(String, PathBuf)> = shas
+            .into_iter()
+            .filter(|s| is_sha_name(s))
+            .map(|s| {
+                let p = checkpoint_blob_path(ctx, &s);
+                (s, p)
+            })
+            .collect();
+        if list.is_empty() {
+            return Self::default();
+        }
+        let (client, identity, keys) = (ctx.client.clone(), ctx.identity.clone(), ctx.keys.clone());
+        let dir = ctx.paths.dir.clone();
+        let running = std::thread::spawn(move || {
+            let t = BlobTransfer::new(&client, &identity, &keys, &dir);
+            // An error that stops the transfer (the server out of reach)
+            // is met again, and reported, by the upload that needs them.
+            match t.upload_blobs_on(AHEAD_TRANSFERS, &list) {
+                Ok(outcomes) => list.into_iter().map(|(s, _)| s).zip(outcomes).collect(),
+                Err(_) => Vec::new(),
+            }
+        });
+        Self {
+            running: Some(running),
+            done: std::collections::HashMap::new(),
+        }
+    }
+
+    /// What became of `sha`, once every upload started ahead is over; only
+    /// those that went up or were there (a failed one is tried again).
+    fn take(&mut self, sha: &str) -> Option<UploadOutcome> {
+        if let Some(h) = self.running.take() {
+            // A panicked upload thread is as if nothing went ahead.
+            self.done = h.join().unwrap_or_default().into_iter().collect();
+        }
+        self.done
+            .remove(sha)
+            .filter(|o| !matches!(o, UploadOutcome::Failed(_)))
+    }
+}
+
+impl Drop for BlobsAhead {
+    /// A push that stops early still waits for its uploads, so none runs on
+    /// after the push (and its lock) is over.
+    fn drop(&mut self) {
+        if let Some(h) = self.running.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// Uploads the blobs `shas` (named by journal lines about to be pushed) and
-/// those the state remembers as missing that are here now. A blob that
-/// cannot be sent is warned about, counted in `blobs_failed`, and
-/// remembered, so the next push tries again; the lines naming it still go.
-pub fn push_blobs(
+/// those the state remembers as missing that are here now, taking what
+/// `ahead` did already. A blob that cannot be sent is warned about, counted
+/// in `blobs_failed`, and remembered, so the next push tries again; the
+/// lines naming it still go.
+pub(crate) fn push_blobs(
     ctx: &mut SyncContext,
     report: &mut PushReport,
     mut shas: BTreeSet<String>,
     progress: &dyn Progress,
+    ahead: &mut BlobsAhead,
 ) -> Result<(), SyncError> {
+    shas.extend(owed_blobs(ctx));
     shas.retain(|s| is_sha_name(s));
-    shas.extend(
-        ctx.state
-            .missing_blobs
-            .iter()
-            .filter(|s| is_sha_name(s) && checkpoint_blob_path(ctx, s).is_file())
-            .cloned(),
-    );
     if shas.is_empty() {
         return Ok(());
     }
-    let list: Vec<(String, PathBuf)> = shas
-        .into_iter()
-        .map(|s| {
-            let p = checkpoint_blob_path(ctx, &s);
-            (s, p)
-        })
-        .collect();
-    let outcomes = transfer(ctx).upload_blobs(&list)?;
-    for ((sha, _), outcome) in list.into_iter().zip(outcomes) {
+    let mut outcomes = Vec::with_capacity(shas.len());
+    let mut list: Vec<(String, PathBuf)> = Vec::new();
+    for s in shas {
+        match ahead.take(&s) {
+            Some(o) => outcomes.push((s, o)),
+            None => {
+                let p = checkpoint_blob_path(ctx, &s);
+                list.push((s, p));
+            }
+        }
+    }
+    if !list.is_empty() {
+        let sent = transfer(ctx).upload_blobs(&list)?;
+        outcomes.extend(list.into_iter().map(|(s, _)| s).zip(sent));
+    }
+    for (sha, outcome) in outcomes {
         match outcome {
             UploadOutcome::Uploaded { .. } => {
                 report.blobs_uploaded += 1;
@@ -104,12 +178,23 @@ pub fn push_blobs(
 
 /// [`push_blobs`] of only the blobs the state remembers as missing: what a
 /// push owes the server even when its journal did not change.
-pub fn push_missing_blobs(
+pub(crate) fn push_missing_blobs(
     ctx: &mut SyncContext,
     report: &mut PushReport,
     progress: &dyn Progress,
+    ahead: &mut BlobsAhead,
 ) -> Result<(), SyncError> {
-    push_blobs(ctx, report, BTreeSet::new(), progress)
+    push_blobs(ctx, report, BTreeSet::new(), progress, ahead)
+}
+
+/// The blobs the state remembers as not on the server that are here now.
+pub(crate) fn owed_blobs(ctx: &SyncContext) -> BTreeSet<String> {
+    ctx.state
+        .missing_blobs
+        .iter()
+        .filter(|s| is_sha_name(s) && checkpoint_blob_path(ctx, s).is_file())
+        .cloned()
+        .collect()
 }
 
 /// Fetches the blobs `shas` (named by journal lines about to be applied)

@@ -37,6 +37,7 @@ use std::ops::ControlFlow;
 use evi_shared::limits::MAX_ENTRY_IDS_PER_SEGMENT;
 use sha2::{Digest, Sha256};
 
+use crate::sync::engine::blobs::{BlobsAhead, push_blobs};
 use crate::sync::engine::push_report::{Mark, PushReport};
 use crate::sync::engine::uploader::Uploader;
 use crate::sync::error::{IoContext, SyncError};
@@ -85,17 +86,21 @@ pub fn short_device_id(device_id: &str) -> String {
         .collect()
 }
 
-pub(crate) fn push_journal(
-    ctx: &mut SyncContext,
-    up: &mut Uploader,
-    report: &mut PushReport,
+/// What of the journal a push reads: where it is, its stat, the state to
+/// go on from, and whether the server may hold some of it already.
+struct JournalTail {
+    path: std::path::PathBuf,
+    stat: Stat,
+    name: String,
+    from: JournalState,
     careful: bool,
-    progress: &dyn Progress,
-) -> Result<(), SyncError> {
+}
+
+/// The part of the journal a push sends, or `None` when it is as the last
+/// push left it (or there is none).
+fn journal_tail(ctx: &SyncContext, careful: bool) -> Option<JournalTail> {
     let path = ctx.home.checkpoints_dir().join("journal.jsonl");
-    let Ok(stat) = Stat::of(&path) else {
-        return Ok(());
-    };
+    let stat = Stat::of(&path).ok()?;
     let name = journal_name(&ctx.account);
     let prev = ctx.state.journal.clone();
     // A journal pushed under another name (by a version that named journals
@@ -103,24 +108,68 @@ pub(crate) fn push_journal(
     // other devices hold it whole in one folder.
     let same_name = prev.name.as_deref() == Some(name.as_str());
     if same_name && stat.matches(&prev.file) {
-        return Ok(());
+        return None;
     }
     let resumable = same_name && stat.size >= prev.file.offset && prefix_intact(&path, &prev.file);
     // Read again whole after a rewind: most of it is on the server.
     let careful = careful || (!resumable && prev.name.is_some());
-    let mut js = if resumable {
+    let from = if resumable {
         prev
     } else {
         JournalState::default()
+    };
+    Some(JournalTail {
+        path,
+        stat,
+        name,
+        from,
+        careful,
+    })
+}
+
+/// The blobs named by the journal lines the next [`push_journal`] sends,
+/// for uploading ahead (see [`BlobsAhead`]); none when the server may hold
+/// some of those lines already (their blobs are asked about then).
+pub(crate) fn blobs_ahead(ctx: &SyncContext, careful: bool) -> BTreeSet<String> {
+    let mut shas = BTreeSet::new();
+    let Some(tail) = journal_tail(ctx, careful).filter(|t| !t.careful) else {
+        return shas;
+    };
+    // A journal that cannot be read now fails where it is pushed.
+    let _ = walk_file(&tail.path, tail.from.file.offset, |_, raw| {
+        shas.extend(blob_of(raw));
+        ControlFlow::Continue(())
+    });
+    shas
+}
+
+pub(crate) fn push_journal(
+    ctx: &mut SyncContext,
+    up: &mut Uploader,
+    report: &mut PushReport,
+    careful: bool,
+    progress: &dyn Progress,
+    ahead: &mut BlobsAhead,
+) -> Result<(), SyncError> {
+    let Some(JournalTail {
+        path,
+        stat,
+        name,
+        from: mut js,
+        careful,
+    }) = journal_tail(ctx, careful)
+    else {
+        return Ok(());
     };
     js.name = Some(name.clone());
     js.file.size = stat.size;
     js.file.mtime_ns = stat.mtime_ns;
     js.file.ino = stat.ino;
-    let how = Sending {
+    let mut how = Sending {
         name: &name,
         careful,
         progress,
+        ahead,
     };
     let budget = up.segment_budget();
     let mut lines: Vec<JournalLine> = Vec::new();
@@ -143,7 +192,7 @@ pub(crate) fn push_journal(
                 file: js.file.mid_file(),
                 ..js.clone()
             };
-            if let Err(e) = send_lines(ctx, up, report, &how, &mut lines, mid) {
+            if let Err(e) = send_lines(ctx, up, report, &mut how, &mut lines, mid) {
                 failure = Some(e);
                 return ControlFlow::Break(());
             }
@@ -156,7 +205,7 @@ pub(crate) fn push_journal(
         return Err(e);
     }
     js.file.offset = end.offset;
-    send_lines(ctx, up, report, &how, &mut lines, js)
+    send_lines(ctx, up, report, &mut how, &mut lines, js)
 }
 
 /// What stays the same for every segment of one journal push.
@@ -167,6 +216,8 @@ struct Sending<'a> {
     careful: bool,
     /// Where a blob that could not go up is told of.
     progress: &'a dyn Progress,
+    /// Blob uploads started ahead of the lines.
+    ahead: &'a mut BlobsAhead,
 }
 
 /// Uploads the blobs `lines` name, then queues the lines as one segment of
@@ -175,15 +226,11 @@ fn send_lines(
     ctx: &mut SyncContext,
     up: &mut Uploader,
     report: &mut PushReport,
-    how: &Sending<'_>,
+    how: &mut Sending<'_>,
     lines: &mut Vec<JournalLine>,
     mark: JournalState,
 ) -> Result<(), SyncError> {
-    let Sending {
-        name,
-        careful,
-        progress,
-    } = *how;
+    let (name, careful, progress) = (how.name, how.careful, how.progress);
     if careful {
         crate::sync::engine::unfinished::drop_known_lines(ctx, name, lines)?;
     }
@@ -192,7 +239,9 @@ fn send_lines(
         return Ok(());
     }
     let shas: BTreeSet<String> = lines.iter().filter_map(|l| blob_of(&l.line)).collect();
-    upload_blobs(ctx, report, shas.clone(), progress)?;
+    // Any size (in parts past the server's limit); one that cannot go up is
+    // warned about, counted and remembered, and the lines still go.
+    push_blobs(ctx, report, shas.clone(), progress, how.ahead)?;
     let mut sealed =
         seal_journal(&ctx.keys, &ctx.identity, name, lines).map_err(|e| SyncError::Io {
             context: "cannot seal the checkpoint journal".into(),
@@ -209,17 +258,6 @@ fn send_lines(
     report.journal_lines += sealed.entry_ids.len() as u64;
     lines.clear();
     up.add(ctx, report, sealed, vec![Mark::Journal(mark)])
-}
-
-fn upload_blobs(
-    ctx: &mut SyncContext,
-    report: &mut PushReport,
-    shas: BTreeSet<String>,
-    progress: &dyn Progress,
-) -> Result<(), SyncError> {
-    // Any size (in parts past the server's limit); one that cannot go up is
-    // warned about, counted and remembered, and the lines still go.
-    crate::sync::engine::blobs::push_blobs(ctx, report, shas, progress)
 }
 
 /// Whether `name` is this device's own journal, which it never applies.

@@ -18,6 +18,7 @@ use evi_shared::{Day, SessionId};
 use crate::source::Agent;
 use crate::source::project::ProjectRecord;
 use crate::sync::Entry;
+use crate::sync::engine::blobs::{self, BlobsAhead};
 use crate::sync::engine::incoming::drain_pending;
 use crate::sync::engine::journal;
 use crate::sync::engine::line_blobs::upload_line;
@@ -31,7 +32,7 @@ use crate::sync::state::context::SyncContext;
 use crate::sync::state::{FileState, Stat, line_hash, prefix_intact, rel_name};
 use crate::transcript::Catalog;
 use crate::transcript::entry_id::IdChain;
-use crate::transcript::line::parse_head;
+use crate::transcript::line::explicit_ids;
 use crate::transcript::lines::walk_file;
 
 /// Whether an error concerns one item (a file, a line, a blob) that the rest
@@ -134,6 +135,11 @@ fn push_into(
     // read below is the home as pull would leave it.
     drain_pending(ctx)?;
     let unfinished = Unfinished::begin(&ctx.paths, caps.known_entries)?;
+    // The journal's blobs go up while the transcripts are read and sealed.
+    let journal_careful = unfinished.careful || opts.recheck_journal;
+    let mut shas = journal::blobs_ahead(ctx, journal_careful);
+    shas.extend(blobs::owed_blobs(ctx));
+    let mut ahead = BlobsAhead::start(ctx, shas);
     let catalog =
         Catalog::scan(&ctx.home.transcripts_dir()).ctx(|| "cannot list the transcripts".into())?;
     let mut up = Uploader::new(ctx, caps.max_batch_bytes, caps.frames);
@@ -206,12 +212,11 @@ fn push_into(
     up.flush(ctx, report)?;
     progress.finish();
     // Blobs an earlier push could not send go now, journal changed or not.
-    crate::sync::engine::blobs::push_missing_blobs(ctx, report, progress)?;
+    blobs::push_missing_blobs(ctx, report, progress, &mut ahead)?;
     if opts.recheck_journal {
         ctx.state.journal = crate::sync::state::JournalState::default();
     }
-    let careful = unfinished.careful || opts.recheck_journal;
-    match journal::push_journal(ctx, &mut up, report, careful, progress) {
+    match journal::push_journal(ctx, &mut up, report, journal_careful, progress, &mut ahead) {
         Ok(()) => {}
         Err(e) if item_error(&e) => report.failed.push(format!("checkpoint journal: {e}")),
         Err(e) => return Err(e),
@@ -434,7 +439,7 @@ fn push_files(
             // offsets and hashes of the state stay those of the file.
             let canon = agent.canonical(raw, &map);
             let ids = match agent {
-                Agent::Evi => parse_head(raw).ids,
+                Agent::Evi => explicit_ids(raw),
                 a => a.explicit_ids(&canon),
             };
             let placed = chain.place(&canon, ids);

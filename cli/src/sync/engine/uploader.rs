@@ -15,8 +15,13 @@
 //! entries is that session's (its later states are dropped too, so nothing
 //! after the failed entries is recorded as sent); a failed upload ends the
 //! push after recording what was acknowledged before it.
+//!
+//! A batch that goes on with a session of a batch not yet recorded is not
+//! sent until that one is (the server numbers records in commit order), but
+//! it no longer stops the reading: it is held, and reading and sealing go
+//! on, until a second one would be held.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -37,6 +42,12 @@ const SEGMENT_TARGET: usize = 4 << 20;
 /// Batches on the wire at once. Two keep the server busy while the next is
 /// cut; more only add memory (each is up to `max_batch_bytes`).
 const UPLOADERS: usize = 2;
+
+/// Batches cut and held back behind another of their session (see
+/// `Uploader::cut`). One lets the next batch of a long session be read
+/// and sealed while the one before it is made durable; each is up to
+/// `max_batch_bytes` of memory.
+const HELD: usize = 1;
 
 struct SealJob {
     idx: u64,
@@ -105,6 +116,9 @@ pub(crate) struct Uploader {
     /// not yet recorded.
     labels: BTreeSet<String>,
     labels_in_flight: BTreeMap<u64, BTreeSet<String>>,
+    /// Batches cut that go on with a session of one not yet recorded, in
+    /// batch order: sent once it is (at most [`HELD`] wait so).
+    held: VecDeque<Batch>,
     /// Sessions counted in the report.
     counted: BTreeSet<String>,
 }
@@ -171,6 +185,7 @@ impl Uploader {
             over_quota: BTreeSet::new(),
             labels: BTreeSet::new(),
             labels_in_flight: BTreeMap::new(),
+            held: VecDeque::new(),
             counted: BTreeSet::new(),
         }
     }
@@ -338,15 +353,14 @@ impl Uploader {
         // commit in any order: a session's later segments must not commit
         // before its earlier ones, or a pull would get them first and write
         // the session's lines out of order. So a batch that goes on with a
-        // session (or the journal) of a batch in flight waits for it.
+        // session (or the journal) of a batch in flight waits for it: held
+        // here, while reading and sealing go on, and sent once that one is
+        // recorded (see `release_held`).
         let labels = std::mem::take(&mut self.labels);
-        if self
+        let after_another = self
             .labels_in_flight
             .values()
-            .any(|other| !other.is_disjoint(&labels))
-        {
-            self.wait_recorded(ctx, report, self.next_batch)?;
-        }
+            .any(|other| !other.is_disjoint(&labels));
         let no = self.next_batch;
         self.next_batch += 1;
         self.labels_in_flight.insert(no, labels);
@@ -370,11 +384,52 @@ impl Uploader {
             return self.record_acked(ctx, report);
         }
         let batch = Batch { no, body, bytes };
+        if !after_another {
+            return self.send(batch);
+        }
+        self.held.push_back(batch);
+        while self.held.len() > HELD {
+            self.wait_ack(ctx, report)?;
+        }
+        Ok(())
+    }
+
+    /// Hands a batch to the upload threads (waiting for one to be free).
+    fn send(&self, batch: Batch) -> Result<(), SyncError> {
         let sent = self.batches.as_ref().is_some_and(|b| b.send(batch).is_ok());
         if !sent {
             return Err(stopped("upload"));
         }
         Ok(())
+    }
+
+    /// Sends held batches, first first, while the first shares no session
+    /// with a batch before it that is not recorded yet.
+    fn release_held(&mut self) -> Result<(), SyncError> {
+        while let Some(front) = self.held.front() {
+            let labels = &self.labels_in_flight[&front.no];
+            let blocked = self
+                .labels_in_flight
+                .range(..front.no)
+                .any(|(_, other)| !other.is_disjoint(labels));
+            if blocked {
+                return Ok(());
+            }
+            let batch = self.held.pop_front().expect("looked at above");
+            self.send(batch)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the next acknowledgement and records what it allows.
+    fn wait_ack(
+        &mut self,
+        ctx: &mut SyncContext,
+        report: &mut PushReport,
+    ) -> Result<(), SyncError> {
+        let (no, r, bytes) = self.acks.recv().map_err(|_| stopped("upload"))?;
+        self.acked.insert(no, (r, bytes));
+        self.record_acked(ctx, report)
     }
 
     /// Records, in batch order, the states of every acknowledged batch
@@ -482,7 +537,7 @@ impl Uploader {
         if changed {
             ctx.save_state()?;
         }
-        Ok(())
+        self.release_held()
     }
 
     /// Waits until everything queued so far is sealed, sent, acknowledged
@@ -514,11 +569,13 @@ impl Uploader {
         upto: u64,
     ) -> Result<(), SyncError> {
         while self.next_record < upto {
-            if !self.acked.contains_key(&self.next_record) {
-                let (no, r, bytes) = self.acks.recv().map_err(|_| stopped("upload"))?;
-                self.acked.insert(no, (r, bytes));
+            // The next to record may be held, with nothing before it now.
+            self.release_held()?;
+            if self.acked.contains_key(&self.next_record) {
+                self.record_acked(ctx, report)?;
+            } else {
+                self.wait_ack(ctx, report)?;
             }
-            self.record_acked(ctx, report)?;
         }
         Ok(())
     }

@@ -157,7 +157,7 @@ pub enum Fetched {
 /// first byte of every GET: about 45 ms per blob on the bench's s3s-fs
 /// against 1 ms from a folder), so several at once keep both busy; more
 /// only hold more buffers (one per transfer) and threads.
-const TRANSFERS: usize = 8;
+pub(crate) const TRANSFERS: usize = 8;
 
 /// `f` over `items` on [`TRANSFERS`] threads; results in the order of
 /// `items`. Items are taken in order and none is started after a failure,
@@ -166,11 +166,20 @@ pub(crate) fn in_parallel<T: Sync, R: Send, E: Send>(
     items: &[T],
     f: impl Fn(&T) -> Result<R, E> + Sync,
 ) -> Result<Vec<R>, E> {
+    in_parallel_on(TRANSFERS, items, f)
+}
+
+/// [`in_parallel`] on at most `threads` threads.
+pub(crate) fn in_parallel_on<T: Sync, R: Send, E: Send>(
+    threads: usize,
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let done = Mutex::new(Vec::with_capacity(items.len()));
     std::thread::scope(|scope| {
-        for _ in 0..TRANSFERS.min(items.len()) {
+        for _ in 0..threads.max(1).min(items.len()) {
             scope.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,8 @@ use tempfile::NamedTempFile;
 
 use super::manifest::{MAX_BLOB_TOTAL_BYTES, PartManifest, part_size_for, sealed_len};
 use super::{
-    BUF, BlobTransfer, TransferError, UploadFailure, UploadOutcome, in_parallel, is_sha_name,
+    BUF, BlobTransfer, TRANSFERS, TransferError, UploadFailure, UploadOutcome, in_parallel_on,
+    is_sha_name,
 };
 use crate::sync::remote::client::ClientError;
 use crate::sync::seal_blob;
@@ -53,6 +54,16 @@ impl BlobTransfer<'_> {
         &self,
         blobs: &[(String, PathBuf)],
     ) -> Result<Vec<UploadOutcome>, TransferError> {
+        self.upload_blobs_on(TRANSFERS, blobs)
+    }
+
+    /// [`Self::upload_blobs`] with at most `threads` uploads at once (each
+    /// holds a zstd context and its buffers: fewer beside other work).
+    pub fn upload_blobs_on(
+        &self,
+        threads: usize,
+        blobs: &[(String, PathBuf)],
+    ) -> Result<Vec<UploadOutcome>, TransferError> {
         let shas: Vec<String> = blobs.iter().map(|(s, _)| s.clone()).collect();
         let stored = self.stored(&shas)?;
         let mut out: Vec<Option<UploadOutcome>> = blobs
@@ -69,7 +80,7 @@ impl BlobTransfer<'_> {
             })
             .collect();
         let todo: Vec<usize> = (0..blobs.len()).filter(|i| out[*i].is_none()).collect();
-        let sent = in_parallel(&todo, |&i| self.send(&blobs[i].0, &blobs[i].1))?;
+        let sent = in_parallel_on(threads, &todo, |&i| self.send(&blobs[i].0, &blobs[i].1))?;
         for (i, outcome) in todo.into_iter().zip(sent) {
             out[i] = Some(outcome);
         }
