@@ -71,6 +71,11 @@ impl Collector {
 }
 
 /// Collects every listed blob; how many had their bytes removed.
+///
+/// A blob sent in parts goes as one: its row step takes the rows of its
+/// parts and manifest too and lists them, then their bytes go and their
+/// listings are marked done, then the whole's. A kill in between leaves
+/// the pieces listed, and the next run removes what is left of them.
 pub async fn collect_pending(
     store: &dyn Store,
     blobs: &dyn BlobStore,
@@ -78,7 +83,7 @@ pub async fn collect_pending(
 ) -> anyhow::Result<usize> {
     let mut done = 0;
     for (user, name) in store.blobs_to_collect().await? {
-        if store.collect_blob_row(user, &name).await? {
+        if let Some(pieces) = store.collect_blob_row(user, &name).await? {
             if crash {
                 tracing::error!(
                     "{}=crash-mid-collect: aborting after the row went, before the bytes",
@@ -86,8 +91,12 @@ pub async fn collect_pending(
                 );
                 std::process::abort();
             }
+            for piece in &pieces {
+                blobs.remove(user, piece).await?;
+                store.blob_collected(user, piece).await?;
+            }
             blobs.remove(user, &name).await?;
-            done += 1;
+            done += 1 + pieces.len();
         }
         store.blob_collected(user, &name).await?;
     }

@@ -56,6 +56,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0011_key_rotation.sql"
     )),
+    Migration::Sql(include_str!("../../migrations/sqlite/0012_blob_parts.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -933,8 +934,10 @@ impl Store for SqliteStore {
         size: u64,
         quota: Option<u64>,
         since_ms: i64,
+        part_of: Option<&KeyedId>,
     ) -> StoreResult<bool> {
         let name = name.clone();
+        let part_of = part_of.map(|p| p.to_string());
         self.write(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             if !sqlite_blob_refs::upload_allowed(&tx, user, name.as_str(), since_ms)? {
@@ -955,12 +958,14 @@ impl Store for SqliteStore {
                 return Err(StoreError::QuotaExceeded);
             }
             tx.execute(
-                "INSERT INTO blobs (user_id, name, size, created_at) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO blobs (user_id, name, size, created_at, part_of)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![
                     user,
                     name.as_str(),
                     size as i64,
-                    chrono::Utc::now().timestamp()
+                    chrono::Utc::now().timestamp(),
+                    part_of
                 ],
             )?;
             tx.execute(
@@ -1037,7 +1042,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+    async fn collect_blob_row(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+    ) -> StoreResult<Option<Vec<KeyedId>>> {
         let name = name.clone();
         self.write(move |c| sqlite_blob_refs::take_row(c, user, &name))
             .await

@@ -10,19 +10,29 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::forget::Purged;
 use super::{StoreError, StoreResult, UserId, blob_cost, record_cost};
 
-/// Of `refs`, those to record (the blobs stored now); `None` when one of
-/// them was deleted as unreferenced (see [`super::blob_refs`]).
+/// Whether blob `name` is stored: whole, or as a piece (part or manifest)
+/// tied to it (see [`evi_shared::blob_refs`]).
+fn stored(tx: &Transaction<'_>, user: UserId, name: &str) -> StoreResult<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT 1 FROM blobs WHERE user_id = ?1 AND (name = ?2 OR part_of = ?2) LIMIT 1",
+        )?
+        .exists(params![user, name])?)
+}
+
+/// Of `refs`, those to record (the blobs stored now, whole or in pieces);
+/// `None` when one of them was deleted as unreferenced (see
+/// [`super::blob_refs`]).
 pub(super) fn to_record(
     tx: &Transaction<'_>,
     user: UserId,
     refs: &[KeyedId],
 ) -> StoreResult<Option<Vec<KeyedId>>> {
-    let mut stored = tx.prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?;
     let mut listed =
         tx.prepare_cached("SELECT 1 FROM blob_collections WHERE user_id = ?1 AND name = ?2")?;
     let mut out = Vec::with_capacity(refs.len());
     for r in refs {
-        if stored.exists(params![user, r.as_str()])? {
+        if stored(tx, user, r.as_str())? {
             out.push(r.clone());
         } else if listed.exists(params![user, r.as_str()])? {
             return Ok(None);
@@ -145,8 +155,8 @@ pub(super) fn forget_lines(
     Ok(purged)
 }
 
-/// Lists for collection each of `names` that is stored and that no record
-/// refers to; whether any was listed.
+/// Lists for collection each of `names` that is stored (whole or in
+/// pieces) and that no record refers to; whether any was listed.
 pub(super) fn list_unreferenced(
     tx: &Transaction<'_>,
     user: UserId,
@@ -157,10 +167,7 @@ pub(super) fn list_unreferenced(
         let referred = tx
             .prepare_cached("SELECT 1 FROM blob_refs WHERE user_id = ?1 AND name = ?2")?
             .exists(params![user, n])?;
-        let stored = tx
-            .prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?
-            .exists(params![user, n])?;
-        if !referred && stored {
+        if !referred && stored(tx, user, n)? {
             tx.execute(
                 "INSERT INTO blob_collections (user_id, name, done_at) VALUES (?1, ?2, NULL)
                  ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
@@ -209,10 +216,16 @@ pub(super) fn to_collect(c: &Connection, now_ms: i64) -> StoreResult<Vec<(UserId
     Ok(out)
 }
 
-/// The collection's first step for `name`: deletes its row if nothing
-/// refers to it (taking it off the counters). `false` when a record
-/// refers to it again: the listing is dropped and the bytes stay.
-pub(super) fn take_row(c: &mut Connection, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+/// The collection's first step for `name`: deletes its row, and those of
+/// the pieces tied to it, if nothing refers to it (taking them off the
+/// counters), and lists each piece so that its bytes are removed even after
+/// a kill right after this step. `None` when a record refers to it again:
+/// the listing is dropped and the bytes stay.
+pub(super) fn take_row(
+    c: &mut Connection,
+    user: UserId,
+    name: &KeyedId,
+) -> StoreResult<Option<Vec<KeyedId>>> {
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let referred = tx
         .prepare_cached("SELECT 1 FROM blob_refs WHERE user_id = ?1 AND name = ?2")?
@@ -223,21 +236,37 @@ pub(super) fn take_row(c: &mut Connection, user: UserId, name: &KeyedId) -> Stor
             params![user, name.as_str()],
         )?;
         tx.commit()?;
-        return Ok(false);
+        return Ok(None);
     }
-    let size: Option<i64> = tx
-        .prepare_cached("DELETE FROM blobs WHERE user_id = ?1 AND name = ?2 RETURNING size")?
-        .query_row(params![user, name.as_str()], |r| r.get(0))
-        .optional()?;
-    if let Some(s) = size {
+    let rows: Vec<(String, i64)> = tx
+        .prepare_cached(
+            "DELETE FROM blobs WHERE user_id = ?1 AND (name = ?2 OR part_of = ?2)
+             RETURNING name, size",
+        )?
+        .query_map(params![user, name.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let freed: i64 = rows.iter().map(|(_, s)| blob_cost(*s as u64) as i64).sum();
+    if !rows.is_empty() {
         tx.execute(
-            "UPDATE users SET blob_count = blob_count - 1, bytes_used = bytes_used - ?1
-             WHERE id = ?2",
-            params![blob_cost(s as u64) as i64, user],
+            "UPDATE users SET blob_count = blob_count - ?1, bytes_used = bytes_used - ?2
+             WHERE id = ?3",
+            params![rows.len() as i64, freed, user],
         )?;
     }
+    let mut pieces = Vec::new();
+    for (n, _) in rows {
+        if n == name.as_str() {
+            continue;
+        }
+        tx.execute(
+            "INSERT INTO blob_collections (user_id, name, done_at) VALUES (?1, ?2, NULL)
+             ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
+            params![user, n],
+        )?;
+        pieces.push(parse_name(n)?);
+    }
     tx.commit()?;
-    Ok(true)
+    Ok(Some(pieces))
 }
 
 /// The collection's last step: the bytes are gone.
