@@ -19,13 +19,15 @@
 //!   of every piece in one transaction, so a push never finds it half
 //!   taken, and lists each piece, so a kill before their bytes are gone
 //!   leaves them to the next run.
-//! - When records are deleted (a forgotten session's, or those holding
-//!   journal lines a `forget-lines` record names), their references go in
-//!   the same transaction. For a forgotten session, each blob whose last
+//! - When records are deleted (a forgotten session's, those holding
+//!   journal lines a `forget-lines` record names, or damaged ones another
+//!   push replaced), their references go in the same transaction. For a forgotten session, each blob whose last
 //!   reference went is listed for collection; for a `forget-lines`, each
 //!   blob it names that nothing refers to any more (the other lines of the
 //!   deleted records are sent again by the device that forgot them, with
-//!   their references, so their blobs are not listed meanwhile). A blob
+//!   their references, so their blobs are not listed meanwhile); for a
+//!   replaced damaged record, each blob whose last reference went (its
+//!   replacement, holding the same lines, declares its own). A blob
 //!   with no recorded reference is listed only when a `forget-lines` names
 //!   it (one pushed before references were declared).
 //! - Collection ([`crate::blobs::collect`]) runs in the background. For

@@ -135,10 +135,15 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
 }
 
 /// Deletes the rows marked damaged whose every entry another record holds
-/// now (they were sent again): their record count and bytes, to take off.
-/// Their bodies stay in their packs until the start-up sweep finds the
-/// packs unreferenced.
-fn drop_superseded(tx: &rusqlite::Transaction<'_>, user: UserId) -> StoreResult<(i64, i64)> {
+/// now (they were sent again), with their blob references (the names go
+/// into `released`): their record count and bytes, to take off. Their
+/// bodies stay in their packs until the start-up sweep finds the packs
+/// unreferenced.
+fn drop_superseded(
+    tx: &rusqlite::Transaction<'_>,
+    user: UserId,
+    released: &mut std::collections::BTreeSet<String>,
+) -> StoreResult<(i64, i64)> {
     let marked: Vec<(i64, String, Option<Vec<u8>>, i64)> = tx
         .prepare_cached(
             "SELECT r.seq, r.entry_ids, r.entry_id_bytes, COALESCE(r.body_len, length(r.ciphertext))
@@ -162,6 +167,7 @@ fn drop_superseded(tx: &rusqlite::Transaction<'_>, user: UserId) -> StoreResult<
         if !all {
             continue;
         }
+        sqlite_blob_refs::release(tx, user, seq, released)?;
         tx.execute(
             "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
             params![user, seq],
@@ -709,8 +715,8 @@ impl Store for SqliteStore {
             }
             let mut collect_blobs = false;
             if stored > 0 {
+                let (gone, freed) = drop_superseded(&tx, user, &mut released)?;
                 collect_blobs = sqlite_blob_refs::list_unreferenced(&tx, user, &released)?;
-                let (gone, freed) = drop_superseded(&tx, user)?;
                 tx.execute(
                     "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
                      entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",

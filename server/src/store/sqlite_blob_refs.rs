@@ -58,7 +58,7 @@ pub(super) fn insert(
 }
 
 /// Deletes the references of record `seq`; the names they held.
-fn release(
+pub(super) fn release(
     tx: &Transaction<'_>,
     user: UserId,
     seq: i64,

@@ -79,7 +79,8 @@ pub(super) async fn insert(
     Ok(())
 }
 
-async fn release(
+/// Deletes the references of the records `seqs`; the names they held.
+pub(super) async fn release(
     tx: &Tx<'_>,
     user: UserId,
     seqs: &[i64],
