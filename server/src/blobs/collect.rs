@@ -15,12 +15,10 @@
 //!   new row counts on.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use tokio::sync::Notify;
 
 use super::BlobStore;
 use crate::store::Store;
+use crate::worker::Worker;
 
 /// The collection task of one server: started on the first wake.
 pub struct Collector {
@@ -28,8 +26,7 @@ pub struct Collector {
     blobs: Arc<dyn BlobStore>,
     /// `crash-mid-collect` of the crash tests (see [`crate::fault`]).
     crash: bool,
-    started: AtomicBool,
-    wake: Notify,
+    worker: Arc<Worker>,
 }
 
 impl Collector {
@@ -42,31 +39,20 @@ impl Collector {
             store,
             blobs,
             crash: fault == Some(crate::fault::Fault::CrashMidCollect),
-            started: AtomicBool::new(false),
-            wake: Notify::new(),
+            worker: Worker::new(
+                "deleted blobs no record refers to any more",
+                "deleting unreferenced blobs failed; it runs again at the next forget or start",
+            ),
         })
     }
 
     /// Has the task look for work, starting it if it is not running.
     pub fn wake(self: &Arc<Self>) {
-        self.wake.notify_one();
-        if !self.started.swap(true, Ordering::SeqCst) {
-            tokio::spawn(self.clone().run());
-        }
-    }
-
-    async fn run(self: Arc<Self>) {
-        loop {
-            match collect_pending(&*self.store, &*self.blobs, self.crash).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(blobs = n, "deleted blobs no record refers to any more"),
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "deleting unreferenced blobs failed; it runs again at the next forget or start"
-                ),
-            }
-            self.wake.notified().await;
-        }
+        let me = self.clone();
+        self.worker.wake(move || {
+            let me = me.clone();
+            async move { collect_pending(&*me.store, &*me.blobs, me.crash).await }
+        });
     }
 }
 
