@@ -682,14 +682,7 @@ impl Store for SqliteStore {
                     match r.kind.as_str() {
                         evi_shared::forget::FORGET_KIND => {
                             let stream = r.stream.as_str();
-                            sqlite_blob_refs::release_stream(
-                                &tx,
-                                user,
-                                stream,
-                                seq,
-                                &mut released,
-                            )?;
-                            purged += sqlite_forget::purge(&tx, user, stream, seq)?;
+                            purged += sqlite_forget::purge(&tx, user, stream, seq, &mut released)?;
                         }
                         evi_shared::blob_refs::FORGET_LINES_KIND => {
                             // Only the blobs it names are collected: the

@@ -8,7 +8,8 @@ use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::forget::Purged;
-use super::{StoreError, StoreResult, UserId, blob_cost, record_cost};
+use super::sqlite_forget::PurgedRow;
+use super::{StoreError, StoreResult, UserId, blob_cost};
 
 /// Whether blob `name` is stored: whole, or as a piece (part or manifest)
 /// tied to it (see [`evi_shared::blob_refs`]).
@@ -73,32 +74,6 @@ pub(super) fn release(
     Ok(())
 }
 
-/// Before a forget of `stream` at `seq` deletes its records: takes their
-/// references off, into `names`.
-pub(super) fn release_stream(
-    tx: &Transaction<'_>,
-    user: UserId,
-    stream: &str,
-    seq: i64,
-    names: &mut BTreeSet<String>,
-) -> StoreResult<()> {
-    let seqs: Vec<i64> = tx
-        .prepare_cached(
-            "SELECT seq FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?3
-             AND kind NOT IN (?4, ?5)
-             AND EXISTS (SELECT 1 FROM blob_refs b WHERE b.user_id = ?1 AND b.seq = records.seq)",
-        )?
-        .query_map(
-            params![user, stream, seq, FORGET_KIND, UNFORGET_KIND],
-            |r| r.get(0),
-        )?
-        .collect::<Result<_, _>>()?;
-    for s in seqs {
-        release(tx, user, s, names)?;
-    }
-    Ok(())
-}
-
 /// After the `forget-lines` record `seq` of `stream` was inserted: deletes
 /// the stream's records before it that hold any of `forgets` (whole: the
 /// device that forgot sends the lines it kept again), their entry ids,
@@ -110,10 +85,8 @@ pub(super) fn forget_lines(
     seq: i64,
     forgets: &[KeyedId],
 ) -> StoreResult<Purged> {
-    let mut names = BTreeSet::new();
     let forgets: BTreeSet<&KeyedId> = forgets.iter().collect();
-    type Row = (i64, String, Option<Vec<u8>>, i64, Option<String>);
-    let rows: Vec<Row> = tx
+    let rows: Vec<PurgedRow> = tx
         .prepare_cached(
             "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
              FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?3 AND kind NOT IN (?4, ?5, ?6)",
@@ -123,36 +96,16 @@ pub(super) fn forget_lines(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?
         .collect::<Result<_, _>>()?;
-    let mut purged = Purged::default();
-    for (rseq, text, bytes, len, pack) in rows {
-        let ids = super::sqlite::split_ids(bytes, &text)?;
-        if !ids.iter().any(|id| forgets.contains(id)) {
-            continue;
-        }
-        release(tx, user, rseq, &mut names)?;
-        purged.entries += tx.execute(
-            "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )? as i64;
-        tx.execute(
-            "DELETE FROM damaged_records WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )?;
-        tx.execute(
-            "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )?;
-        purged.records += 1;
-        purged.bytes += record_cost(len as u64, ids.len()) as i64;
-        if let Some(pack) = pack {
-            tx.execute(
-                "INSERT OR IGNORE INTO forget_compactions (user_id, pack) VALUES (?1, ?2)",
-                params![user, pack],
-            )?;
-            purged.packs = true;
+    let mut holding = Vec::new();
+    for row in rows {
+        let ids = super::sqlite::split_ids(row.2.clone(), &row.1)?;
+        if ids.iter().any(|id| forgets.contains(id)) {
+            holding.push(row);
         }
     }
-    Ok(purged)
+    // The names those records held are not listed: the lines kept from
+    // them come again, with their references (see `blob_refs`).
+    super::sqlite_forget::delete_records(tx, user, holding, &mut BTreeSet::new())
 }
 
 /// Lists for collection each of `names` that is stored (whole or in

@@ -99,28 +99,6 @@ pub(super) async fn release(
     Ok(())
 }
 
-/// Before a forget of `stream` at `seq` deletes its records: takes their
-/// references off, into `names`.
-pub(super) async fn release_stream(
-    tx: &Tx<'_>,
-    user: UserId,
-    stream: &str,
-    seq: i64,
-    names: &mut BTreeSet<String>,
-) -> StoreResult<()> {
-    let rows = tx
-        .query(
-            "DELETE FROM blob_refs b USING records r
-             WHERE b.user_id = $1 AND r.user_id = $1 AND r.seq = b.seq AND r.stream = $2
-               AND r.seq < $3 AND r.kind <> $4 AND r.kind <> $5
-             RETURNING b.name",
-            &[&user, &stream, &seq, &FORGET_KIND, &UNFORGET_KIND],
-        )
-        .await?;
-    names.extend(rows.into_iter().map(|r| r.get::<_, String>(0)));
-    Ok(())
-}
-
 /// After the `forget-lines` record `seq` of `stream` was inserted: deletes
 /// the stream's records before it holding any of `forgets`, with their
 /// entry ids, damaged marks and references; lists their packs.
@@ -161,37 +139,10 @@ pub(super) async fn forget_lines(
             packs.push(p);
         }
     }
-    if seqs.is_empty() {
-        return Ok(purged);
-    }
-    release(tx, user, &seqs, &mut BTreeSet::new()).await?;
-    purged.entries = tx
-        .execute(
-            "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
-            &[&user, &seqs],
-        )
-        .await? as i64;
-    tx.execute(
-        "DELETE FROM damaged_records WHERE user_id = $1 AND seq = ANY($2)",
-        &[&user, &seqs],
-    )
-    .await?;
-    tx.execute(
-        "DELETE FROM records WHERE user_id = $1 AND seq = ANY($2)",
-        &[&user, &seqs],
-    )
-    .await?;
-    packs.sort();
-    packs.dedup();
-    if !packs.is_empty() {
-        tx.execute(
-            "INSERT INTO forget_compactions (user_id, pack) SELECT $1::BIGINT, * FROM UNNEST($2::TEXT[])
-             ON CONFLICT DO NOTHING",
-            &[&user, &packs],
-        )
-        .await?;
-        purged.packs = true;
-    }
+    // The names those records held are not listed: the lines kept from
+    // them come again, with their references (see `crate::store::blob_refs`).
+    (purged.entries, purged.packs) =
+        super::forget::delete_records(tx, user, &seqs, packs, &mut BTreeSet::new()).await?;
     Ok(purged)
 }
 

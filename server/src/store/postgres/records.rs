@@ -189,8 +189,7 @@ pub(super) async fn push(
         // Forgets and undos in batch order, each after the records before it.
         for (forget, stream, at) in changes {
             if forget {
-                super::blob_refs::release_stream(&tx, user, stream, at, &mut released).await?;
-                purged += super::forget::purge(&tx, user, stream, at).await?;
+                purged += super::forget::purge(&tx, user, stream, at, &mut released).await?;
             } else {
                 super::forget::lift(&tx, user, stream).await?;
             }
