@@ -39,6 +39,7 @@ pub mod routes;
 pub mod storage;
 pub mod store;
 pub mod waiters;
+pub mod worker;
 
 pub use config::Config;
 

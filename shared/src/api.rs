@@ -668,6 +668,20 @@ pub struct MissingResponse {
     pub missing: Vec<KeyedId>,
 }
 
+/// Query of `PUT /api/v1/blobs/{name}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct BlobPutQuery {
+    /// For a part or the manifest of a blob sent in parts: the keyed name
+    /// the whole blob would have, which is the name records declare in
+    /// `refs` (see [`crate::blob_refs`]). The server ties the upload to it,
+    /// so the parts and the manifest are deleted with the whole once no
+    /// record refers to it. Absent for a blob stored whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_of: Option<KeyedId>,
+}
+
 /// Answer to `PUT /api/v1/blobs/{name}` (raw body, streamed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -22,6 +22,30 @@
 //!
 //! A blob no record was ever seen to refer to (stored before this) is
 //! never deleted by the server on its own.
+//!
+//! # Blobs sent in parts
+//!
+//! A blob over the server's blob limit is stored as parts and a manifest
+//! under names of their own (`blob_part_key(sha, i, count)`,
+//! `blob_manifest_key(sha)`), never under the whole's name
+//! (`blob_key(sha)`). Records still declare only the whole's name, and each
+//! part and the manifest is uploaded with that name as its `part_of`
+//! ([`crate::api::BlobPutQuery`]): the server counts the whole as stored
+//! while one of its pieces is, and deletes every piece with it once no
+//! record refers to it.
+//!
+//! Why the upload ties the pieces, rather than records declaring every
+//! part's name: a record's refs are derived from its content alone (the
+//! lines and their blobs' hashes), the same on every device and again at a
+//! key rotation, which reseals records with refs computed under the new
+//! key. How a blob was split is not in the content: the part count depends
+//! on the server's limit when the blob went up (and halves after a 413 from
+//! a proxy), and the device that pushes a line may not be the one that
+//! uploaded its blob, so it would have to read the manifest first. The
+//! uploader is the one party that knows the pieces, at the moment it sends
+//! them. What this shows the server: which stored names are the pieces of
+//! one blob (their sizes and upload times already said as much), and the
+//! keyed name of the whole.
 
 use serde::{Deserialize, Serialize};
 

@@ -15,12 +15,10 @@
 //!   new row counts on.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use tokio::sync::Notify;
 
 use super::BlobStore;
 use crate::store::Store;
+use crate::worker::Worker;
 
 /// The collection task of one server: started on the first wake.
 pub struct Collector {
@@ -28,8 +26,7 @@ pub struct Collector {
     blobs: Arc<dyn BlobStore>,
     /// `crash-mid-collect` of the crash tests (see [`crate::fault`]).
     crash: bool,
-    started: AtomicBool,
-    wake: Notify,
+    worker: Arc<Worker>,
 }
 
 impl Collector {
@@ -42,35 +39,29 @@ impl Collector {
             store,
             blobs,
             crash: fault == Some(crate::fault::Fault::CrashMidCollect),
-            started: AtomicBool::new(false),
-            wake: Notify::new(),
+            worker: Worker::new(
+                "deleted blobs no record refers to any more",
+                "deleting unreferenced blobs failed; it runs again at the next forget or start",
+            ),
         })
     }
 
     /// Has the task look for work, starting it if it is not running.
     pub fn wake(self: &Arc<Self>) {
-        self.wake.notify_one();
-        if !self.started.swap(true, Ordering::SeqCst) {
-            tokio::spawn(self.clone().run());
-        }
-    }
-
-    async fn run(self: Arc<Self>) {
-        loop {
-            match collect_pending(&*self.store, &*self.blobs, self.crash).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(blobs = n, "deleted blobs no record refers to any more"),
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "deleting unreferenced blobs failed; it runs again at the next forget or start"
-                ),
-            }
-            self.wake.notified().await;
-        }
+        let me = self.clone();
+        self.worker.wake(move || {
+            let me = me.clone();
+            async move { collect_pending(&*me.store, &*me.blobs, me.crash).await }
+        });
     }
 }
 
 /// Collects every listed blob; how many had their bytes removed.
+///
+/// A blob sent in parts goes as one: its row step takes the rows of its
+/// parts and manifest too and lists them, then their bytes go and their
+/// listings are marked done, then the whole's. A kill in between leaves
+/// the pieces listed, and the next run removes what is left of them.
 pub async fn collect_pending(
     store: &dyn Store,
     blobs: &dyn BlobStore,
@@ -78,7 +69,7 @@ pub async fn collect_pending(
 ) -> anyhow::Result<usize> {
     let mut done = 0;
     for (user, name) in store.blobs_to_collect().await? {
-        if store.collect_blob_row(user, &name).await? {
+        if let Some(pieces) = store.collect_blob_row(user, &name).await? {
             if crash {
                 tracing::error!(
                     "{}=crash-mid-collect: aborting after the row went, before the bytes",
@@ -86,8 +77,12 @@ pub async fn collect_pending(
                 );
                 std::process::abort();
             }
+            for piece in &pieces {
+                blobs.remove(user, piece).await?;
+                store.blob_collected(user, piece).await?;
+            }
             blobs.remove(user, &name).await?;
-            done += 1;
+            done += 1 + pieces.len();
         }
         store.blob_collected(user, &name).await?;
     }

@@ -20,13 +20,11 @@
 //!   record's place before the repoint has ended ([`super::readers`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use tokio::sync::Notify;
 
 use super::readers::PackReaders;
 use super::{BodyRef, BodyStore, PackName};
 use crate::store::{Store, UserId};
+use crate::worker::Worker;
 
 /// The compaction task of one server: started on the first wake.
 pub struct Compactor {
@@ -36,8 +34,7 @@ pub struct Compactor {
     readers: Arc<PackReaders>,
     /// `crash-mid-compaction` of the crash tests (see [`crate::fault`]).
     crash: bool,
-    started: AtomicBool,
-    wake: Notify,
+    worker: Arc<Worker>,
 }
 
 impl Compactor {
@@ -51,8 +48,10 @@ impl Compactor {
             bodies,
             readers: PackReaders::new(),
             crash: fault == Some(crate::fault::Fault::CrashMidCompaction),
-            started: AtomicBool::new(false),
-            wake: Notify::new(),
+            worker: Worker::new(
+                "rewrote body packs without forgotten records",
+                "compaction after a forget failed; it runs again at the next forget or start",
+            ),
         })
     }
 
@@ -61,30 +60,14 @@ impl Compactor {
         &self.readers
     }
 
-    /// Has the task look for work, starting it if it is not running (on
-    /// the caller's tokio runtime).
+    /// Has the task compact everything listed, starting it if it is not
+    /// running (on the caller's tokio runtime).
     pub fn wake(self: &Arc<Self>) {
-        self.wake.notify_one();
-        if !self.started.swap(true, Ordering::SeqCst) {
-            tokio::spawn(self.clone().run());
-        }
-    }
-
-    /// Compacts everything listed, then waits to be woken again.
-    async fn run(self: Arc<Self>) {
-        loop {
-            // A permit stored by the wake that started the task is taken
-            // here at once: one extra round, which finds nothing.
-            match compact_pending(&*self.store, &*self.bodies, &self.readers, self.crash).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(packs = n, "rewrote body packs without forgotten records"),
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "compaction after a forget failed; it runs again at the next forget or start"
-                ),
-            }
-            self.wake.notified().await;
-        }
+        let me = self.clone();
+        self.worker.wake(move || {
+            let me = me.clone();
+            async move { compact_pending(&*me.store, &*me.bodies, &me.readers, me.crash).await }
+        });
     }
 }
 

@@ -156,12 +156,15 @@ const TABLES: &[Table] = &[
     },
     Table {
         name: "blobs",
-        select: "SELECT user_id, name, size, created_at FROM blobs ORDER BY user_id, name",
+        select: "SELECT user_id, name, size, created_at, part_of FROM blobs
+                 ORDER BY user_id, name",
         columns: &[
             ("user_id", Col::Int),
             ("name", Col::Text),
             ("size", Col::Int),
             ("created_at", Col::Int),
+            // The whole a part belongs to, so it is still deleted with it.
+            ("part_of", Col::Text),
         ],
         overriding: false,
     },

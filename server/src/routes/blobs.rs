@@ -2,11 +2,14 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use evi_shared::KeyedId;
-use evi_shared::api::{BlobNames, BlobStored, ErrorBody, MissingResponse, PurgeResponse};
+use evi_shared::api::{
+    BlobNames, BlobPutQuery, BlobStored, ErrorBody, MissingResponse, PurgeResponse,
+};
 use evi_shared::limits::MAX_NAMES_PER_CALL;
 
 use super::{ApiJson, BlobName};
@@ -40,9 +43,10 @@ pub async fn missing(
 }
 
 /// Uploads one blob as a raw streamed body. An already stored blob is left as
-/// it is (`created: false`).
+/// it is (`created: false`). A part or manifest of a blob sent in parts
+/// names its whole in `part_of`, and is deleted with it.
 #[utoipa::path(put, path = "/api/v1/blobs/{name}", tag = "blobs", security(("bearer" = [])),
-    params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)")),
+    params(("name" = KeyedId, Path, description = "keyed blob name (64 lowercase hex)"), BlobPutQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, body = BlobStored), (status = 200, body = BlobStored),
         (status = 400, body = ErrorBody), (status = 413, body = ErrorBody),
@@ -52,9 +56,16 @@ pub async fn put(
     State(state): State<AppState>,
     auth: Authed,
     BlobName(name): BlobName,
+    query: Result<Query<BlobPutQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if query.part_of.as_ref() == Some(&name) {
+        return Err(ApiError::bad_request(
+            "part_of names the blob itself; leave it out for a blob stored whole",
+        ));
+    }
     let max = state.config.limits.max_blob_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -122,6 +133,7 @@ pub async fn put(
             placed.size,
             state.config.quota_bytes,
             since_ms,
+            query.part_of.as_ref(),
         )
         .await
     {

@@ -8,17 +8,26 @@
 //!   blobs it names that are stored then. A record naming a blob that was
 //!   deleted as unreferenced (listed for collection) is refused
 //!   ([`super::PushOutcome::blob_missing`]) and the client uploads the blob
-//!   again; one naming a blob never stored as a whole (sent in parts, or
-//!   not sent yet) is taken without that reference, and such a blob is
-//!   never deleted on its own. So no record the server keeps refers to a
-//!   blob it has deleted.
-//! - When records are deleted (a forgotten session's, or those holding
-//!   journal lines a `forget-lines` record names), their references go in
-//!   the same transaction. For a forgotten session, each blob whose last
+//!   again; one naming a blob not stored (not sent yet, or sent in parts
+//!   by a client that did not tie them to it) is taken without that
+//!   reference, and such a blob is never deleted on its own. So no record
+//!   the server keeps refers to a blob it has deleted.
+//! - A blob sent in parts is stored when one of its pieces (a part or the
+//!   manifest, uploaded with `part_of` naming the whole: see
+//!   [`evi_shared::blob_refs`]) is; references name the whole, and the
+//!   whole is what is listed for collection. Its row step takes the rows
+//!   of every piece in one transaction, so a push never finds it half
+//!   taken, and lists each piece, so a kill before their bytes are gone
+//!   leaves them to the next run.
+//! - When records are deleted (a forgotten session's, those holding
+//!   journal lines a `forget-lines` record names, or damaged ones another
+//!   push replaced), their references go in the same transaction. For a forgotten session, each blob whose last
 //!   reference went is listed for collection; for a `forget-lines`, each
 //!   blob it names that nothing refers to any more (the other lines of the
 //!   deleted records are sent again by the device that forgot them, with
-//!   their references, so their blobs are not listed meanwhile). A blob
+//!   their references, so their blobs are not listed meanwhile); for a
+//!   replaced damaged record, each blob whose last reference went (its
+//!   replacement, holding the same lines, declares its own). A blob
 //!   with no recorded reference is listed only when a `forget-lines` names
 //!   it (one pushed before references were declared).
 //! - Collection ([`crate::blobs::collect`]) runs in the background. For

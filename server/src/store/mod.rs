@@ -349,7 +349,8 @@ pub trait Store: Send + Sync + 'static {
     /// Records a blob whose file is in place; false if it was already
     /// recorded. The quota counts [`blob_cost`] of `size`. Refused while
     /// a blob of the name is collected, or was since `since_ms` (when the
-    /// upload began: see [`blob_refs`]).
+    /// upload began: see [`blob_refs`]). `part_of`: the whole blob this is
+    /// a part or the manifest of (see [`evi_shared::blob_refs`]).
     async fn add_blob(
         &self,
         user: UserId,
@@ -357,6 +358,7 @@ pub trait Store: Send + Sync + 'static {
         size: u64,
         quota: Option<u64>,
         since_ms: i64,
+        part_of: Option<&KeyedId>,
     ) -> StoreResult<bool>;
     /// Forgets these blobs; returns the names that existed (their files are
     /// the caller's to delete).
@@ -384,10 +386,16 @@ pub trait Store: Send + Sync + 'static {
     /// Blobs listed for collection and not collected yet, with their
     /// owner (see [`blob_refs`]); drops listings done long ago.
     async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>>;
-    /// Deletes the row of listed blob `name` if no record refers to it;
-    /// whether its bytes are to be removed (false: it is referred to again,
-    /// and no longer listed).
-    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool>;
+    /// Deletes the row of listed blob `name`, and those of its parts and
+    /// manifest, if no record refers to it; `None` when it is referred to
+    /// again (and no longer listed, its bytes stay), else the pieces whose
+    /// rows went, each listed in the same step (their bytes are removed
+    /// and their listings marked done by the caller, before `name`'s).
+    async fn collect_blob_row(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+    ) -> StoreResult<Option<Vec<KeyedId>>>;
     /// Marks the collection of `name` done (its bytes are gone).
     async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()>;
     /// Packs a forget left holding bodies of deleted records, with their

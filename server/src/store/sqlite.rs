@@ -56,6 +56,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0011_key_rotation.sql"
     )),
+    Migration::Sql(include_str!("../../migrations/sqlite/0012_blob_parts.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -141,10 +142,15 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
 }
 
 /// Deletes the rows marked damaged whose every entry another record holds
-/// now (they were sent again): their record count and bytes, to take off.
-/// Their bodies stay in their packs until the start-up sweep finds the
-/// packs unreferenced.
-fn drop_superseded(tx: &rusqlite::Transaction<'_>, user: UserId) -> StoreResult<(i64, i64)> {
+/// now (they were sent again), with their blob references (the names go
+/// into `released`): their record count and bytes, to take off. Their
+/// bodies stay in their packs until the start-up sweep finds the packs
+/// unreferenced.
+fn drop_superseded(
+    tx: &rusqlite::Transaction<'_>,
+    user: UserId,
+    released: &mut std::collections::BTreeSet<String>,
+) -> StoreResult<(i64, i64)> {
     let marked: Vec<(i64, String, Option<Vec<u8>>, i64)> = tx
         .prepare_cached(
             "SELECT r.seq, r.entry_ids, r.entry_id_bytes, COALESCE(r.body_len, length(r.ciphertext))
@@ -168,6 +174,7 @@ fn drop_superseded(tx: &rusqlite::Transaction<'_>, user: UserId) -> StoreResult<
         if !all {
             continue;
         }
+        sqlite_blob_refs::release(tx, user, seq, released)?;
         tx.execute(
             "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
             params![user, seq],
@@ -690,14 +697,7 @@ impl Store for SqliteStore {
                     match r.kind.as_str() {
                         evi_shared::forget::FORGET_KIND => {
                             let stream = r.stream.as_str();
-                            sqlite_blob_refs::release_stream(
-                                &tx,
-                                user,
-                                stream,
-                                seq,
-                                &mut released,
-                            )?;
-                            purged += sqlite_forget::purge(&tx, user, stream, seq)?;
+                            purged += sqlite_forget::purge(&tx, user, stream, seq, &mut released)?;
                         }
                         evi_shared::blob_refs::FORGET_LINES_KIND => {
                             // Only the blobs it names are collected: the
@@ -723,8 +723,8 @@ impl Store for SqliteStore {
             }
             let mut collect_blobs = false;
             if stored > 0 {
+                let (gone, freed) = drop_superseded(&tx, user, &mut released)?;
                 collect_blobs = sqlite_blob_refs::list_unreferenced(&tx, user, &released)?;
-                let (gone, freed) = drop_superseded(&tx, user)?;
                 tx.execute(
                     "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
                      entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
@@ -948,8 +948,10 @@ impl Store for SqliteStore {
         size: u64,
         quota: Option<u64>,
         since_ms: i64,
+        part_of: Option<&KeyedId>,
     ) -> StoreResult<bool> {
         let name = name.clone();
+        let part_of = part_of.map(|p| p.to_string());
         self.write(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             if !sqlite_blob_refs::upload_allowed(&tx, user, name.as_str(), since_ms)? {
@@ -970,12 +972,14 @@ impl Store for SqliteStore {
                 return Err(StoreError::QuotaExceeded);
             }
             tx.execute(
-                "INSERT INTO blobs (user_id, name, size, created_at) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO blobs (user_id, name, size, created_at, part_of)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![
                     user,
                     name.as_str(),
                     size as i64,
-                    chrono::Utc::now().timestamp()
+                    chrono::Utc::now().timestamp(),
+                    part_of
                 ],
             )?;
             tx.execute(
@@ -1052,7 +1056,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+    async fn collect_blob_row(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+    ) -> StoreResult<Option<Vec<KeyedId>>> {
         let name = name.clone();
         self.write(move |c| sqlite_blob_refs::take_row(c, user, &name))
             .await

@@ -8,21 +8,32 @@ use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::forget::Purged;
-use super::{StoreError, StoreResult, UserId, blob_cost, record_cost};
+use super::sqlite_forget::PurgedRow;
+use super::{StoreError, StoreResult, UserId, blob_cost};
 
-/// Of `refs`, those to record (the blobs stored now); `None` when one of
-/// them was deleted as unreferenced (see [`super::blob_refs`]).
+/// Whether blob `name` is stored: whole, or as a piece (part or manifest)
+/// tied to it (see [`evi_shared::blob_refs`]).
+fn stored(tx: &Transaction<'_>, user: UserId, name: &str) -> StoreResult<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT 1 FROM blobs WHERE user_id = ?1 AND (name = ?2 OR part_of = ?2) LIMIT 1",
+        )?
+        .exists(params![user, name])?)
+}
+
+/// Of `refs`, those to record (the blobs stored now, whole or in pieces);
+/// `None` when one of them was deleted as unreferenced (see
+/// [`super::blob_refs`]).
 pub(super) fn to_record(
     tx: &Transaction<'_>,
     user: UserId,
     refs: &[KeyedId],
 ) -> StoreResult<Option<Vec<KeyedId>>> {
-    let mut stored = tx.prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?;
     let mut listed =
         tx.prepare_cached("SELECT 1 FROM blob_collections WHERE user_id = ?1 AND name = ?2")?;
     let mut out = Vec::with_capacity(refs.len());
     for r in refs {
-        if stored.exists(params![user, r.as_str()])? {
+        if stored(tx, user, r.as_str())? {
             out.push(r.clone());
         } else if listed.exists(params![user, r.as_str()])? {
             return Ok(None);
@@ -48,7 +59,7 @@ pub(super) fn insert(
 }
 
 /// Deletes the references of record `seq`; the names they held.
-fn release(
+pub(super) fn release(
     tx: &Transaction<'_>,
     user: UserId,
     seq: i64,
@@ -59,32 +70,6 @@ fn release(
     let gone = st.query_map(params![user, seq], |r| r.get::<_, String>(0))?;
     for n in gone {
         names.insert(n?);
-    }
-    Ok(())
-}
-
-/// Before a forget of `stream` at `seq` deletes its records: takes their
-/// references off, into `names`.
-pub(super) fn release_stream(
-    tx: &Transaction<'_>,
-    user: UserId,
-    stream: &str,
-    seq: i64,
-    names: &mut BTreeSet<String>,
-) -> StoreResult<()> {
-    let seqs: Vec<i64> = tx
-        .prepare_cached(
-            "SELECT seq FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?3
-             AND kind NOT IN (?4, ?5)
-             AND EXISTS (SELECT 1 FROM blob_refs b WHERE b.user_id = ?1 AND b.seq = records.seq)",
-        )?
-        .query_map(
-            params![user, stream, seq, FORGET_KIND, UNFORGET_KIND],
-            |r| r.get(0),
-        )?
-        .collect::<Result<_, _>>()?;
-    for s in seqs {
-        release(tx, user, s, names)?;
     }
     Ok(())
 }
@@ -100,10 +85,8 @@ pub(super) fn forget_lines(
     seq: i64,
     forgets: &[KeyedId],
 ) -> StoreResult<Purged> {
-    let mut names = BTreeSet::new();
     let forgets: BTreeSet<&KeyedId> = forgets.iter().collect();
-    type Row = (i64, String, Option<Vec<u8>>, i64, Option<String>);
-    let rows: Vec<Row> = tx
+    let rows: Vec<PurgedRow> = tx
         .prepare_cached(
             "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
              FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?3 AND kind NOT IN (?4, ?5, ?6)",
@@ -113,40 +96,20 @@ pub(super) fn forget_lines(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?
         .collect::<Result<_, _>>()?;
-    let mut purged = Purged::default();
-    for (rseq, text, bytes, len, pack) in rows {
-        let ids = super::sqlite::split_ids(bytes, &text)?;
-        if !ids.iter().any(|id| forgets.contains(id)) {
-            continue;
-        }
-        release(tx, user, rseq, &mut names)?;
-        purged.entries += tx.execute(
-            "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )? as i64;
-        tx.execute(
-            "DELETE FROM damaged_records WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )?;
-        tx.execute(
-            "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )?;
-        purged.records += 1;
-        purged.bytes += record_cost(len as u64, ids.len()) as i64;
-        if let Some(pack) = pack {
-            tx.execute(
-                "INSERT OR IGNORE INTO forget_compactions (user_id, pack) VALUES (?1, ?2)",
-                params![user, pack],
-            )?;
-            purged.packs = true;
+    let mut holding = Vec::new();
+    for row in rows {
+        let ids = super::sqlite::split_ids(row.2.clone(), &row.1)?;
+        if ids.iter().any(|id| forgets.contains(id)) {
+            holding.push(row);
         }
     }
-    Ok(purged)
+    // The names those records held are not listed: the lines kept from
+    // them come again, with their references (see `blob_refs`).
+    super::sqlite_forget::delete_records(tx, user, holding, &mut BTreeSet::new())
 }
 
-/// Lists for collection each of `names` that is stored and that no record
-/// refers to; whether any was listed.
+/// Lists for collection each of `names` that is stored (whole or in
+/// pieces) and that no record refers to; whether any was listed.
 pub(super) fn list_unreferenced(
     tx: &Transaction<'_>,
     user: UserId,
@@ -157,10 +120,7 @@ pub(super) fn list_unreferenced(
         let referred = tx
             .prepare_cached("SELECT 1 FROM blob_refs WHERE user_id = ?1 AND name = ?2")?
             .exists(params![user, n])?;
-        let stored = tx
-            .prepare_cached("SELECT 1 FROM blobs WHERE user_id = ?1 AND name = ?2")?
-            .exists(params![user, n])?;
-        if !referred && stored {
+        if !referred && stored(tx, user, n)? {
             tx.execute(
                 "INSERT INTO blob_collections (user_id, name, done_at) VALUES (?1, ?2, NULL)
                  ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
@@ -209,10 +169,16 @@ pub(super) fn to_collect(c: &Connection, now_ms: i64) -> StoreResult<Vec<(UserId
     Ok(out)
 }
 
-/// The collection's first step for `name`: deletes its row if nothing
-/// refers to it (taking it off the counters). `false` when a record
-/// refers to it again: the listing is dropped and the bytes stay.
-pub(super) fn take_row(c: &mut Connection, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+/// The collection's first step for `name`: deletes its row, and those of
+/// the pieces tied to it, if nothing refers to it (taking them off the
+/// counters), and lists each piece so that its bytes are removed even after
+/// a kill right after this step. `None` when a record refers to it again:
+/// the listing is dropped and the bytes stay.
+pub(super) fn take_row(
+    c: &mut Connection,
+    user: UserId,
+    name: &KeyedId,
+) -> StoreResult<Option<Vec<KeyedId>>> {
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let referred = tx
         .prepare_cached("SELECT 1 FROM blob_refs WHERE user_id = ?1 AND name = ?2")?
@@ -223,21 +189,37 @@ pub(super) fn take_row(c: &mut Connection, user: UserId, name: &KeyedId) -> Stor
             params![user, name.as_str()],
         )?;
         tx.commit()?;
-        return Ok(false);
+        return Ok(None);
     }
-    let size: Option<i64> = tx
-        .prepare_cached("DELETE FROM blobs WHERE user_id = ?1 AND name = ?2 RETURNING size")?
-        .query_row(params![user, name.as_str()], |r| r.get(0))
-        .optional()?;
-    if let Some(s) = size {
+    let rows: Vec<(String, i64)> = tx
+        .prepare_cached(
+            "DELETE FROM blobs WHERE user_id = ?1 AND (name = ?2 OR part_of = ?2)
+             RETURNING name, size",
+        )?
+        .query_map(params![user, name.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let freed: i64 = rows.iter().map(|(_, s)| blob_cost(*s as u64) as i64).sum();
+    if !rows.is_empty() {
         tx.execute(
-            "UPDATE users SET blob_count = blob_count - 1, bytes_used = bytes_used - ?1
-             WHERE id = ?2",
-            params![blob_cost(s as u64) as i64, user],
+            "UPDATE users SET blob_count = blob_count - ?1, bytes_used = bytes_used - ?2
+             WHERE id = ?3",
+            params![rows.len() as i64, freed, user],
         )?;
     }
+    let mut pieces = Vec::new();
+    for (n, _) in rows {
+        if n == name.as_str() {
+            continue;
+        }
+        tx.execute(
+            "INSERT INTO blob_collections (user_id, name, done_at) VALUES (?1, ?2, NULL)
+             ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
+            params![user, n],
+        )?;
+        pieces.push(parse_name(n)?);
+    }
     tx.commit()?;
-    Ok(true)
+    Ok(Some(pieces))
 }
 
 /// The collection's last step: the bytes are gone.

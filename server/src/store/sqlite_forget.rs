@@ -1,6 +1,8 @@
 //! The SQLite side of [`super::forget`]: run inside the push's (or the
 //! compaction's) transaction on the writer connection.
 
+use std::collections::BTreeSet;
+
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, Transaction, params};
 
@@ -17,29 +19,22 @@ pub(super) fn is_forgotten(tx: &Transaction<'_>, user: UserId, stream: &str) -> 
 
 /// A record row a forget deletes: seq, entry ids (text and raw forms),
 /// body length and pack.
-type PurgedRow = (i64, String, Option<Vec<u8>>, i64, Option<String>);
+pub(super) type PurgedRow = (i64, String, Option<Vec<u8>>, i64, Option<String>);
 
-/// After the tombstone `seq` of `stream` was inserted: deletes the stream's
-/// records before it (not its tombstones), their entry ids and damaged marks,
-/// lists their packs for compaction, and marks the stream forgotten.
-pub(super) fn purge(
+/// Deletes the records `rows` with their entry ids, damaged marks and blob
+/// references (the names they held into `released`), and lists their packs
+/// for compaction: what a forget of a stream and one of journal lines
+/// both do to the records they take.
+pub(super) fn delete_records(
     tx: &Transaction<'_>,
     user: UserId,
-    stream: &str,
-    seq: i64,
+    rows: Vec<PurgedRow>,
+    released: &mut BTreeSet<String>,
 ) -> StoreResult<Purged> {
-    let rows: Vec<PurgedRow> = tx
-        .prepare_cached(
-            "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
-             FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?5 AND kind NOT IN (?3, ?4)",
-        )?
-        .query_map(params![user, stream, FORGET_KIND, UNFORGET_KIND, seq], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })?
-        .collect::<Result<_, _>>()?;
     let mut purged = Purged::default();
     for (rseq, text, bytes, len, pack) in rows {
         let ids = super::sqlite::split_ids(bytes, &text)?;
+        super::sqlite_blob_refs::release(tx, user, rseq, released)?;
         purged.entries += tx.execute(
             "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
             params![user, rseq],
@@ -62,6 +57,29 @@ pub(super) fn purge(
             purged.packs = true;
         }
     }
+    Ok(purged)
+}
+
+/// After the tombstone `seq` of `stream` was inserted: deletes the stream's
+/// records before it (not its tombstones), as [`delete_records`] does, and
+/// marks the stream forgotten.
+pub(super) fn purge(
+    tx: &Transaction<'_>,
+    user: UserId,
+    stream: &str,
+    seq: i64,
+    released: &mut BTreeSet<String>,
+) -> StoreResult<Purged> {
+    let rows: Vec<PurgedRow> = tx
+        .prepare_cached(
+            "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
+             FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?5 AND kind NOT IN (?3, ?4)",
+        )?
+        .query_map(params![user, stream, FORGET_KIND, UNFORGET_KIND, seq], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let purged = delete_records(tx, user, rows, released)?;
     tx.execute(
         "INSERT INTO forgotten_streams (user_id, stream, seq) VALUES (?1, ?2, ?3)
          ON CONFLICT (user_id, stream) DO UPDATE SET seq = excluded.seq",

@@ -367,3 +367,42 @@ async fn damaged_record_is_replaced_by_a_push_of_its_entries() {
         .await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
 }
+
+/// A damaged record that a push replaced takes its blob references with
+/// it: a blob only it named is deleted as unreferenced, one its
+/// replacement names too stays.
+#[tokio::test]
+async fn a_replaced_damaged_record_lets_go_of_its_blobs() {
+    let srv = TestServer::start(&[]);
+    let a = srv.register("damaged-blobs").await;
+    let (x, y) = (kid(9, 1), kid(9, 2));
+    for n in [&x, &y] {
+        let (st, v) = a.put_blob(n, b"age ciphertext".to_vec()).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+    }
+    let mut seg = segment(1, 0, 40);
+    seg["refs"] = json!([x, y]);
+    assert_eq!(a.push(vec![seg.clone()]).await["stored"], 1);
+    let (st, v) = a
+        .post("/api/v1/records/damaged", json!({"seqs": [1]}))
+        .await;
+    assert_eq!((st, &v), (StatusCode::OK, &json!({"marked": 1})));
+    // Sent again naming x only: the damaged row goes, and with it the
+    // last reference to y.
+    seg["refs"] = json!([x]);
+    assert_eq!(a.push(vec![seg]).await["stored"], 1);
+    let mut missing = json!(null);
+    for _ in 0..100 {
+        missing = a
+            .post("/api/v1/blobs/missing", json!({"names": [x, y]}))
+            .await
+            .1;
+        if missing["missing"] == json!([y]) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(missing["missing"], json!([y]), "y is collected, x stays");
+    let (st, body) = a.get_blob(&x).await;
+    assert_eq!((st, &body[..]), (StatusCode::OK, &b"age ciphertext"[..]));
+}

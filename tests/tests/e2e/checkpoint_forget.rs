@@ -6,7 +6,9 @@
 //! or object named by the blob's keyed name, no byte of its ciphertext),
 //! while a blob another line still names stays everywhere. A forgotten
 //! session's line blob (a line over the segment limit) goes from the server
-//! too.
+//! too. So do the manifest and every part of a blob sent in parts (one over
+//! the server's blob limit), whether a checkpoint forget or a session forget
+//! took its last reference.
 
 use serde_json::{Value, json};
 
@@ -315,6 +317,147 @@ fn a_server_killed_mid_collection_finishes_on_restart_and_loses_nothing() {
     b.sync_ok(&["pull"]);
     assert_eq!(seqs(&pulled_journal(&b)), [2]);
     assert!(b.home().join("checkpoints/blobs").join(&y).is_file());
+    let run = a.sync(&["sync", "verify", "--json"]);
+    assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
+}
+
+/// A blob limit small enough that the test's blobs travel in parts.
+const PART_LIMIT: u64 = 16 * 1024;
+
+/// The keyed names a blob of `size` bytes is stored under when sent in
+/// parts under [`PART_LIMIT`]: its manifest, then its parts.
+fn pieces(keys: &evi::sync::SyncKeys, sha: &str, size: u64) -> Vec<String> {
+    let part = evi::sync::remote::blob_transfer::part_size_for(PART_LIMIT).unwrap();
+    let count = size.div_ceil(part);
+    assert!(count >= 2, "{size} bytes go in parts of {part}");
+    std::iter::once(keys.blob_manifest_key(sha).to_string())
+        .chain((0..count).map(|i| keys.blob_part_key(sha, i, count).to_string()))
+        .collect()
+}
+
+/// Bytes in the server's data folder and bucket, in all and in the files
+/// named by `names`.
+fn server_bytes(server: &TestServer, names: &[String]) -> (u64, u64) {
+    let (mut all, mut named) = (0, 0);
+    for (file, bytes) in server.stored() {
+        if file == "database.sql" {
+            continue;
+        }
+        let n = bytes.as_ref().map_or(0, Vec::len) as u64;
+        all += n;
+        if names.iter().any(|name| file.ends_with(name.as_str())) {
+            named += n;
+        }
+    }
+    (all, named)
+}
+
+#[test]
+fn a_blob_sent_in_parts_goes_from_the_server_with_its_last_reference() {
+    // Checkpoint blobs of 40 kB and a line of 190 kB (a line blob: over a
+    // third of the batch limit) all go up in parts of 16 kB at most.
+    let server = TestServer::start_with(&[
+        "--max-blob-bytes",
+        &PART_LIMIT.to_string(),
+        "--max-batch-bytes",
+        "262144",
+    ]);
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let (x, z) = (put_blob(&a, 40_000, 21), put_blob(&a, 40_000, 22));
+    let day = today();
+    let journal = [
+        journal_line(&day, 1, "/src/secret.bin", &x, 40_000),
+        journal_line(&day, 2, "/src/kept.bin", &z, 40_000),
+    ]
+    .concat();
+    a.append("checkpoints/journal.jsonl", journal.as_bytes());
+    let words: String = (0..30_000).map(|i| format!("w{} ", i % 977)).collect();
+    let big =
+        format!("{{\"role\":\"tool\",\"ts\":\"2020-01-01T00:00:00Z\",\"content\":\"{words}\"}}");
+    let small = "{\"role\":\"user\",\"ts\":\"2020-01-01T00:00:00Z\",\"content\":\"hi\"}\n";
+    a.write(&day, "bigline-0002", format!("{small}{big}\n").as_bytes());
+    let run = a.sync(&["sync", "push", "--json"]);
+    assert_eq!(run.code, 0, "push: {}", run.stderr);
+    let r: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(r["line_blobs"], 1, "{}", run.stdout);
+    assert_eq!(r["blobs_failed"], 0, "{}", run.stdout);
+
+    let keys = a.keys();
+    let line = sha256_hex(big.as_bytes());
+    let (px, pz, pl) = (
+        pieces(&keys, &x, 40_000),
+        pieces(&keys, &z, 40_000),
+        pieces(&keys, &line, big.len() as u64),
+    );
+    for s in [&x, &z, &line] {
+        assert!(
+            !blob_stored(&server, &a, keys.blob_key(s).as_str()),
+            "no whole copy of {s}"
+        );
+    }
+    for p in px.iter().chain(&pz).chain(&pl) {
+        assert!(blob_stored(&server, &a, p), "piece {p} is stored");
+    }
+    let gone: Vec<String> = px.iter().chain(&pl).cloned().collect();
+    let cts: Vec<(String, Vec<u8>)> = (gone.iter())
+        .map(|p| (p.clone(), blob_ciphertext(&server, &a, p)))
+        .collect();
+    let (all_before, pieces_before) = server_bytes(&server, &gone);
+    let left = |server: &TestServer, names: &[String]| -> Vec<String> {
+        cts.iter()
+            .filter(|(p, _)| names.contains(p))
+            .flat_map(|(p, ct)| traces(server, p, ct))
+            .collect()
+    };
+    assert_eq!(
+        left(&server, &gone).len(),
+        2 * gone.len(),
+        "by name and content"
+    );
+
+    // A checkpoint forget of the one line naming x: its manifest and every
+    // part go, z's (named by line 2) stay.
+    let run = a.evi(&["checkpoints", "forget", "1"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    until("the server deletes every piece of x", 20, || {
+        left(&server, &px).is_empty()
+    });
+    // A session forget: the pieces of its line blob go.
+    let run = a.evi(&["sessions", "forget", "bigline-0002"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    until(
+        "the server deletes every piece of the line blob",
+        20,
+        || left(&server, &pl).is_empty(),
+    );
+    for p in &gone {
+        assert!(!blob_stored(&server, &a, p), "piece {p} is gone");
+    }
+    for p in &pz {
+        assert!(blob_stored(&server, &a, p), "piece {p} of z stays");
+    }
+    let (all_after, pieces_after) = server_bytes(&server, &gone);
+    eprintln!(
+        "parted blobs forgotten: {} pieces, {pieces_before} -> {pieces_after} bytes; \
+         data folder and bucket {all_before} -> {all_after} bytes",
+        gone.len()
+    );
+    assert_eq!(pieces_after, 0);
+
+    // A device that joins now gets z whole, and nothing of x.
+    let c = Device::new();
+    c.join_copying_key(&a, &server.url, "pat", "travel");
+    c.sync_ok(&["pull"]);
+    assert_eq!(seqs(&pulled_journal(&c)), [2]);
+    let blobs = c.home().join("checkpoints/blobs");
+    assert_eq!(
+        std::fs::read(blobs.join(&z)).unwrap(),
+        random_bytes(40_000, 22)
+    );
+    assert!(!blobs.join(&x).exists());
     let run = a.sync(&["sync", "verify", "--json"]);
     assert_eq!(run.code, 0, "verify: {}{}", run.stdout, run.stderr);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();

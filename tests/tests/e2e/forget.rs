@@ -372,3 +372,87 @@ fn a_forget_made_offline_goes_up_with_the_next_push() {
     let pushed: Value = serde_json::from_str(&a.sync_ok(&["push", "--json"])).unwrap();
     assert_eq!(pushed["forget"]["sent"], 0, "{pushed}");
 }
+
+/// `evi sync ARGS` on `dev` with its clock (as the trash reads it) `days`
+/// days ahead.
+fn sync_days_later(dev: &Device, days: i64, args: &[&str]) -> Value {
+    let run: crate::common::Run = dev
+        .sync_cmd()
+        .env("EVI_TEST_NOW_OFFSET_SECS", (days * 86_400).to_string())
+        .arg("sync")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(run.code, 0, "evi sync {args:?}: {}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+/// When `dev`'s trash folder of `session` was made, by its `trash.json`.
+fn trashed_ms(dev: &Device, session: &str) -> i64 {
+    let (_, meta) = dev
+        .tree(&format!("sync/trash/{session}"))
+        .into_iter()
+        .find(|(k, _)| k.ends_with("trash.json"))
+        .expect("a trash folder");
+    let meta: Value = serde_json::from_slice(&meta.unwrap()).unwrap();
+    meta["trashed_ms"].as_i64().unwrap()
+}
+
+#[test]
+fn a_device_offline_pulls_a_day_later_and_its_trash_empties_after_seven_days() {
+    let server = TestServer::start();
+    let (a, c) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    c.join_copying_key(&a, &server.url, "pat", "travel");
+    let (day, early) = (today(), "2020-01-01T00:00:00Z");
+    a.write(&day, GONE, line(early, "the secret plan").as_bytes());
+    a.write(&day, KEPT, line(early, "an ordinary session").as_bytes());
+    a.sync_ok(&["push"]);
+    c.sync_ok(&["pull"]);
+    let list = c.evi(&["sessions", "list", "--json"]);
+    assert!(list.stdout.contains(GONE), "{}", list.stdout);
+
+    // A forgets while C is away; C pulls a day later.
+    let run = a.evi(&["sessions", "forget", GONE]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    let now = chrono::Utc::now().timestamp_millis();
+    let pulled = sync_days_later(&c, 1, &["pull"]);
+    assert_eq!(pulled["forget"]["trashed"][0], GONE, "{pulled}");
+    assert!(session_files(&c, GONE).is_empty());
+    assert!(trash_holds(&c, GONE));
+    let list = c.evi(&["sessions", "list", "--json"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(!list.stdout.contains(GONE), "{}", list.stdout);
+    assert!(list.stdout.contains(KEPT), "{}", list.stdout);
+    // The 7 days count from C's clock when it moved the files in.
+    let trashed = trashed_ms(&c, GONE);
+    assert!(trashed >= now + 86_400_000 - 60_000, "{trashed} vs {now}");
+
+    // Six days after that the trash still holds it (an undo could bring it
+    // back); the eighth day's push removes it.
+    let pulled = sync_days_later(&c, 7, &["pull"]);
+    assert_eq!(pulled["forget"]["purged"], 0, "{pulled}");
+    assert!(trash_holds(&c, GONE));
+    let pushed = sync_days_later(&c, 8, &["push"]);
+    assert_eq!(pushed["forget"]["purged"], 1, "{pushed}");
+    assert!(!trash_holds(&c, GONE));
+    assert!(session_files(&c, GONE).is_empty());
+
+    // C's stale copy was never sent again: the stream holds the tombstone
+    // alone, and C's pushes were not told the session is forgotten.
+    assert!(
+        pushed["forgotten"].as_array().unwrap().is_empty(),
+        "{pushed}"
+    );
+    let held = stream_records(&server, &a, GONE);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["kind"], "forget");
+    let pushed = sync_days_later(&c, 9, &["push"]);
+    assert!(
+        pushed["forgotten"].as_array().unwrap().is_empty(),
+        "{pushed}"
+    );
+    assert_eq!(stream_records(&server, &a, GONE).len(), 1);
+}

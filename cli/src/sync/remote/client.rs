@@ -733,13 +733,20 @@ impl Client {
         Ok(r.missing)
     }
 
-    /// Uploads a blob's ciphertext from a file, streamed.
+    /// Uploads a blob's ciphertext from a file, streamed. `part_of`: for a
+    /// part or the manifest of a blob sent in parts, the whole's keyed name,
+    /// so the server deletes the piece with the whole (see
+    /// [`evi_shared::blob_refs`]).
     pub fn put_blob(
         &self,
         name: &KeyedId,
         path: &std::path::Path,
+        part_of: Option<&KeyedId>,
     ) -> Result<BlobStored, ClientError> {
-        let url = self.url(&format!("/blobs/{name}"));
+        let url = match part_of {
+            Some(whole) => self.url(&format!("/blobs/{name}?part_of={whole}")),
+            None => self.url(&format!("/blobs/{name}")),
+        };
         self.call(
             || {
                 let body = match std::fs::File::open(path) {

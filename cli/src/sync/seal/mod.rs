@@ -10,6 +10,8 @@
 //! - [`segment`]: many entries (or journal lines) of one stream in one age
 //!   file, compressed, MAC'd and bound to their outer ids.
 //! - [`blob`]: checkpoint blobs as streamed age files, verified by SHA-256.
+//! - [`frame`]: the sealed, MAC-bound frame of small records that are not
+//!   segments (tombstones).
 //! - [`zstd_context`]: one compression context per sealing thread.
 //! - [`pairing`]: the short code, the PAKE and the sealed messages that
 //!   move the identity to a new device through the server as a blind relay.
@@ -18,6 +20,7 @@
 //! KCV, segment plaintext and MAC) for a fixed test identity ([`vectors`]).
 
 pub mod blob;
+pub mod frame;
 pub mod identity;
 pub mod keys;
 pub mod pairing;

@@ -20,11 +20,14 @@
 //! - [`lock`]: the sync lock;
 //! - [`high_water`]: the most this device has seen the server hold;
 //! - [`damaged`]: records that arrived whole and failed their checks;
-//! - [`pulled_journals`]: other devices' checkpoint journals as pulled here.
+//! - [`pulled_journals`]: other devices' checkpoint journals as pulled here;
+//! - [`json_file`]: how the small JSON files beside `state.json` are read
+//!   and replaced.
 
 pub mod context;
 pub mod damaged;
 pub mod high_water;
+pub mod json_file;
 pub mod lock;
 pub mod pulled_journals;
 

@@ -13,7 +13,8 @@ use crate::store::forget::Purged;
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
-/// Of the blobs the push's records refer to, those stored now, and those
+/// Of the blobs the push's records refer to, those stored now (whole, or
+/// as pieces tied to them: see [`evi_shared::blob_refs`]), and those
 /// deleted as unreferenced (see [`crate::store::blob_refs`]).
 pub(super) async fn stored_and_listed(
     tx: &Tx<'_>,
@@ -27,8 +28,18 @@ pub(super) async fn stored_and_listed(
     if names.is_empty() {
         return Ok((HashSet::new(), HashSet::new()));
     }
+    let mut stored = names_in(tx, "blobs", user, &names).await?;
+    stored.extend(
+        tx.query(
+            "SELECT DISTINCT part_of FROM blobs WHERE user_id = $1 AND part_of = ANY($2)",
+            &[&user, &names],
+        )
+        .await?
+        .into_iter()
+        .map(|r| r.get::<_, String>(0)),
+    );
     Ok((
-        names_in(tx, "blobs", user, &names).await?,
+        stored,
         names_in(tx, "blob_collections", user, &names).await?,
     ))
 }
@@ -68,7 +79,8 @@ pub(super) async fn insert(
     Ok(())
 }
 
-async fn release(
+/// Deletes the references of the records `seqs`; the names they held.
+pub(super) async fn release(
     tx: &Tx<'_>,
     user: UserId,
     seqs: &[i64],
@@ -81,28 +93,6 @@ async fn release(
         .query(
             "DELETE FROM blob_refs WHERE user_id = $1 AND seq = ANY($2) RETURNING name",
             &[&user, &seqs],
-        )
-        .await?;
-    names.extend(rows.into_iter().map(|r| r.get::<_, String>(0)));
-    Ok(())
-}
-
-/// Before a forget of `stream` at `seq` deletes its records: takes their
-/// references off, into `names`.
-pub(super) async fn release_stream(
-    tx: &Tx<'_>,
-    user: UserId,
-    stream: &str,
-    seq: i64,
-    names: &mut BTreeSet<String>,
-) -> StoreResult<()> {
-    let rows = tx
-        .query(
-            "DELETE FROM blob_refs b USING records r
-             WHERE b.user_id = $1 AND r.user_id = $1 AND r.seq = b.seq AND r.stream = $2
-               AND r.seq < $3 AND r.kind <> $4 AND r.kind <> $5
-             RETURNING b.name",
-            &[&user, &stream, &seq, &FORGET_KIND, &UNFORGET_KIND],
         )
         .await?;
     names.extend(rows.into_iter().map(|r| r.get::<_, String>(0)));
@@ -149,42 +139,15 @@ pub(super) async fn forget_lines(
             packs.push(p);
         }
     }
-    if seqs.is_empty() {
-        return Ok(purged);
-    }
-    release(tx, user, &seqs, &mut BTreeSet::new()).await?;
-    purged.entries = tx
-        .execute(
-            "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
-            &[&user, &seqs],
-        )
-        .await? as i64;
-    tx.execute(
-        "DELETE FROM damaged_records WHERE user_id = $1 AND seq = ANY($2)",
-        &[&user, &seqs],
-    )
-    .await?;
-    tx.execute(
-        "DELETE FROM records WHERE user_id = $1 AND seq = ANY($2)",
-        &[&user, &seqs],
-    )
-    .await?;
-    packs.sort();
-    packs.dedup();
-    if !packs.is_empty() {
-        tx.execute(
-            "INSERT INTO forget_compactions (user_id, pack) SELECT $1::BIGINT, * FROM UNNEST($2::TEXT[])
-             ON CONFLICT DO NOTHING",
-            &[&user, &packs],
-        )
-        .await?;
-        purged.packs = true;
-    }
+    // The names those records held are not listed: the lines kept from
+    // them come again, with their references (see `crate::store::blob_refs`).
+    (purged.entries, purged.packs) =
+        super::forget::delete_records(tx, user, &seqs, packs, &mut BTreeSet::new()).await?;
     Ok(purged)
 }
 
-/// Lists for collection each of `names` that is stored and that no record
-/// refers to; whether any was listed.
+/// Lists for collection each of `names` that is stored (whole or in
+/// pieces) and that no record refers to; whether any was listed.
 pub(super) async fn list_unreferenced(
     tx: &Tx<'_>,
     user: UserId,
@@ -197,9 +160,10 @@ pub(super) async fn list_unreferenced(
     let n = tx
         .execute(
             "INSERT INTO blob_collections (user_id, name, done_at)
-             SELECT $1::BIGINT, b.name, NULL FROM blobs b
-             WHERE b.user_id = $1 AND b.name = ANY($2)
-               AND NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.user_id = $1 AND r.name = b.name)
+             SELECT DISTINCT $1::BIGINT, n.name, NULL::BIGINT FROM UNNEST($2::TEXT[]) AS n(name)
+             WHERE EXISTS (SELECT 1 FROM blobs b WHERE b.user_id = $1
+                             AND (b.name = n.name OR b.part_of = n.name))
+               AND NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.user_id = $1 AND r.name = n.name)
              ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
             &[&user, &names],
         )
@@ -247,7 +211,13 @@ pub(super) async fn to_collect(s: &PgStore) -> StoreResult<Vec<(UserId, KeyedId)
     .collect()
 }
 
-pub(super) async fn take_row(s: &PgStore, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+/// As SQLite's: deletes the rows of `name` and of the pieces tied to it
+/// unless a record refers to it, and lists the pieces in the same step.
+pub(super) async fn take_row(
+    s: &PgStore,
+    user: UserId,
+    name: &KeyedId,
+) -> StoreResult<Option<Vec<KeyedId>>> {
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
     lock_user(&tx, user).await?;
@@ -265,24 +235,48 @@ pub(super) async fn take_row(s: &PgStore, user: UserId, name: &KeyedId) -> Store
         )
         .await?;
         tx.commit().await?;
-        return Ok(false);
+        return Ok(None);
     }
-    let size = tx
-        .query_opt(
-            "DELETE FROM blobs WHERE user_id = $1 AND name = $2 RETURNING size",
+    let rows = tx
+        .query(
+            "DELETE FROM blobs WHERE user_id = $1 AND (name = $2 OR part_of = $2)
+             RETURNING name, size",
             &[&user, &name.as_str()],
         )
         .await?;
-    if let Some(r) = size {
+    let freed: i64 = (rows.iter())
+        .map(|r| blob_cost(r.get::<_, i64>(1) as u64) as i64)
+        .sum();
+    if !rows.is_empty() {
         tx.execute(
-            "UPDATE users SET blob_count = blob_count - 1, bytes_used = bytes_used - $1
-             WHERE id = $2",
-            &[&(blob_cost(r.get::<_, i64>(0) as u64) as i64), &user],
+            "UPDATE users SET blob_count = blob_count - $1, bytes_used = bytes_used - $2
+             WHERE id = $3",
+            &[&(rows.len() as i64), &freed, &user],
+        )
+        .await?;
+    }
+    let pieces: Vec<String> = (rows.iter())
+        .map(|r| r.get::<_, String>(0))
+        .filter(|n| n != name.as_str())
+        .collect();
+    if !pieces.is_empty() {
+        tx.execute(
+            "INSERT INTO blob_collections (user_id, name, done_at)
+             SELECT $1::BIGINT, *, NULL::BIGINT FROM UNNEST($2::TEXT[])
+             ON CONFLICT (user_id, name) DO UPDATE SET done_at = NULL",
+            &[&user, &pieces],
         )
         .await?;
     }
     tx.commit().await?;
-    Ok(true)
+    pieces
+        .into_iter()
+        .map(|n| {
+            n.parse()
+                .map_err(|e| StoreError::Backend(format!("corrupt blob name: {e}")))
+        })
+        .collect::<StoreResult<Vec<_>>>()
+        .map(Some)
 }
 
 pub(super) async fn mark_done(s: &PgStore, user: UserId, name: &KeyedId) -> StoreResult<()> {

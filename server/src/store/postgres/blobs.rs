@@ -45,6 +45,7 @@ pub(super) async fn add_blob(
     size: u64,
     quota: Option<u64>,
     since_ms: i64,
+    part_of: Option<&KeyedId>,
 ) -> StoreResult<bool> {
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
@@ -75,12 +76,14 @@ pub(super) async fn add_blob(
         return Err(StoreError::QuotaExceeded);
     }
     tx.execute(
-        "INSERT INTO blobs (user_id, name, size, created_at) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO blobs (user_id, name, size, created_at, part_of)
+         VALUES ($1, $2, $3, $4, $5)",
         &[
             &user,
             &name.as_str(),
             &(size as i64),
             &chrono::Utc::now().timestamp(),
+            &part_of.map(KeyedId::as_str),
         ],
     )
     .await?;

@@ -2,6 +2,8 @@
 //! SQLite's, inside the push's transaction (which holds the user's row
 //! lock, so no push of the user interleaves).
 
+use std::collections::BTreeSet;
+
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 
 use super::*;
@@ -26,20 +28,67 @@ pub(super) async fn forgotten_among(
         .collect())
 }
 
+/// Deletes the records `seqs` with their entry ids, damaged marks and blob
+/// references (the names they held into `released`), and lists `packs`
+/// (theirs) for compaction: what a forget of a stream and one of journal
+/// lines both do to the records they take. Returns the entry ids deleted
+/// and whether a pack was listed.
+pub(super) async fn delete_records(
+    tx: &Tx<'_>,
+    user: UserId,
+    seqs: &[i64],
+    mut packs: Vec<String>,
+    released: &mut BTreeSet<String>,
+) -> StoreResult<(i64, bool)> {
+    if seqs.is_empty() {
+        return Ok((0, false));
+    }
+    super::blob_refs::release(tx, user, seqs, released).await?;
+    let entries = tx
+        .execute(
+            "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
+            &[&user, &seqs],
+        )
+        .await? as i64;
+    tx.execute(
+        "DELETE FROM damaged_records WHERE user_id = $1 AND seq = ANY($2)",
+        &[&user, &seqs],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM records WHERE user_id = $1 AND seq = ANY($2)",
+        &[&user, &seqs],
+    )
+    .await?;
+    packs.sort();
+    packs.dedup();
+    if packs.is_empty() {
+        return Ok((entries, false));
+    }
+    tx.execute(
+        "INSERT INTO forget_compactions (user_id, pack) SELECT $1::BIGINT, * FROM UNNEST($2::TEXT[])
+         ON CONFLICT DO NOTHING",
+        &[&user, &packs],
+    )
+    .await?;
+    Ok((entries, true))
+}
+
 /// After the tombstone `seq` of `stream` was inserted: deletes the
-/// stream's records before it (not its tombstones), their entry ids and
-/// damaged marks, lists their packs, marks the stream forgotten.
+/// stream's records before it (not its tombstones), as
+/// [`delete_records`] does, and marks the stream forgotten.
 pub(super) async fn purge(
     tx: &Tx<'_>,
     user: UserId,
     stream: &str,
     seq: i64,
+    released: &mut BTreeSet<String>,
 ) -> StoreResult<Purged> {
     let rows = tx
         .query(
-            "DELETE FROM records WHERE user_id = $1 AND stream = $2 AND seq < $3
-               AND kind <> $4 AND kind <> $5
-             RETURNING seq, entry_id_bytes, COALESCE(body_len, length(ciphertext))::BIGINT, body_pack",
+            "SELECT seq, entry_id_bytes, COALESCE(body_len, length(ciphertext))::BIGINT, body_pack
+             FROM records WHERE user_id = $1 AND stream = $2 AND seq < $3
+               AND kind <> $4 AND kind <> $5",
             &[&user, &stream, &seq, &FORGET_KIND, &UNFORGET_KIND],
         )
         .await?;
@@ -56,30 +105,7 @@ pub(super) async fn purge(
             packs.push(p);
         }
     }
-    if !seqs.is_empty() {
-        purged.entries = tx
-            .execute(
-                "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
-                &[&user, &seqs],
-            )
-            .await? as i64;
-        tx.execute(
-            "DELETE FROM damaged_records WHERE user_id = $1 AND seq = ANY($2)",
-            &[&user, &seqs],
-        )
-        .await?;
-    }
-    packs.sort();
-    packs.dedup();
-    if !packs.is_empty() {
-        tx.execute(
-            "INSERT INTO forget_compactions (user_id, pack) SELECT $1::BIGINT, * FROM UNNEST($2::TEXT[])
-             ON CONFLICT DO NOTHING",
-            &[&user, &packs],
-        )
-        .await?;
-        purged.packs = true;
-    }
+    (purged.entries, purged.packs) = delete_records(tx, user, &seqs, packs, released).await?;
     tx.execute(
         "INSERT INTO forgotten_streams (user_id, stream, seq) VALUES ($1, $2, $3)
          ON CONFLICT (user_id, stream) DO UPDATE SET seq = EXCLUDED.seq",

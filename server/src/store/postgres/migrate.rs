@@ -42,6 +42,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "key_rotation",
         sql: include_str!("../../../migrations/postgres/0005_key_rotation.sql"),
     },
+    Migration {
+        version: 6,
+        name: "blob_parts",
+        sql: include_str!("../../../migrations/postgres/0006_blob_parts.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -177,8 +177,8 @@ pub(super) async fn push(
             )
             .await? as i64;
         super::blob_refs::insert(&tx, user, &ref_seq, &ref_name).await?;
-        let (gone, freed) = drop_superseded(&tx, user).await?;
         let mut released = std::collections::BTreeSet::new();
+        let (gone, freed) = drop_superseded(&tx, user, &mut released).await?;
         for (r, at) in line_forgets {
             let (stream, forgets) = (r.stream.as_str(), &r.refs.forgets);
             // Only the blobs it names are collected: the lines kept from
@@ -189,8 +189,7 @@ pub(super) async fn push(
         // Forgets and undos in batch order, each after the records before it.
         for (forget, stream, at) in changes {
             if forget {
-                super::blob_refs::release_stream(&tx, user, stream, at, &mut released).await?;
-                purged += super::forget::purge(&tx, user, stream, at).await?;
+                purged += super::forget::purge(&tx, user, stream, at, &mut released).await?;
             } else {
                 super::forget::lift(&tx, user, stream).await?;
             }
@@ -224,11 +223,13 @@ pub(super) async fn push(
 }
 
 /// Deletes the rows marked damaged whose every entry another record holds
-/// now (they were sent again): their record count and bytes, to take off.
-/// Their bodies stay until the orphan sweep finds their packs unreferenced.
+/// now (they were sent again), with their blob references (the names go
+/// into `released`): their record count and bytes, to take off. Their
+/// bodies stay until the orphan sweep finds their packs unreferenced.
 async fn drop_superseded(
     tx: &deadpool_postgres::Transaction<'_>,
     user: UserId,
+    released: &mut std::collections::BTreeSet<String>,
 ) -> StoreResult<(i64, i64)> {
     let marked = tx
         .query(
@@ -254,6 +255,7 @@ async fn drop_superseded(
         if held as usize != keys.len() {
             continue;
         }
+        super::blob_refs::release(tx, user, &[seq], released).await?;
         tx.execute(
             "DELETE FROM records WHERE user_id = $1 AND seq = $2",
             &[&user, &seq],

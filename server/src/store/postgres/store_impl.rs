@@ -106,8 +106,9 @@ impl Store for PgStore {
         size: u64,
         quota: Option<u64>,
         since_ms: i64,
+        part_of: Option<&KeyedId>,
     ) -> StoreResult<bool> {
-        blobs::add_blob(self, user, name, size, quota, since_ms).await
+        blobs::add_blob(self, user, name, size, quota, since_ms, part_of).await
     }
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
         blobs::purge_blobs(self, user, names).await
@@ -124,7 +125,11 @@ impl Store for PgStore {
     async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>> {
         blob_refs::to_collect(self).await
     }
-    async fn collect_blob_row(&self, user: UserId, name: &KeyedId) -> StoreResult<bool> {
+    async fn collect_blob_row(
+        &self,
+        user: UserId,
+        name: &KeyedId,
+    ) -> StoreResult<Option<Vec<KeyedId>>> {
         blob_refs::take_row(self, user, name).await
     }
     async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()> {

@@ -21,6 +21,26 @@
 //!   `checkpoints/blobs/`. A tombstone that does not verify is not applied
 //!   (and said so).
 //!
+//! What it does not reach: journal records of segment format 1, pushed by
+//! versions before journals were named by device id. Those are a stream of
+//! their own, `journal_stream_key(<bare device name>)`, and name each line
+//! by its position, `journal_entry_key(<bare device name>, seq)`. The
+//! tombstone names lines by content in the journal's version 2 stream, and
+//! the server deletes only records of the tombstone's stream holding one of
+//! those ids, so a format 1 record holding a forgotten line stays on the
+//! server, and so does the line in the copy other devices keep of that old
+//! journal (`checkpoints/devices/<bare device name>/`, which a tombstone of
+//! the new name does not touch). Naming those records would need this
+//! device to find them by content, pulling and opening every record of the
+//! old stream at each forget: a seq alone is not the line (a rewind trims
+//! the journal and later lines reuse numbers, so the record holding seq 12
+//! may hold another line than the one forgotten), and a tombstone naming
+//! the wrong record would delete lines that were not forgotten. That search
+//! is not built: a device that moved to the version 2 name pushed its
+//! journal again whole under it, so the format 1 records hold copies of
+//! lines the new stream holds too (or lines rewound away before the move,
+//! which no journal here names any more); the README says what stays.
+//!
 //! No undo: a session's forget keeps the files in a trash for 7 days
 //! because a transcript is what a user would miss; a checkpoint is the
 //! earlier contents of a file the user chose to take back (often for size

@@ -19,23 +19,23 @@
 //! `lp(x) = u32 big-endian len(x) || x`. Lines are named by the SHA-256 of
 //! their bytes, as the devices holding a copy of the journal know them.
 
-use std::io::{Read, Write};
-use std::iter;
-
 use evi_shared::KeyedId;
 use evi_shared::blob_refs::FORGET_LINES_KIND;
-use hmac::Mac;
 use sha2::{Digest, Sha256};
 
+use crate::sync::seal::frame::{Frame, FrameError, lp};
 use crate::sync::seal::identity::Identity;
-use crate::sync::seal::keys::{HmacSha256, SyncKeys};
+use crate::sync::seal::keys::SyncKeys;
 
-const MAGIC: &[u8; 6] = b"EVICKF";
-const VERSION: u8 = 1;
-const MAC_DOMAIN: &[u8] = b"evi-lines-tombstone-v1";
-/// Room for many thousands of lines and blobs (a retention run may forget a
-/// year of checkpoints at once); callers split larger forgets.
-const MAX_PLAINTEXT: u64 = 4 << 20;
+const FRAME: Frame = Frame {
+    magic: b"EVICKF",
+    version: 1,
+    mac_domain: b"evi-lines-tombstone-v1",
+    // Room for many thousands of lines and blobs (a retention run may
+    // forget a year of checkpoints at once); callers split larger forgets.
+    max_plaintext: 4 << 20,
+    not_this: "not a checkpoint forget",
+};
 
 /// A forget of some lines of one journal.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -66,9 +66,15 @@ pub enum LinesTombstoneError {
     Encrypt(String),
 }
 
-fn lp(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-    out.extend_from_slice(b);
+impl From<FrameError> for LinesTombstoneError {
+    fn from(e: FrameError) -> Self {
+        match e {
+            FrameError::Decrypt(e) => Self::Decrypt(e),
+            FrameError::Malformed(m) => Self::Malformed(m),
+            FrameError::Mac => Self::Mac,
+            FrameError::Encrypt(e) => Self::Encrypt(e),
+        }
+    }
 }
 
 impl LinesTombstone {
@@ -110,25 +116,7 @@ impl LinesTombstone {
     ) -> Result<Vec<u8>, LinesTombstoneError> {
         let body = self.body()?;
         let (stream, entry) = Self::ids_of(keys, &self.journal, &body);
-        let mut plain = Vec::with_capacity(body.len() + 40);
-        plain.extend_from_slice(MAGIC);
-        plain.push(VERSION);
-        plain.extend_from_slice(&body);
-        plain.extend_from_slice(
-            &mac_state(keys, &body, &stream, &entry)
-                .finalize()
-                .into_bytes(),
-        );
-        let enc = age::Encryptor::with_recipients(iter::once(
-            identity.recipient() as &dyn age::Recipient
-        ))
-        .map_err(|e| LinesTombstoneError::Encrypt(e.to_string()))?;
-        let run = || -> std::io::Result<Vec<u8>> {
-            let mut w = enc.wrap_output(Vec::new())?;
-            w.write_all(&plain)?;
-            w.finish()
-        };
-        run().map_err(|e| LinesTombstoneError::Encrypt(e.to_string()))
+        Ok(FRAME.seal(keys, identity, FORGET_LINES_KIND, &body, &stream, &entry)?)
     }
 
     /// Opens a record stored under `stream` and `entry_ids` (kind
@@ -141,38 +129,16 @@ impl LinesTombstone {
         entry_ids: &[KeyedId],
         ciphertext: &[u8],
     ) -> Result<Self, LinesTombstoneError> {
-        let dec = age::Decryptor::new_buffered(ciphertext)
-            .map_err(|e| LinesTombstoneError::Decrypt(e.to_string()))?;
-        let r = dec
-            .decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
-            .map_err(|e| LinesTombstoneError::Decrypt(e.to_string()))?;
-        let mut plain = Vec::new();
-        r.take(MAX_PLAINTEXT + 1)
-            .read_to_end(&mut plain)
-            .map_err(|e| LinesTombstoneError::Decrypt(e.to_string()))?;
-        let bad = LinesTombstoneError::Malformed;
-        if plain.len() as u64 > MAX_PLAINTEXT {
-            return Err(bad("too large"));
-        }
-        let rest = plain
-            .strip_prefix(MAGIC)
-            .ok_or(bad("not a checkpoint forget"))?;
-        let (&version, rest) = rest.split_first().ok_or(bad("cut short"))?;
-        if version != VERSION {
-            return Err(bad("unknown version (upgrade evi)"));
-        }
-        if rest.len() < 32 {
-            return Err(bad("cut short"));
-        }
-        let (body, tag) = rest.split_at(rest.len() - 32);
-        let [entry_id] = entry_ids else {
-            return Err(bad("stored with other than one entry id"));
-        };
-        mac_state(keys, body, stream, entry_id)
-            .verify_slice(tag)
-            .map_err(|_| LinesTombstoneError::Mac)?;
-        let t = parse_body(body)?;
-        if Self::ids_of(keys, &t.journal, body) != (stream.clone(), entry_id.clone()) {
+        let (body, entry_id) = FRAME.open(
+            keys,
+            identity,
+            FORGET_LINES_KIND,
+            stream,
+            entry_ids,
+            ciphertext,
+        )?;
+        let t = parse_body(&body)?;
+        if Self::ids_of(keys, &t.journal, &body) != (stream.clone(), entry_id.clone()) {
             return Err(LinesTombstoneError::Mac);
         }
         Ok(t)
@@ -221,21 +187,6 @@ fn parse_body(body: &[u8]) -> Result<LinesTombstone, LinesTombstoneError> {
         lines,
         blobs,
     })
-}
-
-fn mac_state(keys: &SyncKeys, body: &[u8], stream: &KeyedId, entry: &KeyedId) -> HmacSha256 {
-    let mut m = keys.segment_mac();
-    let mut head = Vec::new();
-    lp(&mut head, MAC_DOMAIN);
-    head.push(VERSION);
-    lp(&mut head, FORGET_LINES_KIND.as_bytes());
-    m.update(&head);
-    m.update(body);
-    let mut tail = Vec::new();
-    lp(&mut tail, stream.as_str().as_bytes());
-    lp(&mut tail, entry.as_str().as_bytes());
-    m.update(&tail);
-    m
 }
 
 #[cfg(test)]

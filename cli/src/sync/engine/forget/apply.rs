@@ -270,7 +270,7 @@ pub fn apply_refused(
 /// Removes trash folders past their 7 days (best effort: a folder that
 /// cannot be removed is tried again by the next sync).
 pub fn purge_trash(ctx: &SyncContext, applied: &mut Applied) {
-    if let Ok(n) = trash::purge(&ctx.home, chrono::Utc::now().timestamp_millis()) {
+    if let Ok(n) = trash::purge(&ctx.home, trash::now_ms()) {
         applied.purged += n;
     }
 }

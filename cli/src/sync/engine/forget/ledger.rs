@@ -52,21 +52,11 @@ impl Ledger {
 
     /// The ledger, or an empty one when there is none yet.
     pub fn load(sync_dir: &Path) -> io::Result<Self> {
-        match std::fs::read(Self::path(sync_dir)) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} is damaged ({e})", Self::path(sync_dir).display()),
-                )
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(e),
-        }
+        crate::sync::state::json_file::load(&Self::path(sync_dir))
     }
 
     pub fn save(&self, sync_dir: &Path) -> io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        crate::fsutil::replace_file(&Self::path(sync_dir), &bytes)
+        crate::sync::state::json_file::save(&Self::path(sync_dir), self)
     }
 
     /// Whether `session` is forgotten here.

@@ -21,21 +21,21 @@
 //! known; the MAC binds the kind too, so a server cannot turn a forget into
 //! an undo or back, nor move a tombstone to another stream.
 
-use std::io::{Read, Write};
-use std::iter;
-
 use evi_shared::KeyedId;
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
-use hmac::Mac;
 
+use crate::sync::seal::frame::{Frame, FrameError, lp};
 use crate::sync::seal::identity::Identity;
-use crate::sync::seal::keys::{HmacSha256, SyncKeys};
+use crate::sync::seal::keys::SyncKeys;
 
-const MAGIC: &[u8; 6] = b"EVITMB";
-const VERSION: u8 = 1;
-const MAC_DOMAIN: &[u8] = b"evi-tombstone-v1";
-/// Far more than any tombstone: a stream name, a device id and a few bytes.
-const MAX_PLAINTEXT: u64 = 4096;
+const FRAME: Frame = Frame {
+    magic: b"EVITMB",
+    version: 1,
+    mac_domain: b"evi-tombstone-v1",
+    // Far more than any tombstone: a stream name, a device id and a few bytes.
+    max_plaintext: 4096,
+    not_this: "not a tombstone",
+};
 
 /// What a tombstone says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -106,9 +106,15 @@ pub enum TombstoneError {
     Encrypt(String),
 }
 
-fn lp(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-    out.extend_from_slice(b);
+impl From<FrameError> for TombstoneError {
+    fn from(e: FrameError) -> Self {
+        match e {
+            FrameError::Decrypt(e) => Self::Decrypt(e),
+            FrameError::Malformed(m) => Self::Malformed(m),
+            FrameError::Mac => Self::Mac,
+            FrameError::Encrypt(e) => Self::Encrypt(e),
+        }
+    }
 }
 
 impl Tombstone {
@@ -139,22 +145,8 @@ impl Tombstone {
         identity: &Identity,
     ) -> Result<SealedTombstone, TombstoneError> {
         let (stream, entry_id) = self.ids(keys);
-        let body = self.body();
-        let mut plain = Vec::with_capacity(body.len() + 40);
-        plain.extend_from_slice(MAGIC);
-        plain.push(VERSION);
-        plain.extend_from_slice(&body);
-        plain.extend_from_slice(&mac(keys, self.action.kind(), &body, &stream, &entry_id));
-        let enc = age::Encryptor::with_recipients(iter::once(
-            identity.recipient() as &dyn age::Recipient
-        ))
-        .map_err(|e| TombstoneError::Encrypt(e.to_string()))?;
-        let run = || -> std::io::Result<Vec<u8>> {
-            let mut w = enc.wrap_output(Vec::new())?;
-            w.write_all(&plain)?;
-            w.finish()
-        };
-        let ciphertext = run().map_err(|e| TombstoneError::Encrypt(e.to_string()))?;
+        let kind = self.action.kind();
+        let ciphertext = FRAME.seal(keys, identity, kind, &self.body(), &stream, &entry_id)?;
         Ok(SealedTombstone {
             stream,
             entry_id,
@@ -173,35 +165,8 @@ impl Tombstone {
         entry_ids: &[KeyedId],
         ciphertext: &[u8],
     ) -> Result<Self, TombstoneError> {
-        let dec = age::Decryptor::new_buffered(ciphertext)
-            .map_err(|e| TombstoneError::Decrypt(e.to_string()))?;
-        let r = dec
-            .decrypt(iter::once(identity.age_identity() as &dyn age::Identity))
-            .map_err(|e| TombstoneError::Decrypt(e.to_string()))?;
-        let mut plain = Vec::new();
-        r.take(MAX_PLAINTEXT + 1)
-            .read_to_end(&mut plain)
-            .map_err(|e| TombstoneError::Decrypt(e.to_string()))?;
-        let bad = TombstoneError::Malformed;
-        if plain.len() as u64 > MAX_PLAINTEXT {
-            return Err(bad("too large"));
-        }
-        let rest = plain.strip_prefix(MAGIC).ok_or(bad("not a tombstone"))?;
-        let (&version, rest) = rest.split_first().ok_or(bad("cut short"))?;
-        if version != VERSION {
-            return Err(bad("unknown version (upgrade evi)"));
-        }
-        if rest.len() < 32 {
-            return Err(bad("cut short"));
-        }
-        let (body, tag) = rest.split_at(rest.len() - 32);
-        let [entry_id] = entry_ids else {
-            return Err(bad("stored with other than one entry id"));
-        };
-        mac_state(keys, kind, body, stream, entry_id)
-            .verify_slice(tag)
-            .map_err(|_| TombstoneError::Mac)?;
-        let t = parse_body(body)?;
+        let (body, entry_id) = FRAME.open(keys, identity, kind, stream, entry_ids, ciphertext)?;
+        let t = parse_body(&body)?;
         if t.action.kind() != kind {
             return Err(TombstoneError::Mac);
         }
@@ -245,34 +210,6 @@ fn parse_body(body: &[u8]) -> Result<Tombstone, TombstoneError> {
         at_ms,
         device,
     })
-}
-
-fn mac_state(
-    keys: &SyncKeys,
-    kind: &str,
-    body: &[u8],
-    stream: &KeyedId,
-    entry: &KeyedId,
-) -> HmacSha256 {
-    let mut m = keys.segment_mac();
-    let mut head = Vec::new();
-    lp(&mut head, MAC_DOMAIN);
-    head.push(VERSION);
-    lp(&mut head, kind.as_bytes());
-    m.update(&head);
-    m.update(body);
-    let mut tail = Vec::new();
-    lp(&mut tail, stream.as_str().as_bytes());
-    lp(&mut tail, entry.as_str().as_bytes());
-    m.update(&tail);
-    m
-}
-
-fn mac(keys: &SyncKeys, kind: &str, body: &[u8], stream: &KeyedId, entry: &KeyedId) -> [u8; 32] {
-    mac_state(keys, kind, body, stream, entry)
-        .finalize()
-        .into_bytes()
-        .into()
 }
 
 #[cfg(test)]

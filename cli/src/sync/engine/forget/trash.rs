@@ -27,6 +27,23 @@ use crate::home::EviHome;
 pub const KEEP_DAYS: i64 = 7;
 const META: &str = "trash.json";
 
+/// A test hook, not a setting (absent from `--help` and the config):
+/// seconds added to this device's clock (negative for earlier) where the
+/// trash reads it, so a test can pull "a day later" or purge "a week
+/// later" without waiting. Read by [`now_ms`] only.
+pub const TEST_NOW_OFFSET_ENV: &str = "EVI_TEST_NOW_OFFSET_SECS";
+
+/// The trash's clock, in ms since the epoch: when files move in, and what
+/// [`purge`] is asked about by push and pull. The system clock, moved by
+/// [`TEST_NOW_OFFSET_ENV`] when that is set to a whole number.
+pub fn now_ms() -> i64 {
+    let offset = std::env::var(TEST_NOW_OFFSET_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    (chrono::Utc::now().timestamp_millis()).saturating_add(offset.saturating_mul(1000))
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrashMeta {
     pub session: String,
@@ -63,7 +80,7 @@ pub fn dir_name(stream: &str) -> String {
 
 /// A new folder for `stream` in the trash (not created yet), and its time.
 fn new_dir(home: &EviHome, stream: &str) -> (PathBuf, i64) {
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = now_ms();
     let base = root(home).join(dir_name(stream));
     // Two forgets within a millisecond (a test, a script): the next number.
     let mut n = now;

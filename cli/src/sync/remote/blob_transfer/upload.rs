@@ -152,8 +152,13 @@ impl BlobTransfer<'_> {
 
     /// PUTs a sealed file; sorts the failures that concern this blob only
     /// from those that stop the transfer.
-    fn put(&self, name: &KeyedId, sealed: &Path) -> Result<Option<Attempt>, TransferError> {
-        match self.client.put_blob(name, sealed) {
+    fn put(
+        &self,
+        name: &KeyedId,
+        sealed: &Path,
+        part_of: Option<&KeyedId>,
+    ) -> Result<Option<Attempt>, TransferError> {
+        match self.client.put_blob(name, sealed, part_of) {
             Ok(_) => Ok(None),
             Err(e @ ClientError::Api { status: 413, .. }) => Ok(Some(Attempt::TooLarge(e))),
             // 401, 403: the device is refused; 507: the server has no room
@@ -191,14 +196,14 @@ impl BlobTransfer<'_> {
                 actual: digest.sha256_hex,
             });
         }
-        if let Some(a) = self.put(&self.keys.blob_key(sha), tmp.path())? {
+        if let Some(a) = self.put(&self.keys.blob_key(sha), tmp.path(), None)? {
             return Ok(a);
         }
         Ok(Attempt::Done(UploadOutcome::Uploaded { parts: 0 }))
     }
 
     /// Parts the server lacks (an interrupted upload resumes), then the
-    /// manifest.
+    /// manifest, each tied to the whole's name.
     fn send_parts(&self, sha: &str, path: &Path, part_size: u64) -> Result<Attempt, TransferError> {
         let failed = |f| Ok(Attempt::Done(UploadOutcome::Failed(f)));
         let unreadable = |source| {
@@ -222,6 +227,9 @@ impl BlobTransfer<'_> {
             });
         }
         let m = PartManifest::new(sha, hashes.size, part_size);
+        // Every piece names the whole that records refer to, so the server
+        // deletes the pieces with it (see `evi_shared::blob_refs`).
+        let whole = self.keys.blob_key(sha);
         let names: Vec<KeyedId> = (0..m.parts)
             .map(|i| self.keys.blob_part_key(sha, i, m.parts))
             .collect();
@@ -248,7 +256,7 @@ impl BlobTransfer<'_> {
                     part: i as u64,
                 });
             }
-            if let Some(a) = self.put(name, tmp.path())? {
+            if let Some(a) = self.put(name, tmp.path(), Some(&whole))? {
                 return Ok(a);
             }
         }
@@ -256,7 +264,7 @@ impl BlobTransfer<'_> {
         if let Err(e) = seal_blob(self.identity, &m.to_bytes()[..], tmp.as_file()) {
             return failed(UploadFailure::Seal(e));
         }
-        if let Some(a) = self.put(&self.keys.blob_manifest_key(sha), tmp.path())? {
+        if let Some(a) = self.put(&self.keys.blob_manifest_key(sha), tmp.path(), Some(&whole))? {
             return Ok(a);
         }
         Ok(Attempt::Done(UploadOutcome::Uploaded { parts: m.parts }))
