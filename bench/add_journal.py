@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """A checkpoint journal for a generated eVi home (bench/sync.sh, bench/verify.sh).
 
-    bench/add_journal.py CHECKPOINTS_DIR TRANSCRIPT_BYTES
+    bench/add_journal.py CHECKPOINTS_DIR TRANSCRIPT_BYTES [COUNT]
 
 One blob per line, log-normal sizes (median 36 KB, 1 KB to 5 MiB), half
-source-like text, half random bytes, seeded; 400 blobs per 348 MB of
-transcripts (at least 20).
+source-like text, half random bytes, seeded; COUNT blobs, or 400 per 348 MB
+of transcripts (at least 20).
 """
 import datetime, hashlib, json, math, os, random, sys
 root, transcript_bytes = sys.argv[1], int(sys.argv[2])
-count = max(20, round(400 * transcript_bytes / 348e6))
+count = int(sys.argv[3]) if len(sys.argv) > 3 else max(20, round(400 * transcript_bytes / 348e6))
 os.makedirs(os.path.join(root, "blobs"), exist_ok=True)
 rng = random.Random(42)
 words = ("let mut fn impl struct pub use match Some None Ok Err self return "

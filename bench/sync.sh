@@ -31,7 +31,9 @@
 #                                  R4. restore of the latest snapshot into an
 #                                      empty folder
 #
-# and `dd if=/dev/zero bs=1M conv=fsync` of the synced byte count, the disk's
+# and `rsync -a` of the same two folders into an empty folder, then `sync`
+# (a plain copy made durable; Debian's package, installed like restic), and
+# `dd if=/dev/zero bs=1M conv=fsync` of the synced byte count, the disk's
 # durable-write limit. Every step runs under /usr/bin/time (wall, user+sys
 # CPU, peak RSS) after a `sync`, so none pays for the previous one's dirty
 # pages; evi-server's CPU per step comes from /proc. The script checks that
@@ -41,8 +43,11 @@
 # into bench/RESULTS.md (section "## sync", between the generated-block
 # markers). The server is stopped by its PID.
 #
-# Environment: RUNS (no-op repetitions, default 5), GEN_ARGS (evi-gen-home
-# options, after the defaults above, so they override sizes), KEEP=1 (keep
+# Environment: RUNS (no-op repetitions, default 5), SHAPE (the home: `issue10`,
+# the default above, or `issue26`: 2,000 sessions, 300 MB of transcripts, a
+# 20 MB session and eight with a 2-6 MB tool output instead of one 200 MB
+# session, 400 checkpoint blobs; give each shape its own HOME_DIR), GEN_ARGS
+# (evi-gen-home options, after the shape's, so they override sizes), KEEP=1 (keep
 # the temp dir), NO_RESULTS=1 (do not touch bench/RESULTS.md), EVI_BIN_DIR
 # (take evi and evi-server from there).
 set -euo pipefail
@@ -52,19 +57,34 @@ runs=${RUNS:-5}
 cmdline="bench/sync.sh${*:+ $*}"
 [[ -n ${RUNS:-} ]] && cmdline="RUNS=$RUNS $cmdline"
 [[ -n ${GEN_ARGS:-} ]] && cmdline="GEN_ARGS=\"$GEN_ARGS\" $cmdline"
-# The home the issue measured: 2,000 sessions, 348 MB of transcripts.
-gen_defaults="--sessions 2000 --total-mb 348 --lognormal-lines --tool-pct 55 --huge-lines 4"
+shape=${SHAPE:-issue10}
+[[ -n ${SHAPE:-} ]] && cmdline="SHAPE=$SHAPE $cmdline"
+blob_count=
+case $shape in
+  # The home issue 10 measured: 2,000 sessions, 348 MB of transcripts.
+  issue10) gen_defaults="--sessions 2000 --total-mb 348 --lognormal-lines --tool-pct 55 --huge-lines 4" ;;
+  # Issue 26's: 2,000 sessions, 300 MB, a few large sessions, 400 blobs.
+  issue26)
+    gen_defaults="--sessions 2000 --total-mb 300 --big-mb 20 --lognormal-lines --tool-pct 55 --huge-lines 8"
+    blob_count=400
+    ;;
+  *)
+    echo "SHAPE is issue10 or issue26, not $shape" >&2
+    exit 2
+    ;;
+esac
 cd "$root"
 
-if ! command -v restic > /dev/null; then
+for tool in restic rsync; do
+  command -v "$tool" > /dev/null && continue
   if [[ $(id -u) == 0 ]] && command -v apt-get > /dev/null; then
-    echo "installing restic (apt-get install -y restic) ..." >&2
-    apt-get install -y restic > /dev/null || { apt-get update > /dev/null && apt-get install -y restic > /dev/null; }
+    echo "installing $tool (apt-get install -y $tool) ..." >&2
+    apt-get install -y "$tool" > /dev/null || { apt-get update > /dev/null && apt-get install -y "$tool" > /dev/null; }
   else
-    echo "restic is missing: install it (sudo apt-get install restic) and run again" >&2
+    echo "$tool is missing: install it (sudo apt-get install $tool) and run again" >&2
     exit 1
   fi
-fi
+done
 
 cargo build --release --quiet -p evi -p evi-server -p evi-tests
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
@@ -99,7 +119,8 @@ fi
 if [[ ! -f "$home/checkpoints/journal.jsonl" ]]; then
   echo "adding a checkpoint journal to $home ..." >&2
   transcript_bytes=$(find "$home/transcripts" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
-  python3 "$root/bench/add_journal.py" "$home/checkpoints" "$transcript_bytes"
+  # shellcheck disable=SC2086 # no count: add_journal.py's own
+  python3 "$root/bench/add_journal.py" "$home/checkpoints" "$transcript_bytes" $blob_count
 fi
 
 a=$work/a
@@ -222,6 +243,13 @@ timed pull4 env EVI_HOME="$b" "$evi" sync pull
 restored=$work/restore
 timed restore4 restic restore latest --target "$restored"
 
+# A plain copy of the same folders, made durable: what a restore costs
+# with no encryption, no format and no server.
+copied=$work/rsync
+mkdir -p "$copied"
+# shellcheck disable=SC2016 # expanded by that sh
+timed rsync sh -c 'rsync -a "$1/transcripts" "$1/checkpoints" "$2/" && sync' sh "$a" "$copied"
+
 kill "$server_pid"
 wait "$server_pid" 2> /dev/null || true
 server_pid=
@@ -250,6 +278,8 @@ echo "B's transcripts, journal and blobs are identical to A's" >&2
 diff -r "$a/transcripts" "$restored$a/transcripts"
 diff -r "$a/checkpoints" "$restored$a/checkpoints"
 echo "restic's restore is identical to A's transcripts and checkpoints" >&2
+diff -r "$a/transcripts" "$copied/transcripts"
+diff -r "$a/checkpoints" "$copied/checkpoints"
 
 # Formatting helpers.
 mib() { awk "BEGIN{printf \"%.1f\", $1 / 1024}"; }
@@ -275,6 +305,7 @@ table=$(
   row backup2 "R2. restic no-op backup (median of $runs)" -
   row backup3 "R3. restic incremental backup (same change as 3)" -
   row restore4 "R4. restic restore of the latest snapshot" -
+  row rsync "rsync -a of the same folders + sync (empty folder)" -
   row dd "dd bs=1M count=$dd_count conv=fsync (same bytes)" -
 )
 
@@ -283,6 +314,7 @@ r_noop=$(ratio "${wall[push2]}" "${wall[backup2]}")
 r_incr=$(ratio "${wall[push3]}" "${wall[backup3]}")
 r_pull=$(ratio "${wall[pull4]}" "${wall[restore4]}")
 r_dd=$(ratio "${wall[pull4]}" "${wall[dd]}")
+r_rsync=$(ratio "${wall[pull4]}" "${wall[rsync]}")
 r_bytes=$(ratio "$evi_data_bytes" "$restic_repo_bytes")
 r_cpu_push=$(ratio "$(awk "BEGIN{print ${cpu[push1]} + ${srv[push1]}}")" "${cpu[backup1]}")
 r_cpu_pull=$(ratio "$(awk "BEGIN{print ${cpu[pull4]} + ${srv[pull4]}}")" "${cpu[restore4]}")
@@ -304,6 +336,13 @@ targets=$(
   echo "| peak RSS of pull ≤ 64 MiB | $peak_pull MiB | $(mib "${rss[restore4]}") MiB | | $(le "$peak_pull" 64) |"
   echo "| server bytes after the initial push ≤ restic's repository | $(mib $((evi_data_bytes / 1024))) MiB | $(mib $((restic_repo_bytes / 1024))) MiB | ${r_bytes}× | $(le "$evi_data_bytes" "$restic_repo_bytes") |"
 )
+targets26=$(
+  echo "| issue 26 target (aim 0.5×) | evi | baseline | evi/baseline | met |"
+  echo "|---|---:|---:|---:|---|"
+  echo "| first push ≤ 1.0× \`restic backup\` | ${wall[push1]} s | ${wall[backup1]} s | ${r_push}× | $(le "$r_push" 1.0) |"
+  echo "| fresh pull ≤ 1.0× \`restic restore\` | ${wall[pull4]} s | ${wall[restore4]} s | ${r_pull}× | $(le "$r_pull" 1.0) |"
+  echo "| fresh pull / \`rsync -a\` + sync (no target) | ${wall[pull4]} s | ${wall[rsync]} s | ${r_rsync}× | |"
+)
 notes=$(
   echo "Fresh pull target (either bound): $([[ $met_pull == yes ]] && echo met || echo "not met"). Peak RSS at 2× the home's size is a separate run (GEN_ARGS=\"--total-mb 696\")."
   echo
@@ -323,6 +362,8 @@ echo "$table"
 echo
 echo "$targets"
 echo
+echo "$targets26"
+echo
 echo "$notes"
 
 if [[ ${NO_RESULTS:-0} != 1 ]]; then
@@ -331,11 +372,13 @@ if [[ ${NO_RESULTS:-0} != 1 ]]; then
     echo
     echo "Command: \`$cmdline\`, release build of commit $(git rev-parse --short HEAD)$(git diff --quiet -- cli/src server/src || echo ' (with uncommitted changes in cli/src or server/src)')."
     echo
-    echo "Machine: $machine. Home: $(sed -n 's/^\(sessions=[^ ]* files=[^ ]* lines=[^ ]* bytes=[^ ]*\).*/\1/p' "$home/gen-home.txt"), plus $blobs checkpoint blobs."
+    echo "Machine: $machine. Home ($shape): $(sed -n 's/^\(sessions=[^ ]* files=[^ ]* lines=[^ ]* bytes=[^ ]*\).*/\1/p' "$home/gen-home.txt"), plus $blobs checkpoint blobs."
     echo
     echo "$table"
     echo
     echo "$targets"
+    echo
+    echo "$targets26"
     echo
     echo "$notes"
     echo

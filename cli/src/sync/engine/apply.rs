@@ -56,6 +56,7 @@ use evi_shared::{Day, SessionId};
 
 use crate::home::EviHome;
 use crate::sync::Entry;
+use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::id_set::IdSet;
 use crate::sync::engine::pending::WaitReason;
 use crate::sync::state::{FileState, Stat, line_hash};
@@ -145,6 +146,58 @@ impl Disk {
             size: m.len(),
             ino: m.ino(),
             mtime: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        }
+    }
+}
+
+/// Entries' bytes from which [`LineFacts`] are read on all cores.
+const PARALLEL_FACTS_FROM: usize = 1 << 20;
+
+/// What an entry's own bytes say, whatever the session here holds: its JSON
+/// head and whether it reads back under its id (the SHA-256 of a derived
+/// id). Read once per entry, not once per attempt to place it.
+struct LineFacts {
+    /// A string `id` of its own.
+    explicit_id: bool,
+    /// Its `parentId`, when it has one (`Some(None)`: a root).
+    explicit_parent: Option<Option<String>>,
+    /// A JSON object (ids can go in front of its fields).
+    is_object: bool,
+    /// Written as it is, it reads back under its id: its own `id`, or the
+    /// id derived from its bytes and its parent.
+    id_reads_back: bool,
+}
+
+impl LineFacts {
+    fn of(e: &Entry) -> Self {
+        let head = parse_head(&e.line);
+        let id_reads_back = match &head.ids.id {
+            Some(id) => *id == e.id,
+            None => derive_id(e.parent.as_deref(), &e.line) == e.id,
+        };
+        Self {
+            explicit_id: head.ids.id.is_some(),
+            explicit_parent: head.ids.parent,
+            is_object: head.fault.is_none(),
+            id_reads_back,
+        }
+    }
+}
+
+/// How [`SessionAppender::decide`] places an entry.
+enum Placed {
+    /// The line as it is, and its newline.
+    Verbatim,
+    /// The line with `id` and `parentId` (or wrapped), its newline included.
+    WithIds(Vec<u8>),
+}
+
+impl Placed {
+    /// Bytes it adds to its file.
+    fn len(&self, e: &Entry) -> usize {
+        match self {
+            Self::Verbatim => e.line.len() + 1,
+            Self::WithIds(b) => b.len(),
         }
     }
 }
@@ -305,6 +358,15 @@ impl SessionAppender {
     /// whenever the files changed under it; hands back what must wait.
     pub fn apply(&mut self, entries: &[Entry], today: Day) -> io::Result<Batch> {
         let mut batch = Batch::default();
+        // What each entry's bytes say, read once for all attempts; on all
+        // cores when there is enough of it (one long session fills whole
+        // pages, and this is most of deciding).
+        let bytes: usize = entries.iter().map(|e| e.line.len()).sum();
+        let facts = if bytes >= PARALLEL_FACTS_FROM {
+            on_all_cores(entries, LineFacts::of)
+        } else {
+            entries.iter().map(LineFacts::of).collect()
+        };
         for _ in 0..ATTEMPTS {
             if self.stale || !self.unchanged([today])? {
                 self.read()?;
@@ -318,7 +380,7 @@ impl SessionAppender {
             for e in entries {
                 *room.entry(e.day).or_default() += e.line.len() + 160;
             }
-            for e in entries {
+            for (e, facts) in entries.iter().zip(&facts) {
                 if self.known.contains(&e.id) {
                     continue;
                 }
@@ -326,16 +388,23 @@ impl SessionAppender {
                     e.line_blob.is_none(),
                     "a line blob is fetched before it is applied"
                 );
-                match self.decide(e, today) {
+                match self.decide(e, facts, today) {
                     Err(reason) => batch.waiting.push((e.clone(), reason)),
-                    Ok((day, bytes, verbatim)) => {
+                    Ok((day, placed)) => {
                         let p = plan.entry(day).or_insert_with(|| Planned {
                             bytes: Vec::with_capacity(room.get(&day).copied().unwrap_or(0)),
                             ..Planned::default()
                         });
-                        p.bytes.extend_from_slice(&bytes);
+                        match placed {
+                            // Straight from the entry into the file's bytes.
+                            Placed::Verbatim => {
+                                p.bytes.extend_from_slice(&e.line);
+                                p.bytes.push(b'\n');
+                                p.verbatim += 1;
+                            }
+                            Placed::WithIds(bytes) => p.bytes.extend_from_slice(&bytes),
+                        }
                         p.ids.push(e.id.clone());
-                        p.verbatim += u64::from(verbatim);
                     }
                 }
             }
@@ -385,7 +454,12 @@ impl SessionAppender {
 
     /// Where and how one entry goes, updating the tip and file ends as if it
     /// were written; `Err` when it must wait.
-    fn decide(&mut self, e: &Entry, today: Day) -> Result<(Day, Vec<u8>, bool), WaitReason> {
+    fn decide(
+        &mut self,
+        e: &Entry,
+        facts: &LineFacts,
+        today: Day,
+    ) -> Result<(Day, Placed), WaitReason> {
         let mut day = e.day;
         let mut forced = false;
         while let Some(info) = self.files.get(&day).filter(|i| i.partial > 0) {
@@ -396,29 +470,21 @@ impl SessionAppender {
             day = next_day(day);
             forced = true;
         }
-        let head = parse_head(&e.line);
-        let explicit_parent = head.ids.parent.is_some();
-        let id_here = match &head.ids.id {
-            Some(id) => id.clone(),
-            None => derive_id(e.parent.as_deref(), &e.line),
-        };
+        let explicit_parent = facts.explicit_parent.is_some();
         let partial_before = self.files.range(..=day).any(|(_, i)| i.partial > 0);
         let reads_back = if explicit_parent {
-            head.ids.parent.as_ref() == Some(&e.parent)
+            facts.explicit_parent.as_ref() == Some(&e.parent)
         } else {
             e.parent.as_deref() == self.chain.implicit_parent()
                 && self.tip_day.is_none_or(|t| day >= t)
                 && day <= today
                 && !partial_before
         };
-        let verbatim = !forced && id_here == e.id && reads_back;
-        let bytes = if verbatim {
-            let mut b = Vec::with_capacity(e.line.len() + 1);
-            b.extend_from_slice(&e.line);
-            b.push(b'\n');
-            b
+        let verbatim = !forced && facts.id_reads_back && reads_back;
+        let placed = if verbatim {
+            Placed::Verbatim
         } else {
-            with_ids(e, head.ids.id.is_some(), head.fault.is_none())
+            Placed::WithIds(with_ids(e, facts.explicit_id, facts.is_object))
         };
         let moves = verbatim && !explicit_parent;
         if moves {
@@ -427,13 +493,13 @@ impl SessionAppender {
         }
         let info = self.files.entry(day).or_default();
         info.last_start = info.offset;
-        info.offset += bytes.len() as u64;
+        info.offset += placed.len(e) as u64;
         // Hashed once per file, from the planned bytes, by `append`.
         info.last_hash = None;
         info.has_implicit |= moves;
         self.rechain();
         self.known.insert(&e.id);
-        Ok((day, bytes, verbatim))
+        Ok((day, placed))
     }
 
     /// Writes one file's planned bytes in one `write`, if the file is still

@@ -221,9 +221,9 @@ pub fn pull_blobs(
         .into_iter()
         .map(|sha| (sha, checkpoint_blob_path(ctx, sha)))
         .collect();
-    // A few at once (see `in_parallel`), each written and made durable on
-    // its own before its journal line is applied.
-    let results = in_parallel(&todo, |(sha, dest)| t.fetch_blob(sha, dest))?;
+    // A few at once, made durable together before their journal lines are
+    // applied.
+    let results = t.fetch_blobs(&todo)?;
     let mut fetched = 0;
     let mut missing = Vec::new();
     for ((sha, _), result) in todo.into_iter().zip(results) {

@@ -21,6 +21,7 @@ use evi_shared::SessionId;
 
 use crate::sync::Entry;
 use crate::sync::engine::apply::{Appended, SessionAppender, local_today};
+use crate::sync::engine::cores::each_on_all_cores;
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::context::SyncContext;
@@ -86,17 +87,19 @@ impl Incoming {
     }
 
     /// Applies everything queued and records the push state; what cannot be
-    /// applied now waits. Nothing is durable before [`Self::sync`].
+    /// applied now waits. Nothing is durable before [`Self::sync`]. Sessions
+    /// are independent (each its own files): they are written on all cores,
+    /// and what they did is recorded afterwards in their order.
     pub fn apply(&mut self, ctx: &mut SyncContext) -> Result<(), SyncError> {
         let today = local_today();
+        let mut work = Vec::new();
         for (session, mut entries) in std::mem::take(&mut self.queued) {
             self.touched.insert(session.clone());
-            if !self.appenders.contains_key(&session) {
-                let a = SessionAppender::load(&ctx.home, &session)
-                    .ctx(|| format!("cannot read session {session}"))?;
-                self.appenders.insert(session.clone(), a);
-            }
-            let a = self.appenders.get_mut(&session).expect("inserted above");
+            let a = match self.appenders.remove(&session) {
+                Some(a) => a,
+                None => SessionAppender::load(&ctx.home, &session)
+                    .ctx(|| format!("cannot read session {session}"))?,
+            };
             entries.retain(|e| !a.has(&e.id));
             let mut ready = Vec::with_capacity(entries.len());
             let mut blob_waits = Vec::new();
@@ -109,10 +112,42 @@ impl Incoming {
                 }
                 ready.push(e);
             }
-            let a = self.appenders.get_mut(&session).expect("inserted above");
-            let batch = a
-                .apply(&ready, today)
-                .ctx(|| format!("cannot write session {session}"))?;
+            work.push(SessionWork {
+                session,
+                appender: a,
+                ready,
+                blob_waits,
+                batch: None,
+            });
+        }
+        each_on_all_cores(&mut work, |w| {
+            w.batch = Some(w.appender.apply(&w.ready, today));
+            // Written or waiting (a copy in the batch): memory follows the
+            // sessions being written, not the whole page.
+            w.ready = Vec::new();
+        });
+        let mut failed = None;
+        for w in work {
+            let SessionWork {
+                session,
+                appender,
+                blob_waits,
+                batch,
+                ..
+            } = w;
+            self.appenders.insert(session.clone(), appender);
+            let batch = match batch.expect("applied above") {
+                Ok(b) => b,
+                Err(e) => {
+                    // The first failure in session order is the one told;
+                    // what the others wrote is recorded all the same.
+                    if failed.is_none() {
+                        failed =
+                            Some(Err::<(), _>(e).ctx(|| format!("cannot write session {session}")));
+                    }
+                    continue;
+                }
+            };
             let written: u64 = batch.appended.iter().map(|x| x.ids.len() as u64).sum();
             if written > 0 {
                 self.applied.entries += written;
@@ -135,7 +170,7 @@ impl Incoming {
                 self.pending.wait(&session, w);
             }
         }
-        Ok(())
+        failed.unwrap_or(Ok(()))
     }
 
     /// Makes what [`Self::apply`] did durable: appended files and their new
@@ -177,6 +212,15 @@ impl Incoming {
     pub fn waiting(&self) -> u64 {
         self.pending.count()
     }
+}
+
+/// One session's part of [`Incoming::apply`].
+struct SessionWork {
+    session: SessionId,
+    appender: SessionAppender,
+    ready: Vec<Entry>,
+    blob_waits: Vec<Entry>,
+    batch: Option<std::io::Result<crate::sync::engine::apply::Batch>>,
 }
 
 /// Applies what waits from earlier syncs (the start of every push and pull).

@@ -12,6 +12,7 @@
 //!   [`incoming`], [`pending`] for entries whose parent has not arrived).
 //! - [`one_session`]: one session fetched alone.
 //! - [`blobs`]: which checkpoint blobs a push or pull moves.
+//! - [`cores`]: the independent parts of a sync spread over the cores.
 //! - [`redact`]: secrets replaced before a line is sealed.
 //! - [`forget`]: sessions forgotten on every device (tombstones, the
 //!   trash, undo), applied by push and pull.
@@ -21,6 +22,7 @@
 pub mod apply;
 pub mod blobs;
 pub mod checkpoint_forget;
+pub(crate) mod cores;
 pub mod forget;
 pub mod id_set;
 pub mod incoming;

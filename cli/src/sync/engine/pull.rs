@@ -19,6 +19,7 @@ use std::str::FromStr;
 
 use evi_shared::{KeyedId, SessionId};
 
+use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::incoming::{Incoming, drain_pending};
 use crate::sync::engine::journal::{apply_journal, fetch_blobs, journal_blobs};
 use crate::sync::error::SyncError;
@@ -501,24 +502,4 @@ fn open_page(ctx: &SyncContext, records: &[PulledRecord], all: bool) -> OpenedPa
         }
     }
     page
-}
-
-/// `f` over `items`, on all cores (at most 8): each record is independent.
-/// Results in the order of `items`.
-pub(crate) fn on_all_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    if threads == 1 || items.len() < 2 {
-        return items.iter().map(f).collect();
-    }
-    let chunk = items.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("opening a segment does not panic"))
-            .collect()
-    })
 }

@@ -57,11 +57,10 @@ use evi_shared::KeyedId;
 use crate::source::{Agent, AgentFile, StreamName};
 use crate::sync::OpenedSegment;
 use crate::sync::engine::blobs::{Verified, checkpoint_blob_path, verify_blobs};
+use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::journal::{journal_lines_missing, journal_name};
 use crate::sync::engine::pending::PendingStore;
-use crate::sync::engine::pull::{
-    PullOptions, PullReport, fetch_pages, on_all_cores, open_record, pull,
-};
+use crate::sync::engine::pull::{PullOptions, PullReport, fetch_pages, open_record, pull};
 use crate::sync::engine::push::{PushOptions, agent_files, push_with};
 use crate::sync::engine::push_report::PushReport;
 use crate::sync::error::{IoContext, SyncError};

@@ -104,11 +104,16 @@ impl<R: BufRead> Parser<R> {
     fn lp(&mut self) -> io::Result<Vec<u8>> {
         let n = self.u32()? as u64;
         // Grows as data arrives past 64 KiB: a forged length cannot force a
-        // huge allocation.
+        // huge allocation. Each step at most doubles it and reserves exactly
+        // that, so a long line ends at its length, not at the next power of
+        // two (up to twice its bytes, held as long as the page is).
         let mut v = Vec::with_capacity(n.min(BUF as u64) as usize);
-        (&mut self.r).take(n).read_to_end(&mut v)?;
-        if v.len() as u64 != n {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        while (v.len() as u64) < n {
+            let step = (n - v.len() as u64).min(v.len().max(BUF) as u64);
+            v.reserve_exact(step as usize);
+            if (&mut self.r).take(step).read_to_end(&mut v)? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
         }
         self.mac.update(&v);
         self.body_len += n;
