@@ -54,7 +54,9 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          ALTER TABLE users DROP COLUMN rotated_by;
          ALTER TABLE users DROP COLUMN staging_of;
          ALTER TABLE users DROP COLUMN retired_at;
-         ALTER TABLE devices DROP COLUMN key_generation;",
+         ALTER TABLE devices DROP COLUMN key_generation;
+         DROP INDEX IF EXISTS blobs_by_part_of;
+         ALTER TABLE blobs DROP COLUMN part_of;",
     )
     .unwrap();
     let version: i64 = db
