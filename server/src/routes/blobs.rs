@@ -61,11 +61,9 @@ pub async fn put(
     body: Body,
 ) -> ApiResult<Response> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    if query.part_of.as_ref() == Some(&name) {
-        return Err(ApiError::bad_request(
-            "part_of names the blob itself; leave it out for a blob stored whole",
-        ));
-    }
+    // A blob that names itself as its whole is a blob stored whole: it is
+    // deleted with its own name's last reference either way.
+    let part_of = query.part_of.filter(|whole| whole != &name);
     let max = state.config.limits.max_blob_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -133,7 +131,7 @@ pub async fn put(
             placed.size,
             state.config.quota_bytes,
             since_ms,
-            query.part_of.as_ref(),
+            part_of.as_ref(),
         )
         .await
     {
