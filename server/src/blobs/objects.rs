@@ -116,9 +116,12 @@ impl Outgoing {
     }
 
     async fn abort(self) {
-        if let Some(w) = self.multipart
-            && let Err(e) = w.abort().await
-        {
+        let Some(mut w) = self.multipart else { return };
+        // A part still on its way when the upload is aborted can land after
+        // the abort, and the bucket keeps it: let the parts in flight arrive
+        // (or fail) first, so that the abort takes them all.
+        let _ = w.wait_for_capacity(0).await;
+        if let Err(e) = w.abort().await {
             tracing::warn!(
                 error = %e,
                 "could not abort a cut multipart blob upload; a lifecycle rule for \
