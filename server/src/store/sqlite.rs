@@ -1013,11 +1013,7 @@ impl Store for SqliteStore {
                 }
             }
             if !gone.is_empty() {
-                tx.execute(
-                    "UPDATE users SET blob_count = blob_count - ?1, bytes_used = bytes_used - ?2
-                     WHERE id = ?3",
-                    params![gone.len() as i64, freed, user],
-                )?;
+                super::sqlite_blob_refs::uncount_blobs(&tx, user, gone.len(), freed)?;
                 tx.commit()?;
             }
             Ok(gone)

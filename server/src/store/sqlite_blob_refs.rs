@@ -199,13 +199,7 @@ pub(super) fn take_row(
         .query_map(params![user, name.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let freed: i64 = rows.iter().map(|(_, s)| blob_cost(*s as u64) as i64).sum();
-    if !rows.is_empty() {
-        tx.execute(
-            "UPDATE users SET blob_count = blob_count - ?1, bytes_used = bytes_used - ?2
-             WHERE id = ?3",
-            params![rows.len() as i64, freed, user],
-        )?;
-    }
+    uncount_blobs(&tx, user, rows.len(), freed)?;
     let mut pieces = Vec::new();
     for (n, _) in rows {
         if n == name.as_str() {
@@ -233,5 +227,23 @@ pub(super) fn mark_done(
         "UPDATE blob_collections SET done_at = ?1 WHERE user_id = ?2 AND name = ?3",
         params![now_ms, user, name.as_str()],
     )?;
+    Ok(())
+}
+
+/// Takes `count` deleted blobs of `freed` cost off the account's counters
+/// (nothing when none went), in the transaction that deleted them.
+pub(super) fn uncount_blobs(
+    c: &Connection,
+    user: UserId,
+    count: usize,
+    freed: i64,
+) -> rusqlite::Result<()> {
+    if count > 0 {
+        c.execute(
+            "UPDATE users SET blob_count = blob_count - ?1, bytes_used = bytes_used - ?2
+             WHERE id = ?3",
+            params![count as i64, freed, user],
+        )?;
+    }
     Ok(())
 }

@@ -247,14 +247,7 @@ pub(super) async fn take_row(
     let freed: i64 = (rows.iter())
         .map(|r| blob_cost(r.get::<_, i64>(1) as u64) as i64)
         .sum();
-    if !rows.is_empty() {
-        tx.execute(
-            "UPDATE users SET blob_count = blob_count - $1, bytes_used = bytes_used - $2
-             WHERE id = $3",
-            &[&(rows.len() as i64), &freed, &user],
-        )
-        .await?;
-    }
+    uncount_blobs(&tx, user, rows.len(), freed).await?;
     let pieces: Vec<String> = (rows.iter())
         .map(|r| r.get::<_, String>(0))
         .filter(|n| n != name.as_str())
@@ -290,5 +283,24 @@ pub(super) async fn mark_done(s: &PgStore, user: UserId, name: &KeyedId) -> Stor
         ],
     )
     .await?;
+    Ok(())
+}
+
+/// Takes `count` deleted blobs of `freed` cost off the account's counters
+/// (nothing when none went), in the transaction that deleted them.
+pub(super) async fn uncount_blobs(
+    tx: &Tx<'_>,
+    user: UserId,
+    count: usize,
+    freed: i64,
+) -> Result<(), tokio_postgres::Error> {
+    if count > 0 {
+        tx.execute(
+            "UPDATE users SET blob_count = blob_count - $1, bytes_used = bytes_used - $2
+             WHERE id = $3",
+            &[&(count as i64), &freed, &user],
+        )
+        .await?;
+    }
     Ok(())
 }

@@ -120,12 +120,7 @@ pub(super) async fn purge_blobs(
         }
     }
     if !gone.is_empty() {
-        tx.execute(
-            "UPDATE users SET blob_count = blob_count - $1, bytes_used = bytes_used - $2
-             WHERE id = $3",
-            &[&(gone.len() as i64), &freed, &user],
-        )
-        .await?;
+        super::blob_refs::uncount_blobs(&tx, user, gone.len(), freed).await?;
         tx.commit().await?;
     }
     Ok(gone)
