@@ -80,7 +80,7 @@ fn main() {
         let mut z = 0;
         for s in &segments {
             let (v, ()) =
-                compress_into(Vec::new(), level, |w| std::io::Write::write_all(w, s)).unwrap();
+                compress_into(Vec::new(), level, 0, |w| std::io::Write::write_all(w, s)).unwrap();
             z += v.len();
         }
         row(

@@ -686,7 +686,8 @@ impl Device {
 /// Relative path → file bytes (`None` for a folder).
 pub type Tree = std::collections::BTreeMap<String, Option<Vec<u8>>>;
 
-/// Everything under `root` (empty when it does not exist).
+/// Everything under `root` (empty when it does not exist). A file removed
+/// while the tree is read (a server collecting blobs, say) is left out.
 pub fn tree(root: &Path) -> Tree {
     fn walk(root: &Path, dir: &Path, out: &mut Tree) {
         let Ok(rd) = std::fs::read_dir(dir) else {
@@ -703,7 +704,13 @@ pub fn tree(root: &Path) -> Tree {
                 out.insert(rel, None);
                 walk(root, &path, out);
             } else {
-                out.insert(rel, Some(std::fs::read(&path).unwrap()));
+                match std::fs::read(&path) {
+                    Ok(bytes) => {
+                        out.insert(rel, Some(bytes));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => panic!("cannot read {}: {e}", path.display()),
+                }
             }
         }
     }

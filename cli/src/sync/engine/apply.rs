@@ -153,6 +153,9 @@ impl Disk {
 /// Entries' bytes from which [`LineFacts`] are read on all cores.
 const PARALLEL_FACTS_FROM: usize = 1 << 20;
 
+/// The bytes of one write of pulled entries (see [`SessionAppender::apply`]).
+const WRITE_BYTES: usize = 2 << 20;
+
 /// What an entry's own bytes say, whatever the session here holds: its JSON
 /// head and whether it reads back under its id (the SHA-256 of a derived
 /// id). Read once per entry, not once per attempt to place it.
@@ -356,7 +359,46 @@ impl SessionAppender {
 
     /// Appends what can be appended of `entries` (in order), re-deciding
     /// whenever the files changed under it; hands back what must wait.
+    ///
+    /// In parts of about [`WRITE_BYTES`]: each part's bytes are gathered
+    /// into one buffer (one write, so no line of eVi's lands between two of
+    /// pull's), and a page of one long session would otherwise be held
+    /// twice, as entries and as that buffer. Each part is decided and
+    /// checked against the files as a whole batch is; a part that must
+    /// wait is followed by parts that wait too (the files say so).
     pub fn apply(&mut self, entries: &[Entry], today: Day) -> io::Result<Batch> {
+        let mut batch = Batch::default();
+        let mut rest = entries;
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let end = rest
+                .iter()
+                .position(|e| {
+                    bytes += e.line.len();
+                    bytes > WRITE_BYTES
+                })
+                .map_or(rest.len(), |i| i.max(1));
+            let (part, after) = rest.split_at(end);
+            let (b, gave_up) = self.apply_part(part, today)?;
+            batch.appended.extend(b.appended);
+            batch.waiting.extend(b.waiting);
+            batch.verbatim += b.verbatim;
+            batch.branched += b.branched;
+            rest = after;
+            if gave_up {
+                // eVi keeps writing: the rest waits with the part, rather
+                // than each part trying as long again.
+                let left = rest.iter().filter(|e| !self.known.contains(&e.id));
+                (batch.waiting).extend(left.map(|e| (e.clone(), WaitReason::PartialLine)));
+                break;
+            }
+        }
+        Ok(batch)
+    }
+
+    /// [`Self::apply`] of one part; `true` when the files kept changing
+    /// and what is left of the part waits.
+    fn apply_part(&mut self, entries: &[Entry], today: Day) -> io::Result<(Batch, bool)> {
         let mut batch = Batch::default();
         // What each entry's bytes say, read once for all attempts; on all
         // cores when there is enough of it (one long session fills whole
@@ -436,7 +478,7 @@ impl SessionAppender {
                 }
             }
             if clean {
-                return Ok(batch);
+                return Ok((batch, false));
             }
             // Read again and decide again: what was written reads back as
             // known.
@@ -449,7 +491,7 @@ impl SessionAppender {
             .filter(|e| !self.known.contains(&e.id))
             .map(|e| (e.clone(), WaitReason::PartialLine))
             .collect();
-        Ok(batch)
+        Ok((batch, true))
     }
 
     /// Where and how one entry goes, updating the tip and file ends as if it

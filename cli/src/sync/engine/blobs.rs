@@ -16,7 +16,7 @@ use crate::sync::engine::push_report::PushReport;
 use crate::sync::error::SyncError;
 use crate::sync::progress::Progress;
 use crate::sync::remote::blob_transfer::{
-    BlobTransfer, Fetched, TransferError, UploadOutcome, in_parallel, is_sha_name,
+    BlobTransfer, Fetched, Landing, TransferError, UploadOutcome, in_parallel, is_sha_name,
 };
 use crate::sync::state::context::SyncContext;
 
@@ -197,50 +197,91 @@ pub(crate) fn owed_blobs(ctx: &SyncContext) -> BTreeSet<String> {
         .collect()
 }
 
-/// Fetches the blobs `shas` (named by journal lines about to be applied)
-/// that are not here. One the server does not have is warned about and
-/// remembered, and its line is applied anyway: [`pull_missing_blobs`] asks
-/// for it again at every pull. Those already remembered were asked for at
-/// the start of this pull, so each is warned about once per pull. Returns
-/// how many were written.
-pub fn pull_blobs(
-    ctx: &mut SyncContext,
-    shas: &[String],
-    progress: &dyn Progress,
-) -> Result<u64, SyncError> {
-    let todo: BTreeSet<&String> = shas
-        .iter()
-        .filter(|s| is_sha_name(s) && !ctx.state.missing_blobs.contains(*s))
-        .filter(|s| !checkpoint_blob_path(ctx, s).exists())
-        .collect();
-    if todo.is_empty() {
-        return Ok(0);
-    }
-    let t = transfer(ctx);
-    let todo: Vec<(&String, PathBuf)> = todo
-        .into_iter()
-        .map(|sha| (sha, checkpoint_blob_path(ctx, sha)))
-        .collect();
-    // A few at once, made durable together before their journal lines are
-    // applied.
-    let results = t.fetch_blobs(&todo)?;
-    let mut fetched = 0;
-    let mut missing = Vec::new();
-    for ((sha, _), result) in todo.into_iter().zip(results) {
-        match result {
-            Fetched::Written(_) => fetched += 1,
-            Fetched::AlreadyPresent => {}
-            Fetched::Missing => {
-                progress.warn(&format!(
-                    "blob {sha} is not on the server; its journal line is applied, and \
-                     every pull asks for the blob again"
-                ));
-                missing.push(sha.clone());
-            }
+/// Fetches the blobs that pulled journal lines name, for the stage of a
+/// pull that opens the next page while the writer has the context: it holds
+/// its own handles, and what it knew of the state when the pull began.
+pub(crate) struct BlobFetcher {
+    client: crate::sync::remote::client::Client,
+    identity: crate::sync::seal::identity::Identity,
+    keys: crate::sync::seal::keys::SyncKeys,
+    temp_dir: PathBuf,
+    blobs_dir: PathBuf,
+    /// Known missing: asked for at the start of this pull already.
+    missing: BTreeSet<String>,
+}
+
+impl BlobFetcher {
+    pub(crate) fn new(ctx: &SyncContext) -> Self {
+        Self {
+            client: ctx.client.clone(),
+            identity: ctx.identity.clone(),
+            keys: ctx.keys.clone(),
+            temp_dir: ctx.paths.dir.clone(),
+            blobs_dir: ctx.home.checkpoints_dir().join("blobs"),
+            missing: ctx.state.missing_blobs.iter().cloned().collect(),
         }
     }
-    ctx.state.missing_blobs.extend(missing);
-    Ok(fetched)
+
+    /// Fetches and verifies, a few at once, the blobs of `shas` that are
+    /// neither here nor known missing, into temp files made durable
+    /// together, none placed yet: a blob that fails its hash places
+    /// nothing, and what is landed is placed before the journal lines that
+    /// name it (see [`LandedBlobs::place`]).
+    pub(crate) fn land(&self, shas: &[String]) -> Result<LandedBlobs, SyncError> {
+        let todo: BTreeSet<&String> = shas
+            .iter()
+            .filter(|s| is_sha_name(s) && !self.missing.contains(*s))
+            .collect();
+        let todo: Vec<(String, PathBuf)> = (todo.into_iter())
+            .map(|sha| (sha.clone(), self.blobs_dir.join(sha)))
+            .filter(|(_, path)| !path.exists())
+            .collect();
+        let landed = if todo.is_empty() {
+            Vec::new()
+        } else {
+            BlobTransfer::new(&self.client, &self.identity, &self.keys, &self.temp_dir)
+                .land_blobs(&todo)?
+        };
+        Ok(LandedBlobs { todo, landed })
+    }
+}
+
+/// Blobs fetched and verified, waiting to be placed.
+#[derive(Default)]
+pub(crate) struct LandedBlobs {
+    todo: Vec<(String, PathBuf)>,
+    landed: Vec<Landing>,
+}
+
+impl LandedBlobs {
+    /// Places the blobs (never replacing a file) and makes their names
+    /// durable. One the server does not have is warned about and
+    /// remembered, and its line is applied anyway: [`pull_missing_blobs`]
+    /// asks for it again at every pull; each is warned about once per
+    /// pull. Returns how many were written.
+    pub(crate) fn place(
+        self,
+        ctx: &mut SyncContext,
+        progress: &dyn Progress,
+    ) -> Result<u64, SyncError> {
+        let fetched = BlobTransfer::place_blobs(&self.todo, self.landed)?;
+        let mut n = 0;
+        for ((sha, _), result) in self.todo.into_iter().zip(fetched) {
+            match result {
+                Fetched::Written(_) => n += 1,
+                Fetched::AlreadyPresent => {}
+                Fetched::Missing if ctx.state.missing_blobs.contains(&sha) => {}
+                Fetched::Missing => {
+                    progress.warn(&format!(
+                        "blob {sha} is not on the server; its journal line is applied, and \
+                         every pull asks for the blob again"
+                    ));
+                    ctx.state.missing_blobs.insert(sha);
+                }
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// What `evi sync verify` found of one blob on the server.

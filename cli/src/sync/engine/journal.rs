@@ -286,21 +286,6 @@ pub(crate) fn apply_journal(
         .ctx(pulled_error(ctx, name))
 }
 
-/// The blobs named by those of journal `name`'s lines that [`apply_journal`]
-/// would append.
-pub(crate) fn journal_blobs(
-    ctx: &SyncContext,
-    name: &str,
-    lines: &[JournalLine],
-) -> Result<Vec<String>, SyncError> {
-    if is_own(ctx, name) {
-        return Ok(Vec::new());
-    }
-    ctx.journals
-        .blobs(&ctx.home.checkpoints_dir(), name, lines)
-        .ctx(pulled_error(ctx, name))
-}
-
 /// How many of journal `name`'s lines are not here (none of this device's
 /// own journal, which is never pulled).
 pub(crate) fn journal_lines_missing(
@@ -314,17 +299,6 @@ pub(crate) fn journal_lines_missing(
     ctx.journals
         .count_missing(&ctx.home.checkpoints_dir(), name, lines)
         .ctx(pulled_error(ctx, name))
-}
-
-/// Downloads, verifies and stores blobs that are not here yet (whole or in
-/// parts); one the server lacks is warned about and remembered in the state,
-/// and asked for again at every pull.
-pub(crate) fn fetch_blobs(
-    ctx: &mut SyncContext,
-    shas: &[String],
-    progress: &dyn Progress,
-) -> Result<u64, SyncError> {
-    crate::sync::engine::blobs::pull_blobs(ctx, shas, progress)
 }
 
 #[cfg(test)]

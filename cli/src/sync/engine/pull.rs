@@ -1,5 +1,6 @@
-//! `evi sync pull`: fetch records after the cursor, page by page; verify a
-//! whole page (MAC, bound ids, formats) before writing any of it; append
+//! `evi sync pull`: fetch records after the cursor, page by page (the next
+//! one fetched and opened while this one is written); verify a whole page
+//! (MAC, bound ids, formats) before writing any of it; append
 //! entries as [`apply`](crate::sync::engine::apply) says, or keep them waiting in
 //! [`pending`](crate::sync::engine::pending); fetch and verify the blobs the pulled
 //! journals name; advance the cursor only once all that is durable.
@@ -19,9 +20,10 @@ use std::str::FromStr;
 
 use evi_shared::{KeyedId, SessionId};
 
+use crate::sync::engine::blobs::{BlobFetcher, LandedBlobs};
 use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::incoming::{Incoming, drain_pending};
-use crate::sync::engine::journal::{apply_journal, fetch_blobs, journal_blobs};
+use crate::sync::engine::journal::{apply_journal, journal_name};
 use crate::sync::error::SyncError;
 use crate::sync::progress::Progress;
 use crate::sync::remote::records::{Page, PulledRecord};
@@ -29,6 +31,7 @@ use crate::sync::state::JournalState;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::damaged::{self, DamagedRecord};
 use crate::sync::state::high_water::{HighWater, WentBack};
+use crate::sync::state::pulled_journals::blob_of;
 use crate::sync::{OpenedSegment, SegmentKind, open};
 
 /// What a pull did.
@@ -260,51 +263,42 @@ fn pull_scope(
                 None => gone.push(seq),
             }
         }
-        let mut opened = open_page(ctx, &records, true);
-        apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
-        opened.healed.extend(gone);
-        damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
+        let mut opened = Opener::new(ctx, None, true).open_run(&records)?;
+        let (good, mut healed) = opened.healed(ctx);
+        let blobs = std::mem::take(&mut opened.blobs);
+        apply_opened(ctx, &mut incoming, &mut report, good, blobs, progress)?;
+        healed.extend(gone);
+        damaged::note(&mut ctx.state.damaged, opened.damaged, &healed);
         ctx.save_state()?;
     }
     let mut pulled_to = first;
-    // The next page downloads while this one is verified and written.
+    // Two stages, each on its own thread, so that network, CPU and disk
+    // overlap: the next page is downloaded and opened (decrypted and
+    // verified, on all cores) while this one is written.
     std::thread::scope(|scope_| -> Result<(), SyncError> {
-        // A rendezvous: the fetcher holds the one page it read ahead until
-        // this loop takes it, so at most two pages are in memory.
-        let (tx, pages) = std::sync::mpsc::sync_channel(0);
-        let client = ctx.client.clone();
-        let stream = match &scope {
-            Scope::Everything => None,
-            Scope::Session { stream, .. } => Some(stream.clone()),
-        };
-        scope_.spawn(move || fetch_pages(&client, stream.as_ref(), first, framed, tx));
-        for page in pages {
-            let mut page = page?;
-            if page.records.is_empty() {
+        // A rendezvous: the opener holds the one page it opened until this
+        // loop takes it, so two pages are in memory, and a third's
+        // ciphertext while it is opened.
+        let (tx, opened_pages) = std::sync::mpsc::sync_channel(0);
+        let opener = Opener::new(ctx, only.clone(), opts.all);
+        scope_.spawn(move || opener.run(first, framed, tx));
+        for page in opened_pages {
+            let page = page?;
+            if page.count == 0 {
                 break;
             }
-            if let Some(stream) = match &scope {
-                Scope::Session { stream, .. } => Some(stream),
-                Scope::Everything => None,
-            } {
-                // A page of one stream holds that stream only; anything
-                // else a server sends there is left to the full pull.
-                page.records.retain(|r| &r.head.stream == stream);
-            }
-            let (count, next_after, more) = (page.records.len() as u64, page.next_after, page.more);
-            // Verify the whole page before writing anything; a forget or
-            // undo in it splits it into runs, each verified whole and
-            // applied in seq order (see `forget`).
-            for run in crate::sync::engine::forget::runs(std::mem::take(&mut page.records)) {
-                let opened = open_page(ctx, &run.records, opts.all);
-                // The ciphertext is done with; only the plaintext is written.
-                drop(run.records);
-                apply_opened(ctx, &mut incoming, &mut report, opened.good, progress)?;
+            // Each run was verified whole before anything of it is written;
+            // a forget or undo between runs applies in seq order (see
+            // `forget`).
+            for (mut opened, then) in page.runs {
+                let (good, healed) = opened.healed(ctx);
+                let blobs = std::mem::take(&mut opened.blobs);
+                apply_opened(ctx, &mut incoming, &mut report, good, blobs, progress)?;
                 // Entries that wait are safe in sync/pending/, damaged
                 // records in the state saved below with the cursor: it
                 // moves past every record of the page.
-                damaged::note(&mut ctx.state.damaged, opened.damaged, &opened.healed);
-                if let Some(t) = run.then {
+                damaged::note(&mut ctx.state.damaged, opened.damaged, &healed);
+                if let Some(t) = then {
                     // A forget of either kind deletes records: the counts
                     // the server reports go down for it.
                     report.tombstones_seen += 1;
@@ -324,12 +318,11 @@ fn pull_scope(
                     }
                 }
             }
-            drop(page);
-            pulled_to = next_after;
+            pulled_to = page.next_after;
             match &scope {
                 Scope::Everything => {
-                    ctx.state.advance_cursor(next_after);
-                    ctx.state.high_water.observe_seq(next_after);
+                    ctx.state.advance_cursor(page.next_after);
+                    ctx.state.high_water.observe_seq(page.next_after);
                 }
                 Scope::Session { session, .. } => {
                     let c = ctx
@@ -337,12 +330,12 @@ fn pull_scope(
                         .session_cursors
                         .entry(session.to_string())
                         .or_default();
-                    *c = (*c).max(next_after);
+                    *c = (*c).max(page.next_after);
                 }
             }
             ctx.save_state()?;
-            progress.inc(count);
-            if !more {
+            progress.inc(page.count);
+            if !page.more {
                 break;
             }
         }
@@ -368,25 +361,20 @@ fn pull_scope(
     Ok((report, pulled_to))
 }
 
-/// Writes verified segments: blobs their journals name first (fetched and
-/// verified before anything is written: a blob that fails its hash leaves
-/// the home as it was, and a blob landing before its journal line is the
-/// safe order), then journal lines and entries. Durable on return.
+/// Writes verified segments: the blobs their journals name first (fetched
+/// and verified with the page: a blob that fails its hash leaves the home
+/// as it was, and a blob landing before its journal line is the safe
+/// order), then journal lines and entries. Durable on return.
 fn apply_opened(
     ctx: &mut SyncContext,
     incoming: &mut Incoming,
     report: &mut PullReport,
     opened: Vec<OpenedSegment>,
+    blobs: LandedBlobs,
     progress: &dyn Progress,
 ) -> Result<(), SyncError> {
     let opened = crate::sync::engine::forget::drop_forgotten(ctx, opened);
-    let mut named = Vec::new();
-    for seg in &opened {
-        if let OpenedSegment::Journal { device, lines } = seg {
-            named.extend(journal_blobs(ctx, device, lines)?);
-        }
-    }
-    report.blobs += fetch_blobs(ctx, &named, progress)?;
+    report.blobs += blobs.place(ctx, progress)?;
     let mut agents = Vec::new();
     for seg in opened {
         match seg {
@@ -445,61 +433,179 @@ pub(crate) fn fetch_pages(
 /// Opens (decrypts and checks) one pulled record: age, the MAC, the ids it
 /// was served under, the formats of what it holds.
 pub(crate) fn open_record(ctx: &SyncContext, r: &PulledRecord) -> Result<OpenedSegment, SyncError> {
+    open_with(&ctx.keys, &ctx.identity, r)
+}
+
+fn open_with(
+    keys: &crate::sync::seal::keys::SyncKeys,
+    identity: &crate::sync::seal::identity::Identity,
+    r: &PulledRecord,
+) -> Result<OpenedSegment, SyncError> {
     let h = &r.head;
     let kind = SegmentKind::from_str(&h.kind).map_err(|e| SyncError::Segment {
         seq: h.seq,
         source: e,
     })?;
-    open(
-        &ctx.keys,
-        &ctx.identity,
-        &h.stream,
-        kind,
-        &h.entry_ids,
-        &r.ciphertext,
-    )
-    .map_err(|source| SyncError::Segment { seq: h.seq, source })
+    open(keys, identity, &h.stream, kind, &h.entry_ids, &r.ciphertext)
+        .map_err(|source| SyncError::Segment { seq: h.seq, source })
 }
 
-/// A page's records opened.
-struct OpenedPage {
-    /// Those that verify, in order.
-    good: Vec<OpenedSegment>,
-    /// Seqs of those among them that were damaged before.
-    healed: Vec<u64>,
+/// A run of a page's records opened (see [`forget::runs`]).
+///
+/// [`forget::runs`]: crate::sync::engine::forget::runs
+struct OpenedRun {
+    /// Those that verify, in order, with their seqs.
+    good: Vec<(u64, OpenedSegment)>,
     /// Those that do not verify.
     damaged: Vec<DamagedRecord>,
+    /// The blobs the journal lines among them name, fetched and verified.
+    blobs: LandedBlobs,
 }
 
-/// Opens a page's records, but this device's own unless `all`, in order.
-fn open_page(ctx: &SyncContext, records: &[PulledRecord], all: bool) -> OpenedPage {
-    let wanted: Vec<&PulledRecord> = records
-        .iter()
-        .filter(|r| {
-            // What this device pushed is here already (unless asked for all).
-            all || !r
-                .head
-                .device
-                .as_deref()
-                .is_some_and(|d| ctx.account.is_own_device(d))
-        })
-        .collect();
-    let opened = on_all_cores(&wanted, |r| open_record(ctx, r));
-    let mut page = OpenedPage {
-        good: Vec::new(),
-        healed: Vec::new(),
-        damaged: Vec::new(),
-    };
-    for (r, seg) in wanted.into_iter().zip(opened) {
-        match seg {
-            Ok(seg) => {
-                if ctx.state.damaged.iter().any(|d| d.seq == r.head.seq) {
-                    page.healed.push(r.head.seq);
-                }
-                page.good.push(seg);
+impl OpenedRun {
+    /// Takes the segments that verified, and the seqs of those among them
+    /// that were damaged before.
+    fn healed(&mut self, ctx: &SyncContext) -> (Vec<OpenedSegment>, Vec<u64>) {
+        let mut healed = Vec::new();
+        let mut good = Vec::with_capacity(self.good.len());
+        for (seq, seg) in std::mem::take(&mut self.good) {
+            if ctx.state.damaged.iter().any(|d| d.seq == seq) {
+                healed.push(seq);
             }
-            Err(e) => page.damaged.push(DamagedRecord::new(r, &e)),
+            good.push(seg);
+        }
+        (good, healed)
+    }
+}
+
+/// A page opened: its runs, each with the forget or undo that follows it.
+struct OpenedPage {
+    runs: Vec<(OpenedRun, Option<PulledRecord>)>,
+    count: u64,
+    next_after: u64,
+    more: bool,
+}
+
+/// The stage of a pull that downloads and opens pages (decrypts and checks
+/// their records) while the one before is written: what it needs of the
+/// context, which the writing stage holds.
+struct Opener {
+    client: crate::sync::remote::client::Client,
+    keys: crate::sync::seal::keys::SyncKeys,
+    identity: crate::sync::seal::identity::Identity,
+    account: crate::sync::state::Account,
+    blobs: BlobFetcher,
+    /// This device's journal, whose blobs are here already.
+    own_journal: String,
+    /// The stream of a one-session pull.
+    only: Option<KeyedId>,
+    /// This device's own records too.
+    all: bool,
+}
+
+impl Opener {
+    fn new(ctx: &SyncContext, only: Option<KeyedId>, all: bool) -> Self {
+        Self {
+            client: ctx.client.clone(),
+            keys: ctx.keys.clone(),
+            identity: ctx.identity.clone(),
+            account: ctx.account.clone(),
+            blobs: BlobFetcher::new(ctx),
+            own_journal: journal_name(&ctx.account),
+            only,
+            all,
         }
     }
-    page
+
+    /// Downloads and opens the pages after `after` into `out`, until the
+    /// last one, an error (passed on), or the writer gone.
+    fn run(
+        &self,
+        mut after: u64,
+        framed: bool,
+        out: std::sync::mpsc::SyncSender<Result<OpenedPage, SyncError>>,
+    ) {
+        loop {
+            let page = match &self.only {
+                None => self.client.pull(after, framed),
+                Some(s) => self.client.pull_stream(s, after, framed),
+            };
+            let opened = page.map_err(SyncError::from).and_then(|p| {
+                after = p.next_after;
+                self.open(p)
+            });
+            let last = opened.as_ref().map_or(true, |p| p.count == 0 || !p.more);
+            if out.send(opened).is_err() || last {
+                return;
+            }
+            // Taken: the writer is done with the page before, whose lines
+            // are freed now; their memory goes back while it writes.
+            crate::malloc::give_back_freed();
+        }
+    }
+
+    fn open(&self, mut page: Page) -> Result<OpenedPage, SyncError> {
+        let count = page.records.len() as u64;
+        if let Some(stream) = &self.only {
+            // A page of one stream holds that stream only; anything else a
+            // server sends there is left to the full pull.
+            page.records.retain(|r| &r.head.stream == stream);
+        }
+        let runs = crate::sync::engine::forget::runs(page.records)
+            .into_iter()
+            .map(|run| Ok((self.open_run(&run.records)?, run.then)))
+            .collect::<Result<_, SyncError>>()?;
+        Ok(OpenedPage {
+            runs,
+            count,
+            next_after: page.next_after,
+            more: page.more && count > 0,
+        })
+    }
+
+    /// Opens records, but this device's own unless `all`, in order, and
+    /// fetches the blobs their journal lines name; the ciphertext is
+    /// dropped with `records` (only the plaintext is written). A blob that
+    /// cannot be fetched or fails its hash fails the run: nothing of it is
+    /// written.
+    fn open_run(&self, records: &[PulledRecord]) -> Result<OpenedRun, SyncError> {
+        let wanted: Vec<&PulledRecord> = records
+            .iter()
+            .filter(|r| {
+                // What this device pushed is here already (unless asked for all).
+                self.all
+                    || !r
+                        .head
+                        .device
+                        .as_deref()
+                        .is_some_and(|d| self.account.is_own_device(d))
+            })
+            .collect();
+        let opened = on_all_cores(&wanted, |r| open_with(&self.keys, &self.identity, r));
+        let mut run = OpenedRun {
+            good: Vec::new(),
+            damaged: Vec::new(),
+            blobs: LandedBlobs::default(),
+        };
+        for (r, seg) in wanted.into_iter().zip(opened) {
+            match seg {
+                Ok(seg) => run.good.push((r.head.seq, seg)),
+                Err(e) => run.damaged.push(DamagedRecord::new(r, &e)),
+            }
+        }
+        // Every blob other devices' lines name; those here already, whose
+        // lines may be here too, are passed over when landing.
+        let named: Vec<String> = (run.good.iter())
+            .filter_map(|(_, seg)| match seg {
+                OpenedSegment::Journal { device, lines } if *device != self.own_journal => {
+                    Some(lines)
+                }
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|l| blob_of(&l.line))
+            .collect();
+        run.blobs = self.blobs.land(&named)?;
+        Ok(run)
+    }
 }

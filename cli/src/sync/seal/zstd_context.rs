@@ -49,13 +49,15 @@ pub fn decompress_from<R: BufRead, T>(
     })
 }
 
-/// Compresses what `write` writes into `out` as one zstd frame at `level`,
-/// with this thread's context, and hands back `out` and what `write`
-/// returned. (A call made while the context is in use, which nothing does
-/// today, gets a context of its own.)
+/// Compresses what `write` writes into `out` as one zstd frame at `level`
+/// with a window of 2^`window_log` bytes (0: the level's own), with this
+/// thread's context, and hands back `out` and what `write` returned. (A
+/// call made while the context is in use, which nothing does today, gets a
+/// context of its own.)
 pub fn compress_into<W: Write, T>(
     out: W,
     level: i32,
+    window_log: u32,
     write: impl FnOnce(&mut Encoder<'_, W>) -> io::Result<T>,
 ) -> io::Result<(W, T)> {
     let run = |mut enc: Encoder<'_, W>| -> io::Result<(W, T)> {
@@ -68,9 +70,16 @@ pub fn compress_into<W: Write, T>(
             ctx.reset(ResetDirective::SessionOnly).map_err(zstd_error)?;
             ctx.set_parameter(CParameter::CompressionLevel(level))
                 .map_err(zstd_error)?;
+            // Set every time: a session reset keeps the last call's.
+            ctx.set_parameter(CParameter::WindowLog(window_log))
+                .map_err(zstd_error)?;
             run(Encoder::with_context(out, ctx))
         }
-        Err(_) => run(Encoder::new(out, level)?),
+        Err(_) => {
+            let mut enc = Encoder::new(out, level)?;
+            enc.window_log(window_log)?;
+            run(enc)
+        }
     })
 }
 
@@ -82,17 +91,17 @@ mod tests {
     fn frames_from_a_reused_context_each_decode_alone() {
         let a = b"first frame ".repeat(1000);
         let b = b"second, different frame ".repeat(500);
-        let (fa, _) = compress_into(Vec::new(), 3, |w| w.write_all(&a)).unwrap();
-        let (fb, _) = compress_into(Vec::new(), 3, |w| w.write_all(&b)).unwrap();
+        let (fa, _) = compress_into(Vec::new(), 3, 0, |w| w.write_all(&a)).unwrap();
+        let (fb, _) = compress_into(Vec::new(), 3, 0, |w| w.write_all(&b)).unwrap();
         assert_eq!(zstd::decode_all(&fa[..]).unwrap(), a);
         assert_eq!(zstd::decode_all(&fb[..]).unwrap(), b);
         assert!(fb.len() < b.len() / 10);
         // A frame abandoned half way leaves nothing in the next one.
-        let _ = compress_into(Vec::new(), 3, |w| {
+        let _ = compress_into(Vec::new(), 3, 0, |w| {
             w.write_all(&a)?;
             Err::<(), _>(io::Error::other("stop"))
         });
-        let (fc, _) = compress_into(Vec::new(), 3, |w| w.write_all(&b)).unwrap();
+        let (fc, _) = compress_into(Vec::new(), 3, 0, |w| w.write_all(&b)).unwrap();
         assert_eq!(zstd::decode_all(&fc[..]).unwrap(), b);
         // Decoded through the reused context: whole, half (a reader that
         // stops early), then whole again.

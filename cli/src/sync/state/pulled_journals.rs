@@ -40,8 +40,8 @@ pub(crate) fn blob_of(line: &[u8]) -> Option<String> {
 /// many records (over many pages) is read from disk once per pull, not once
 /// per record. It lives in the [`SyncContext`](crate::sync::state::context::SyncContext) (one per command, under the
 /// sync lock) behind a mutex, so the pull loop needs no new argument and
-/// [`journal_blobs`](crate::sync::engine::journal::journal_blobs) can look
-/// without a mutable borrow.
+/// [`journal_lines_missing`](crate::sync::engine::journal::journal_lines_missing)
+/// can look without a mutable borrow.
 #[derive(Debug, Default)]
 pub struct PulledJournals {
     by_name: Mutex<HashMap<String, Pulled>>,
@@ -163,21 +163,6 @@ impl PulledJournals {
     ) -> io::Result<u64> {
         self.with(checkpoints, name, |p| Ok(p.missing(lines).len() as u64))
     }
-
-    /// The blobs named by the lines [`Self::apply`] would append.
-    pub fn blobs(
-        &self,
-        checkpoints: &Path,
-        name: &str,
-        lines: &[JournalLine],
-    ) -> io::Result<Vec<String>> {
-        self.with(checkpoints, name, |p| {
-            Ok(p.missing(lines)
-                .into_iter()
-                .filter_map(|l| blob_of(&l.line))
-                .collect())
-        })
-    }
 }
 
 impl Pulled {
@@ -252,7 +237,7 @@ mod tests {
         let cp = dir.path();
         let pj = PulledJournals::default();
         let first = [with_blob(1, "/a", 'a'), jl(2, "{\"seq\":2}")];
-        assert_eq!(pj.blobs(cp, "laptop-1", &first).unwrap(), vec![sha('a')]);
+        assert_eq!(pj.count_missing(cp, "laptop-1", &first).unwrap(), 2);
         assert_eq!(
             pj.apply(cp, "laptop-1", &first).unwrap(),
             (2, vec![sha('a')])
@@ -265,7 +250,7 @@ mod tests {
             jl(3, "{\"seq\":3}"),
             with_blob(2, "/b", 'b'),
         ];
-        assert_eq!(pj.blobs(cp, "laptop-1", &again).unwrap(), vec![sha('b')]);
+        assert_eq!(pj.count_missing(cp, "laptop-1", &again).unwrap(), 2);
         assert_eq!(
             pj.apply(cp, "laptop-1", &again).unwrap(),
             (2, vec![sha('b')])

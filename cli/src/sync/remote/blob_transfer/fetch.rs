@@ -26,7 +26,7 @@ use crate::sync::seal::blob::{BlobDecoding, blob_reader, open_blob_as};
 use crate::sync::{BlobError, Identity};
 
 /// A fetched blob before it is placed.
-enum Landing {
+pub(crate) enum Landing {
     /// Verified, in a temp file beside its destination; its size.
     Verified(NamedTempFile, u64),
     /// Nothing to place.
@@ -81,6 +81,18 @@ impl BlobTransfer<'_> {
         &self,
         items: &[(S, PathBuf)],
     ) -> Result<Vec<Fetched>, TransferError> {
+        let landed = self.land_blobs(items)?;
+        Self::place_blobs(items, landed)
+    }
+
+    /// The first half of [`Self::fetch_blobs`]: each of `items` fetched,
+    /// verified and made durable in a temp file beside its destination,
+    /// nothing placed yet (what is landed and never placed is deleted on
+    /// drop).
+    pub(crate) fn land_blobs<S: AsRef<str> + Sync>(
+        &self,
+        items: &[(S, PathBuf)],
+    ) -> Result<Vec<Landing>, TransferError> {
         let landed = in_parallel(items, |(sha, dest)| self.fetch_unplaced(sha.as_ref(), dest))?;
         let mut files = Vec::new();
         for l in &landed {
@@ -95,6 +107,16 @@ impl BlobTransfer<'_> {
                 source: e,
             })?;
         }
+        Ok(landed)
+    }
+
+    /// The second half of [`Self::fetch_blobs`]: the blobs `landed` for
+    /// `items` linked into place (never replacing a file), then one fsync
+    /// per folder for the new names.
+    pub(crate) fn place_blobs<S>(
+        items: &[(S, PathBuf)],
+        landed: Vec<Landing>,
+    ) -> Result<Vec<Fetched>, TransferError> {
         let mut folders = BTreeSet::new();
         let mut out = Vec::with_capacity(landed.len());
         for ((_, dest), l) in items.iter().zip(landed) {

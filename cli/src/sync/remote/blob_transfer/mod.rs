@@ -30,6 +30,7 @@
 //! parts share: the errors and outcomes, and [`BlobTransfer`] itself.
 
 mod fetch;
+pub(crate) use fetch::Landing;
 mod manifest;
 mod upload;
 

@@ -253,7 +253,7 @@ fn seal_body(
             .map_err(|e| SegmentError::Encrypt(e.to_string()))?;
     let run = || -> io::Result<Vec<u8>> {
         let age_w = enc.wrap_output(Vec::new())?;
-        let (age_w, _) = compress_into(age_w, ZSTD_LEVEL, |zw| {
+        let (age_w, _) = compress_into(age_w, ZSTD_LEVEL, 0, |zw| {
             write_plaintext(keys, version, body, &stream, &entry_ids, zw).map(|(_, mac)| mac)
         })?;
         age_w.finish()
