@@ -36,7 +36,9 @@
 # `dd if=/dev/zero bs=1M conv=fsync` of the synced byte count, the disk's
 # durable-write limit. Every step runs under /usr/bin/time (wall, user+sys
 # CPU, peak RSS) after a `sync`, so none pays for the previous one's dirty
-# pages; evi-server's CPU per step comes from /proc. The script checks that
+# pages; evi-server's CPU per step comes from /proc; the first push and
+# the fresh pull also run under bench/busy.py (what the cores did: busy,
+# idle, waiting on the disk; how many threads were runnable). The script checks that
 # B's transcripts are byte-identical to A's and B's copy of A's journal and
 # blobs to A's, and that restic's restore equals A's two folders; prints the
 # table, the evi/restic ratios against issue 10's targets, and writes them
@@ -211,7 +213,10 @@ timed_median() {
   echo "$key (median of $runs): ${wall[$key]} s; last run: $(tail -n 3 "$work/$key.$runs.out" | tr '\n' ' ')" >&2
 }
 
-timed push1 env EVI_HOME="$a" "$evi" sync push
+# The first push and the fresh pull run under bench/busy.py, which tells
+# what the cores did meanwhile (its sampling, every 10 ms, is in their CPU s).
+busy=(python3 "$root/bench/busy.py" --also "$server_pid" --)
+timed push1 "${busy[@]}" env EVI_HOME="$a" "$evi" sync push
 evi_data_bytes=$(du -sb "$data" | cut -f1)
 # Of which SQLite's write-ahead log (checkpointed into the database later).
 evi_wal_bytes=$(find "$data" -name '*-wal' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
@@ -238,7 +243,7 @@ timed pull5 env EVI_HOME="$a" "$evi" sync pull
 EVI_HOME=$a "$evi" sync key export -o "$work/key.age" > /dev/null 2> "$work/key.err"
 EVI_HOME=$b "$evi" sync key import "$work/key.age" > /dev/null
 EVI_HOME=$b "$evi" sync login --server "$url" --user bench --device b > /dev/null
-timed pull4 env EVI_HOME="$b" "$evi" sync pull
+timed pull4 "${busy[@]}" env EVI_HOME="$b" "$evi" sync pull
 
 restored=$work/restore
 timed restore4 restic restore latest --target "$restored"
@@ -345,6 +350,8 @@ targets26=$(
 )
 notes=$(
   echo "Fresh pull target (either bound): $([[ $met_pull == yes ]] && echo met || echo "not met"). Peak RSS at 2× the home's size is a separate run (GEN_ARGS=\"--total-mb 696\")."
+  echo
+  echo "Where the first push's and the fresh pull's time went (bench/busy.py): push: $(grep -h '^cores\|^busy' "$work/push1.err" | tr '\n' ' ')pull: $(grep -h '^cores\|^busy' "$work/pull4.err" | tr '\n' ' ')"
   echo
   echo "Synced bytes: $synced_mb MB (transcripts $home_mb MiB + $blobs checkpoint blobs, $blob_mb MiB). MB/s is synced bytes / wall for every step (a scan rate for the no-op and incremental ones). CPU s is the client's user + system time; server CPU s is evi-server's over the same step (restic has no server). CPU evi (client + server) / restic: initial push ${r_cpu_push}×, fresh pull ${r_cpu_pull}×."
   echo
