@@ -463,3 +463,47 @@ fn a_blob_sent_in_parts_goes_from_the_server_with_its_last_reference() {
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{}", run.stdout);
 }
+
+#[test]
+fn a_blob_forgotten_and_checkpointed_again_reaches_a_device_that_had_it() {
+    // The pull fetches a page's blobs while the page before is written: one
+    // that is here then, and goes with a forget applied before the line
+    // naming it again, is fetched when that line is applied.
+    let server = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&server, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    let day = today();
+    let x = put_blob(&a, 6000, 7);
+    let line = |seq| journal_line(&day, seq, "/src/app.env", &x, 6000);
+    a.append("checkpoints/journal.jsonl", line(1).as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let on_b = b.home().join("checkpoints/blobs").join(&x);
+    assert!(on_b.is_file());
+
+    let run = a.evi(&["checkpoints", "forget", "1"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    let kx = a.keys().blob_key(&x).to_string();
+    until("the server deletes the forgotten blob", 20, || {
+        !blob_stored(&server, &a, &kx)
+    });
+    // The same bytes checkpointed again.
+    assert_eq!(put_blob(&a, 6000, 7), x);
+    a.append("checkpoints/journal.jsonl", line(2).as_bytes());
+    a.sync_ok(&["push"]);
+    assert!(blob_stored(&server, &a, &kx), "sent again");
+
+    // B gets the forget (which deletes its copy) and line 2 in one pull.
+    let run = b.sync(&["sync", "pull", "--json"]);
+    assert_eq!(run.code, 0, "pull: {}", run.stderr);
+    assert_eq!(seqs(&pulled_journal(&b)), [2]);
+    assert_eq!(
+        std::fs::read(&on_b).ok(),
+        Some(random_bytes(6000, 7)),
+        "the blob line 2 names is here: {}",
+        run.stdout
+    );
+    let r: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(r["blobs"], 1, "{}", run.stdout);
+}

@@ -232,17 +232,20 @@ impl BlobFetcher {
             .iter()
             .filter(|s| is_sha_name(s) && !self.missing.contains(*s))
             .collect();
-        let todo: Vec<(String, PathBuf)> = (todo.into_iter())
+        let (present, todo): (Vec<_>, Vec<_>) = (todo.into_iter())
             .map(|sha| (sha.clone(), self.blobs_dir.join(sha)))
-            .filter(|(_, path)| !path.exists())
-            .collect();
+            .partition(|(_, path)| path.exists());
         let landed = if todo.is_empty() {
             Vec::new()
         } else {
             BlobTransfer::new(&self.client, &self.identity, &self.keys, &self.temp_dir)
                 .land_blobs(&todo)?
         };
-        Ok(LandedBlobs { todo, landed })
+        Ok(LandedBlobs {
+            todo,
+            landed,
+            present,
+        })
     }
 }
 
@@ -251,6 +254,9 @@ impl BlobFetcher {
 pub(crate) struct LandedBlobs {
     todo: Vec<(String, PathBuf)>,
     landed: Vec<Landing>,
+    /// Those that were here when the others were fetched: a checkpoint
+    /// forget applied since may have deleted one.
+    present: Vec<(String, PathBuf)>,
 }
 
 impl LandedBlobs {
@@ -264,9 +270,17 @@ impl LandedBlobs {
         ctx: &mut SyncContext,
         progress: &dyn Progress,
     ) -> Result<u64, SyncError> {
-        let fetched = BlobTransfer::place_blobs(&self.todo, self.landed)?;
+        let mut todo = self.todo;
+        let mut fetched = BlobTransfer::place_blobs(&todo, self.landed)?;
+        let gone: Vec<(String, PathBuf)> = (self.present.into_iter())
+            .filter(|(_, path)| !path.exists())
+            .collect();
+        if !gone.is_empty() {
+            fetched.extend(transfer(ctx).fetch_blobs(&gone)?);
+            todo.extend(gone);
+        }
         let mut n = 0;
-        for ((sha, _), result) in self.todo.into_iter().zip(fetched) {
+        for ((sha, _), result) in todo.into_iter().zip(fetched) {
             match result {
                 Fetched::Written(_) => n += 1,
                 Fetched::AlreadyPresent => {}
