@@ -45,7 +45,7 @@ pub enum Command {
 
 /// Parses the process arguments, runs the command, reports errors.
 pub fn main() -> ExitCode {
-    crate::malloc::return_big_buffers();
+    crate::malloc::tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -7,7 +7,10 @@
 //! every later buffer comes from the heap, where a freed one stays resident
 //! behind smaller live allocations. On the 400 MB bench home that kept a
 //! fresh pull at 73 MiB of RSS; with the threshold fixed at 1 MiB (which
-//! also stops the raising), 56 MiB, with the same heap.
+//! also stops the raising), 56 MiB, with the same heap. Since a pull opens
+//! the next page on other threads while it writes one, how many arenas
+//! glibc keeps, and what they keep of what was freed, matter as much (see
+//! [`tune_allocator`], [`give_back_freed`]).
 
 /// Buffers of this size and more are mapped alone and unmapped when freed.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -21,7 +24,7 @@ const MMAP_THRESHOLD: libc::c_int = 1 << 20;
 /// the user made with glibc's own variables (`MALLOC_MMAP_THRESHOLD_`,
 /// `MALLOC_ARENA_MAX`, or those in `GLIBC_TUNABLES`) stand. Call once,
 /// first thing in `main`; elsewhere it does nothing.
-pub fn return_big_buffers() {
+pub fn tune_allocator() {
     let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
     let user_threshold =
         std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some() || tunables.contains("mmap_threshold");
@@ -49,7 +52,8 @@ pub fn return_big_buffers() {
 /// Hands the memory freed since back to the system, in every arena: glibc
 /// returns a heap's free pages only from its top, and a pull's threads
 /// free a page's thousands of lines behind allocations that live on. A
-/// pull calls it after each page (a few milliseconds).
+/// pull calls it after each page (a few milliseconds, on the thread that
+/// opens the next page, not on the one that writes).
 pub fn give_back_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; any thread may call it.
