@@ -22,7 +22,12 @@ use crate::sync::state::context::SyncContext;
 
 /// Where a checkpoint blob lives: `checkpoints/blobs/<sha256>`.
 pub fn checkpoint_blob_path(ctx: &SyncContext, sha256: &str) -> PathBuf {
-    ctx.home.checkpoints_dir().join("blobs").join(sha256)
+    checkpoint_blobs_dir(ctx).join(sha256)
+}
+
+/// The folder of checkpoint blobs: `checkpoints/blobs/`.
+fn checkpoint_blobs_dir(ctx: &SyncContext) -> PathBuf {
+    ctx.home.checkpoints_dir().join("blobs")
 }
 
 fn transfer(ctx: &SyncContext) -> BlobTransfer<'_> {
@@ -197,14 +202,10 @@ pub(crate) fn owed_blobs(ctx: &SyncContext) -> BTreeSet<String> {
         .collect()
 }
 
-/// Fetches the blobs that pulled journal lines name, for the stage of a
-/// pull that opens the next page while the writer has the context: it holds
-/// its own handles, and what it knew of the state when the pull began.
+/// Which blobs that pulled journal lines name to fetch, for the stage of a
+/// pull that opens the next page while the writer has the context: what it
+/// knew of the state when the pull began.
 pub(crate) struct BlobFetcher {
-    client: crate::sync::remote::client::Client,
-    identity: crate::sync::seal::identity::Identity,
-    keys: crate::sync::seal::keys::SyncKeys,
-    temp_dir: PathBuf,
     blobs_dir: PathBuf,
     /// Known missing: asked for at the start of this pull already.
     missing: BTreeSet<String>,
@@ -213,21 +214,21 @@ pub(crate) struct BlobFetcher {
 impl BlobFetcher {
     pub(crate) fn new(ctx: &SyncContext) -> Self {
         Self {
-            client: ctx.client.clone(),
-            identity: ctx.identity.clone(),
-            keys: ctx.keys.clone(),
-            temp_dir: ctx.paths.dir.clone(),
-            blobs_dir: ctx.home.checkpoints_dir().join("blobs"),
-            missing: ctx.state.missing_blobs.iter().cloned().collect(),
+            blobs_dir: checkpoint_blobs_dir(ctx),
+            missing: ctx.state.missing_blobs.clone(),
         }
     }
 
-    /// Fetches and verifies, a few at once, the blobs of `shas` that are
-    /// neither here nor known missing, into temp files made durable
-    /// together, none placed yet: a blob that fails its hash places
+    /// Fetches and verifies through `t`, a few at once, the blobs of `shas`
+    /// that are neither here nor known missing, into temp files made
+    /// durable together, none placed yet: a blob that fails its hash places
     /// nothing, and what is landed is placed before the journal lines that
     /// name it (see [`LandedBlobs::place`]).
-    pub(crate) fn land(&self, shas: &[String]) -> Result<LandedBlobs, SyncError> {
+    pub(crate) fn land(
+        &self,
+        t: &BlobTransfer<'_>,
+        shas: &[String],
+    ) -> Result<LandedBlobs, SyncError> {
         let todo: BTreeSet<&String> = shas
             .iter()
             .filter(|s| is_sha_name(s) && !self.missing.contains(*s))
@@ -238,8 +239,7 @@ impl BlobFetcher {
         let landed = if todo.is_empty() {
             Vec::new()
         } else {
-            BlobTransfer::new(&self.client, &self.identity, &self.keys, &self.temp_dir)
-                .land_blobs(&todo)?
+            t.land_blobs(&todo)?
         };
         Ok(LandedBlobs {
             todo,

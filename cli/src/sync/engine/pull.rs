@@ -26,6 +26,7 @@ use crate::sync::engine::incoming::{Incoming, drain_pending};
 use crate::sync::engine::journal::{apply_journal, journal_name};
 use crate::sync::error::SyncError;
 use crate::sync::progress::Progress;
+use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::sync::remote::records::{Page, PulledRecord};
 use crate::sync::state::JournalState;
 use crate::sync::state::context::SyncContext;
@@ -494,6 +495,8 @@ struct Opener {
     keys: crate::sync::seal::keys::SyncKeys,
     identity: crate::sync::seal::identity::Identity,
     account: crate::sync::state::Account,
+    /// Where blob downloads are staged (`sync/`).
+    temp_dir: std::path::PathBuf,
     blobs: BlobFetcher,
     /// This device's journal, whose blobs are here already.
     own_journal: String,
@@ -510,6 +513,7 @@ impl Opener {
             keys: ctx.keys.clone(),
             identity: ctx.identity.clone(),
             account: ctx.account.clone(),
+            temp_dir: ctx.paths.dir.clone(),
             blobs: BlobFetcher::new(ctx),
             own_journal: journal_name(&ctx.account),
             only,
@@ -605,7 +609,8 @@ impl Opener {
             .flatten()
             .filter_map(|l| blob_of(&l.line))
             .collect();
-        run.blobs = self.blobs.land(&named)?;
+        let t = BlobTransfer::new(&self.client, &self.identity, &self.keys, &self.temp_dir);
+        run.blobs = self.blobs.land(&t, &named)?;
         Ok(run)
     }
 }
