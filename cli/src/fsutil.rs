@@ -142,18 +142,31 @@ pub fn is_disk_full(e: &io::Error) -> bool {
 /// the file holds exactly its old bytes and ours: bytes another writer
 /// appended meanwhile are never cut.
 pub fn append_all_or_none(f: &mut fs::File, old_len: u64, bytes: &[u8]) -> io::Result<()> {
-    let mut written = 0;
-    while written < bytes.len() {
-        let err = match f.write(&bytes[written..]) {
+    append_slices_all_or_none(f, old_len, &mut [io::IoSlice::new(bytes)])
+}
+
+/// [`append_all_or_none`] of the bytes of `slices` in order, in one
+/// `writev` when the file takes them all at once (as one `write` would,
+/// the bytes land together at the end of the file).
+pub fn append_slices_all_or_none(
+    f: &mut fs::File,
+    old_len: u64,
+    mut slices: &mut [io::IoSlice<'_>],
+) -> io::Result<()> {
+    let mut written = 0u64;
+    io::IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        let err = match f.write_vectored(slices) {
             Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
             Ok(n) => {
-                written += n;
+                written += n as u64;
+                io::IoSlice::advance_slices(&mut slices, n);
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => e,
         };
-        if f.metadata()?.len() == old_len + written as u64 {
+        if f.metadata()?.len() == old_len + written {
             f.set_len(old_len)?;
         }
         return Err(err);

@@ -57,6 +57,7 @@ use evi_shared::{Day, SessionId};
 use crate::home::EviHome;
 use crate::sync::Entry;
 use crate::sync::engine::cores::on_all_cores;
+use crate::sync::engine::gather::Gathered;
 use crate::sync::engine::id_set::IdSet;
 use crate::sync::engine::pending::WaitReason;
 use crate::sync::state::{FileState, Stat, line_hash};
@@ -206,9 +207,8 @@ impl Placed {
 }
 
 /// Bytes planned for one file.
-#[derive(Default)]
-struct Planned {
-    bytes: Vec<u8>,
+struct Planned<'a> {
+    bytes: Gathered<'a>,
     ids: Vec<String>,
     verbatim: u64,
 }
@@ -360,10 +360,11 @@ impl SessionAppender {
     /// Appends what can be appended of `entries` (in order), re-deciding
     /// whenever the files changed under it; hands back what must wait.
     ///
-    /// In parts of about [`WRITE_BYTES`]: each part's bytes are gathered
-    /// into one buffer (one write, so no line of eVi's lands between two of
-    /// pull's), and a page of one long session would otherwise be held
-    /// twice, as entries and as that buffer. Each part is decided and
+    /// In parts of about [`WRITE_BYTES`]: each part's bytes go to each file
+    /// in one `writev` (so no line of eVi's lands between two of pull's),
+    /// long lines from the entries themselves and short ones copied (see
+    /// [`Gathered`]), and the copies of a page of one long session are
+    /// held a part at a time, not for the whole page. Each part is decided and
     /// checked against the files as a whole batch is; a part that must
     /// wait is followed by parts that wait too (the files say so).
     pub fn apply(&mut self, entries: &[Entry], today: Day) -> io::Result<Batch> {
@@ -415,13 +416,6 @@ impl SessionAppender {
             }
             let mut plan: BTreeMap<Day, Planned> = BTreeMap::new();
             batch.waiting.clear();
-            // Room for every line and the ids pull may add, reserved at once
-            // (pages are entries of MBs; growing by doubling would copy them
-            // and hold up to twice their size).
-            let mut room: BTreeMap<Day, usize> = BTreeMap::new();
-            for e in entries {
-                *room.entry(e.day).or_default() += e.line.len() + 160;
-            }
             for (e, facts) in entries.iter().zip(&facts) {
                 if self.known.contains(&e.id) {
                     continue;
@@ -434,17 +428,17 @@ impl SessionAppender {
                     Err(reason) => batch.waiting.push((e.clone(), reason)),
                     Ok((day, placed)) => {
                         let p = plan.entry(day).or_insert_with(|| Planned {
-                            bytes: Vec::with_capacity(room.get(&day).copied().unwrap_or(0)),
-                            ..Planned::default()
+                            bytes: Gathered::new(),
+                            ids: Vec::new(),
+                            verbatim: 0,
                         });
                         match placed {
-                            // Straight from the entry into the file's bytes.
+                            // Written from the entry itself when long.
                             Placed::Verbatim => {
-                                p.bytes.extend_from_slice(&e.line);
-                                p.bytes.push(b'\n');
+                                p.bytes.push_line(&e.line);
                                 p.verbatim += 1;
                             }
-                            Placed::WithIds(bytes) => p.bytes.extend_from_slice(&bytes),
+                            Placed::WithIds(bytes) => p.bytes.push_built(bytes),
                         }
                         p.ids.push(e.id.clone());
                     }
@@ -545,10 +539,10 @@ impl SessionAppender {
         Ok((day, placed))
     }
 
-    /// Writes one file's planned bytes in one `write`, if the file is still
+    /// Writes one file's planned bytes in one `writev`, if the file is still
     /// as decided on and quiet (checked on the handle written through), then
     /// checks that the file grew by exactly those bytes.
-    fn append(&mut self, day: Day, p: Planned) -> io::Result<Outcome> {
+    fn append(&mut self, day: Day, p: Planned<'_>) -> io::Result<Outcome> {
         let path = self.path(day);
         let dir = path.parent().expect("day folder").to_owned();
         let info = self.files.get(&day).cloned().unwrap_or_default();
@@ -590,7 +584,8 @@ impl SessionAppender {
                 return Ok(Outcome::Busy(QUIET - age));
             }
         }
-        if let Err(e) = crate::fsutil::append_all_or_none(&mut f, old, &p.bytes) {
+        let written = crate::fsutil::append_slices_all_or_none(&mut f, old, &mut p.bytes.slices());
+        if let Err(e) = written {
             // A file this append made and then took back leaves no trace.
             if before_disk.is_none() && f.metadata().is_ok_and(|m| m.len() == 0) {
                 let _ = std::fs::remove_file(&path);
@@ -609,7 +604,7 @@ impl SessionAppender {
         let info = self.files.get_mut(&day).expect("planned file");
         info.disk = Some(Disk::of(&m));
         info.ours = exact.then(|| Disk::of(&m));
-        info.last_hash = Some(line_hash(last_line(&p.bytes)));
+        info.last_hash = Some(line_hash(p.bytes.last_line()));
         let after = exact.then(|| FileState {
             size: m.len(),
             mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
@@ -676,14 +671,6 @@ fn hash_line_at(path: &std::path::Path, start: u64, len: usize) -> io::Result<St
     Ok(line_hash(&raw))
 }
 
-/// The last line of planned bytes (which end in a newline), without it.
-fn last_line(planned: &[u8]) -> &[u8] {
-    let body = planned.strip_suffix(b"\n").unwrap_or(planned);
-    body.iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(body, |i| &body[i + 1..])
-}
-
 fn stat(path: &std::path::Path) -> io::Result<Option<Disk>> {
     match std::fs::metadata(path) {
         Ok(m) => Ok(Some(Disk::of(&m))),
@@ -700,10 +687,10 @@ fn last_byte_is_newline(f: &File, size: u64) -> io::Result<bool> {
 }
 
 /// Whether `bytes` are in `f` at `at`.
-fn landed_at(f: &File, at: u64, bytes: &[u8]) -> io::Result<bool> {
+fn landed_at(f: &File, at: u64, bytes: &Gathered<'_>) -> io::Result<bool> {
     let mut got = vec![0u8; bytes.len()];
     match f.read_exact_at(&mut got, at) {
-        Ok(()) => Ok(got == bytes),
+        Ok(()) => Ok(bytes.equals(&got)),
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
         Err(e) => Err(e),
     }
@@ -1011,12 +998,6 @@ mod tests {
         assert_eq!((b.waiting.len(), b.branched), (0, 1));
         assert_eq!(read(&home, "2026-06-08"), b"{\"cut");
         assert!(read(&home, "2026-06-09").starts_with(b"{\"id\":"));
-    }
-
-    #[test]
-    fn the_last_planned_line_is_the_one_hashed() {
-        assert_eq!(last_line(b"{\"a\":1}\n{\"b\":2}\n"), b"{\"b\":2}");
-        assert_eq!(last_line(b"{\"only\":1}\n"), b"{\"only\":1}");
     }
 
     #[test]

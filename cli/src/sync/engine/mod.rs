@@ -24,6 +24,7 @@ pub mod blobs;
 pub mod checkpoint_forget;
 pub(crate) mod cores;
 pub mod forget;
+pub(crate) mod gather;
 pub mod id_set;
 pub mod incoming;
 pub mod journal;
