@@ -22,8 +22,10 @@ use evi_shared::SessionId;
 use crate::sync::Entry;
 use crate::sync::engine::apply::{Appended, SessionAppender, local_today};
 use crate::sync::engine::cores::each_on_all_cores;
+use crate::sync::engine::line_blobs::fetch_line_through;
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting};
 use crate::sync::error::{IoContext, SyncError};
+use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::rel_name;
 
@@ -92,39 +94,23 @@ impl Incoming {
     /// and what they did is recorded afterwards in their order.
     pub fn apply(&mut self, ctx: &mut SyncContext) -> Result<(), SyncError> {
         let today = local_today();
-        let mut work = Vec::new();
-        for (session, mut entries) in std::mem::take(&mut self.queued) {
-            self.touched.insert(session.clone());
-            let a = match self.appenders.remove(&session) {
-                Some(a) => a,
-                None => SessionAppender::load(&ctx.home, &session)
-                    .ctx(|| format!("cannot read session {session}"))?,
-            };
-            entries.retain(|e| !a.has(&e.id));
-            let mut ready = Vec::with_capacity(entries.len());
-            let mut blob_waits = Vec::new();
-            for mut e in entries {
-                if e.line_blob.is_some()
-                    && !crate::sync::engine::line_blobs::fetch_line(ctx, &mut e)?
-                {
-                    blob_waits.push(e);
-                    continue;
+        let mut work: Vec<SessionWork> = std::mem::take(&mut self.queued)
+            .into_iter()
+            .map(|(session, entries)| {
+                self.touched.insert(session.clone());
+                SessionWork {
+                    appender: self.appenders.remove(&session),
+                    session,
+                    entries,
+                    blob_waits: Vec::new(),
+                    batch: None,
                 }
-                ready.push(e);
-            }
-            work.push(SessionWork {
-                session,
-                appender: a,
-                ready,
-                blob_waits,
-                batch: None,
-            });
-        }
+            })
+            .collect();
+        let transfer = BlobTransfer::new(&ctx.client, &ctx.identity, &ctx.keys, &ctx.paths.dir);
+        let (home, temp_dir) = (&ctx.home, &ctx.paths.dir);
         each_on_all_cores(&mut work, |w| {
-            w.batch = Some(w.appender.apply(&w.ready, today));
-            // Written or waiting (a copy in the batch): memory follows the
-            // sessions being written, not the whole page.
-            w.ready = Vec::new();
+            w.batch = Some(w.apply(home, &transfer, temp_dir, today));
         });
         let mut failed = None;
         for w in work {
@@ -135,16 +121,15 @@ impl Incoming {
                 batch,
                 ..
             } = w;
-            self.appenders.insert(session.clone(), appender);
+            if let Some(appender) = appender {
+                self.appenders.insert(session.clone(), appender);
+            }
             let batch = match batch.expect("applied above") {
                 Ok(b) => b,
                 Err(e) => {
                     // The first failure in session order is the one told;
                     // what the others wrote is recorded all the same.
-                    if failed.is_none() {
-                        failed =
-                            Some(Err::<(), _>(e).ctx(|| format!("cannot write session {session}")));
-                    }
+                    failed.get_or_insert(e);
                     continue;
                 }
             };
@@ -170,7 +155,7 @@ impl Incoming {
                 self.pending.wait(&session, w);
             }
         }
-        failed.unwrap_or(Ok(()))
+        failed.map_or(Ok(()), Err)
     }
 
     /// Makes what [`Self::apply`] did durable: appended files and their new
@@ -217,10 +202,51 @@ impl Incoming {
 /// One session's part of [`Incoming::apply`].
 struct SessionWork {
     session: SessionId,
-    appender: SessionAppender,
-    ready: Vec<Entry>,
+    /// As read for an earlier page (`None`: read it now).
+    appender: Option<SessionAppender>,
+    entries: Vec<Entry>,
     blob_waits: Vec<Entry>,
-    batch: Option<std::io::Result<crate::sync::engine::apply::Batch>>,
+    batch: Option<Result<crate::sync::engine::apply::Batch, SyncError>>,
+}
+
+impl SessionWork {
+    /// Reads the session (unless read for an earlier page), fetches the
+    /// lines that travel as blobs, and appends the entries not here yet.
+    /// All of it on the thread the session was given (see
+    /// [`each_on_all_cores`]): reading a session, and above all fetching a
+    /// line of megabytes, kept the other core waiting when done first.
+    fn apply(
+        &mut self,
+        home: &crate::home::EviHome,
+        transfer: &BlobTransfer<'_>,
+        temp_dir: &std::path::Path,
+        today: evi_shared::Day,
+    ) -> Result<crate::sync::engine::apply::Batch, SyncError> {
+        let session = &self.session;
+        let a = match &mut self.appender {
+            Some(a) => a,
+            None => self.appender.insert(
+                SessionAppender::load(home, session)
+                    .ctx(|| format!("cannot read session {session}"))?,
+            ),
+        };
+        // Written or waiting (a copy in the batch): memory follows the
+        // sessions being written, not the whole page.
+        let entries = std::mem::take(&mut self.entries);
+        let mut ready = Vec::with_capacity(entries.len());
+        for mut e in entries {
+            if a.has(&e.id) {
+                continue;
+            }
+            if e.line_blob.is_some() && !fetch_line_through(transfer, temp_dir, &mut e)? {
+                self.blob_waits.push(e);
+                continue;
+            }
+            ready.push(e);
+        }
+        a.apply(&ready, today)
+            .ctx(|| format!("cannot write session {session}"))
+    }
 }
 
 /// Applies what waits from earlier syncs (the start of every push and pull).
