@@ -108,9 +108,9 @@ impl Incoming {
             })
             .collect();
         let transfer = BlobTransfer::new(&ctx.client, &ctx.identity, &ctx.keys, &ctx.paths.dir);
-        let (home, temp_dir) = (&ctx.home, &ctx.paths.dir);
+        let home = &ctx.home;
         each_on_all_cores(&mut work, |w| {
-            w.batch = Some(w.apply(home, &transfer, temp_dir, today));
+            w.batch = Some(w.apply(home, &transfer, today))
         });
         let mut failed = None;
         for w in work {
@@ -219,7 +219,6 @@ impl SessionWork {
         &mut self,
         home: &crate::home::EviHome,
         transfer: &BlobTransfer<'_>,
-        temp_dir: &std::path::Path,
         today: evi_shared::Day,
     ) -> Result<crate::sync::engine::apply::Batch, SyncError> {
         let session = &self.session;
@@ -238,7 +237,7 @@ impl SessionWork {
             if a.has(&e.id) {
                 continue;
             }
-            if e.line_blob.is_some() && !fetch_line_through(transfer, temp_dir, &mut e)? {
+            if e.line_blob.is_some() && !fetch_line_through(transfer, &mut e)? {
                 self.blob_waits.push(e);
                 continue;
             }

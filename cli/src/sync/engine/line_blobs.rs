@@ -43,20 +43,19 @@ pub(crate) fn upload_line(ctx: &mut SyncContext, line: &[u8]) -> Result<LineBlob
 /// untouched) when the server does not have the blob.
 pub(crate) fn fetch_line(ctx: &SyncContext, e: &mut Entry) -> Result<bool, SyncError> {
     let transfer = BlobTransfer::new(&ctx.client, &ctx.identity, &ctx.keys, &ctx.paths.dir);
-    fetch_line_through(&transfer, &ctx.paths.dir, e)
+    fetch_line_through(&transfer, e)
 }
 
-/// [`fetch_line`] through `transfer`, its temp file in `temp_dir`: for the
-/// threads that write a page's sessions, which share one transfer.
+/// [`fetch_line`] through `transfer`: for the threads that write a page's
+/// sessions, which share one transfer.
 pub(crate) fn fetch_line_through(
     transfer: &BlobTransfer<'_>,
-    temp_dir: &std::path::Path,
     e: &mut Entry,
 ) -> Result<bool, SyncError> {
     let Some(lb) = e.line_blob.clone() else {
         return Ok(true);
     };
-    let Some(tmp) = transfer.fetch_blob_to_temp(&lb.sha256_hex, temp_dir)? else {
+    let Some(tmp) = transfer.fetch_blob_to_temp(&lb.sha256_hex, transfer.temp_dir())? else {
         return Ok(false);
     };
     let mut line = Vec::with_capacity(lb.len as usize);

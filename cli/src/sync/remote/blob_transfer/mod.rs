@@ -235,6 +235,11 @@ impl<'a> BlobTransfer<'a> {
         }
     }
 
+    /// The owner-only folder its temp files go in.
+    pub fn temp_dir(&self) -> &'a Path {
+        self.temp_dir
+    }
+
     /// With the server's `max_blob_bytes` known (from `capabilities()`), so
     /// uploads do not ask for it again.
     pub fn with_max_blob_bytes(self, max: u64) -> Self {
