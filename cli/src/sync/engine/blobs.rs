@@ -39,7 +39,17 @@ fn transfer(ctx: &SyncContext) -> BlobTransfer<'_> {
 /// ([`SyncError::Io`], its cause as the source), so a caller can name it and
 /// go on; the state is not touched.
 pub fn upload_one(ctx: &SyncContext, sha256: &str, src: &Path) -> Result<bool, SyncError> {
-    match transfer(ctx).upload_blob(sha256, src)? {
+    upload_through(&transfer(ctx), sha256, src)
+}
+
+/// [`upload_one`] through `transfer`: for threads of their own, which hold
+/// no [`SyncContext`].
+pub(crate) fn upload_through(
+    transfer: &BlobTransfer<'_>,
+    sha256: &str,
+    src: &Path,
+) -> Result<bool, SyncError> {
+    match transfer.upload_blob(sha256, src)? {
         UploadOutcome::Uploaded { .. } => Ok(true),
         UploadOutcome::AlreadyStored => Ok(false),
         UploadOutcome::Failed(why) => Err(SyncError::Io {

@@ -24,19 +24,40 @@ use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::sync::seal::segment::LineBlob;
 use crate::sync::state::context::SyncContext;
 
-/// Uploads `line` as a blob (if the server lacks it) and returns the
-/// reference a segment carries instead of the line.
-pub(crate) fn upload_line(ctx: &mut SyncContext, line: &[u8]) -> Result<LineBlob, SyncError> {
-    let sha = hex::encode(Sha256::digest(line));
-    let mut tmp = tempfile::NamedTempFile::new_in(&ctx.paths.dir)
-        .ctx(|| "cannot create a temp file in the sync folder".into())?;
-    std::io::Write::write_all(&mut tmp, line)
-        .ctx(|| "cannot write a temp file in the sync folder".into())?;
-    blobs::upload_one(ctx, &sha, tmp.path())?;
-    Ok(LineBlob {
-        sha256_hex: sha,
+/// The reference a segment carries instead of `line`, once the line is up
+/// as a blob (see [`send_lines`]).
+pub(crate) fn line_blob_of(line: &[u8]) -> LineBlob {
+    LineBlob {
+        sha256_hex: hex::encode(Sha256::digest(line)),
         len: line.len() as u64,
-    })
+    }
+}
+
+/// Uploads the lines of `entries` that travel as blobs and still have their
+/// bytes in hand (a `line_blob` beside a non-empty `line`, as the push
+/// gathers them), then drops those bytes; the number uploaded (or already
+/// on the server). Runs on the thread that seals the entries, just before
+/// it does: the blob is on the server before the segment naming it is
+/// even sealed, and reading the next lines does not wait for the upload.
+pub(crate) fn send_lines(
+    transfer: &BlobTransfer<'_>,
+    entries: &mut [Entry],
+) -> Result<u64, SyncError> {
+    let mut sent = 0;
+    for e in entries {
+        let Some(lb) = &e.line_blob else { continue };
+        if e.line.is_empty() {
+            continue;
+        }
+        let mut tmp = tempfile::NamedTempFile::new_in(transfer.temp_dir())
+            .ctx(|| "cannot create a temp file in the sync folder".into())?;
+        std::io::Write::write_all(&mut tmp, &e.line)
+            .ctx(|| "cannot write a temp file in the sync folder".into())?;
+        blobs::upload_through(transfer, &lb.sha256_hex, tmp.path())?;
+        e.line = Vec::new();
+        sent += 1;
+    }
+    Ok(sent)
 }
 
 /// Fills in the line of an entry that travels as a blob; `false` (entry

@@ -21,7 +21,7 @@ use crate::sync::Entry;
 use crate::sync::engine::blobs::{self, BlobsAhead};
 use crate::sync::engine::incoming::drain_pending;
 use crate::sync::engine::journal;
-use crate::sync::engine::line_blobs::upload_line;
+use crate::sync::engine::line_blobs::line_blob_of;
 use crate::sync::engine::push_report::{Mark, PushReport};
 use crate::sync::engine::redact::record::{Redaction, RedactionRecord};
 use crate::sync::engine::unfinished::{self, Unfinished};
@@ -473,10 +473,12 @@ fn push_files(
                 )
             });
             let sealed: &[u8] = redacted.as_deref().unwrap_or(&canon);
-            // A line too large for a segment goes up as a blob first; the
-            // segment carries its hash.
+            // A line too large for a segment goes up as a blob, sent by the
+            // thread that seals its segment just before it does; the
+            // segment carries its hash. It is the only entry of its segment,
+            // so no more than one such line is held per segment.
             let big = !skipped && sealed.len() > budget;
-            let size = if big { 128 } else { sealed.len() };
+            let size = if big { budget } else { sealed.len() };
             // The server takes at most so many entry ids per segment.
             let full = g.bytes + size > budget || g.entries.len() >= MAX_ENTRY_IDS_PER_SEGMENT;
             if !skipped && !g.entries.is_empty() && full {
@@ -487,26 +489,7 @@ fn push_files(
                     return ControlFlow::Break(());
                 }
             }
-            let line_blob = if big {
-                match upload_line(ctx, sealed) {
-                    Ok(lb) => {
-                        report.line_blobs += 1;
-                        Some(lb)
-                    }
-                    Err(e) => {
-                        // What came before this line still goes up.
-                        let mid = Mark::File(rel.clone(), settled(&fs, &last_line).mid_file());
-                        if let Err(e2) = g.seal_into(ctx, up, report, Some(mid)) {
-                            failure = Some(e2);
-                        } else {
-                            failure = Some(e);
-                        }
-                        return ControlFlow::Break(());
-                    }
-                }
-            } else {
-                None
-            };
+            let line_blob = big.then(|| line_blob_of(sealed));
             fs.last_start = offset;
             fs.offset = offset + raw.len() as u64 + 1;
             let last = last_line.get_or_insert_with(Vec::new);
@@ -519,11 +502,7 @@ fn push_files(
                     id: placed.id,
                     parent: placed.parent,
                     day: file.day,
-                    line: if line_blob.is_some() {
-                        Vec::new()
-                    } else {
-                        sealed.to_vec()
-                    },
+                    line: sealed.to_vec(),
                     line_blob,
                 });
             }

@@ -1,5 +1,7 @@
 //! The push pipeline: the main thread reads files and derives ids; sealing
-//! (zstd + age + MAC) runs on a pool of worker threads; batches go up on
+//! (zstd + age + MAC) runs on a pool of worker threads, each first sending
+//! up as blobs the lines of its job too long for a segment (the main thread
+//! once did, and every core but the network's waited); batches go up on
 //! several kept-alive connections at once. File states are still recorded
 //! strictly in order, each once every batch before it is acknowledged, so a
 //! push killed at any point and run again resends only what no
@@ -29,12 +31,15 @@ use std::thread::JoinHandle;
 use evi_shared::api::PushResponse;
 use evi_shared::frames::SegmentHead;
 
+use crate::sync::engine::line_blobs::send_lines;
 use crate::sync::engine::push_report::{Mark, PushReport};
 use crate::sync::error::SyncError;
+use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::sync::remote::client::{Client, ClientError};
 use crate::sync::remote::records::{OutBatch, OutSegment};
+use crate::sync::seal::keys::SyncKeys;
 use crate::sync::state::context::SyncContext;
-use crate::sync::{Entry, SealedSegment, seal_stream};
+use crate::sync::{Entry, Identity, SealedSegment, seal_stream};
 
 /// Plaintext bytes gathered before a segment is sealed.
 const SEGMENT_TARGET: usize = 4 << 20;
@@ -53,10 +58,16 @@ struct SealJob {
     idx: u64,
     /// The stream name (an eVi session's bare id).
     session: String,
+    /// Entries whose line travels as a blob may still hold its bytes: the
+    /// sealer uploads them first (see [`send_lines`]).
     entries: Vec<Entry>,
 }
 
-type SealResult = (u64, Result<SealedSegment, String>);
+/// What a sealer made of a job: the segment or why not, and how many lines
+/// it sent as blobs before sealing.
+type Sealing = (Result<SealedSegment, String>, u64);
+
+type SealResult = (u64, Sealing);
 
 /// What the main thread keeps about a submission until it joins a batch.
 struct Meta {
@@ -90,7 +101,7 @@ pub(crate) struct Uploader {
     /// Index the batch being cut expects next.
     next_in_order: u64,
     meta: BTreeMap<u64, Meta>,
-    ready: BTreeMap<u64, Option<Result<SealedSegment, String>>>,
+    ready: BTreeMap<u64, Option<Sealing>>,
     /// The batch being cut.
     batch: OutBatch,
     bytes: u64,
@@ -135,10 +146,11 @@ impl Uploader {
         for _ in 0..sealers {
             let (rx, tx) = (jobs_rx.clone(), sealed_tx.clone());
             let (keys, identity) = (ctx.keys.clone(), ctx.identity.clone());
+            let (client, dir) = (ctx.client.clone(), ctx.paths.dir.clone());
             workers.push(std::thread::spawn(move || {
-                while let Some(job) = next(&rx) {
-                    let r = seal_stream(&keys, &identity, &job.session, &job.entries)
-                        .map_err(|e| e.to_string());
+                let transfer = BlobTransfer::new(&client, &identity, &keys, &dir);
+                while let Some(mut job) = next(&rx) {
+                    let r = seal_job(&transfer, &keys, &identity, &mut job);
                     if tx.send((job.idx, r)).is_err() {
                         return;
                     }
@@ -244,7 +256,7 @@ impl Uploader {
     ) -> Result<(), SyncError> {
         // The journal counts its lines itself; they are not entries.
         let idx = self.take_idx(marks, "checkpoint journal".into(), 0);
-        self.ready.insert(idx, Some(Ok(seg)));
+        self.ready.insert(idx, Some((Ok(seg), 0)));
         self.pump(ctx, report)
     }
 
@@ -285,11 +297,16 @@ impl Uploader {
                     self.keep_marks(&meta.label, meta.marks);
                     continue;
                 }
-                Some(Err(e)) => {
-                    self.fail(report, &meta.label, format!("cannot seal: {e}"));
-                    continue;
+                Some((r, line_blobs)) => {
+                    report.line_blobs += line_blobs;
+                    match r {
+                        Ok(seg) => seg,
+                        Err(e) => {
+                            self.fail(report, &meta.label, e);
+                            continue;
+                        }
+                    }
                 }
-                Some(Ok(seg)) => seg,
             };
             let seg = OutSegment {
                 head: SegmentHead {
@@ -607,6 +624,23 @@ fn stopped(pool: &str) -> SyncError {
 }
 
 /// The next item of a queue shared by workers; `None` once it is closed.
+/// A sealer's work on one job: its lines that travel as blobs go up, then
+/// its entries are sealed.
+fn seal_job(
+    transfer: &BlobTransfer<'_>,
+    keys: &SyncKeys,
+    identity: &Identity,
+    job: &mut SealJob,
+) -> Sealing {
+    let line_blobs = match send_lines(transfer, &mut job.entries) {
+        Ok(n) => n,
+        Err(e) => return (Err(format!("cannot send a line as a blob: {e}")), 0),
+    };
+    let sealed = seal_stream(keys, identity, &job.session, &job.entries)
+        .map_err(|e| format!("cannot seal: {e}"));
+    (sealed, line_blobs)
+}
+
 fn next<T>(rx: &Mutex<Receiver<T>>) -> Option<T> {
     rx.lock().unwrap_or_else(|p| p.into_inner()).recv().ok()
 }
