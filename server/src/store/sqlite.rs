@@ -190,7 +190,7 @@ fn drop_superseded(
 }
 
 fn entry_key(id: &KeyedId) -> Vec<u8> {
-    hex::decode(id.as_str()).expect("keyed ids are hex")
+    id.to_bytes().to_vec()
 }
 
 /// A record's entry ids as stored: their raw MACs, one after another.

@@ -247,7 +247,7 @@ impl PgStore {
 
 /// A record's entry ids as stored: their raw MACs, one after another.
 fn entry_key(id: &KeyedId) -> Vec<u8> {
-    hex::decode(id.as_str()).expect("keyed ids are hex")
+    id.to_bytes().to_vec()
 }
 
 fn split_ids(b: &[u8]) -> StoreResult<Vec<KeyedId>> {
