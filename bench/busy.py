@@ -62,6 +62,12 @@ def main(argv):
     child = subprocess.Popen(argv[1:])
     counts = {"2+": 0, "1": 0, "0": 0}
     disk = 0
+    # Samples with a core left free (fewer than two runnable), split by
+    # whether some thread was waiting on the disk then: what the free core
+    # waited for, the disk or something else (the network, the server,
+    # one stage for another).
+    free_disk = 0
+    free_other = 0
     main_state = {"R": 0, "S": 0, "D": 0, "other": 0}
     samples = 0
     start = time.monotonic()
@@ -80,6 +86,9 @@ def main(argv):
         samples += 1
         counts["2+" if running >= 2 else str(running)] += 1
         disk += waiting_disk
+        if running < 2:
+            free_disk += waiting_disk
+            free_other += not waiting_disk
         time.sleep(PERIOD)
     wall = time.monotonic() - start
     d = [b - a for a, b in zip(before, cpu_ticks())]
@@ -106,6 +115,11 @@ def main(argv):
         f"some thread waiting on the disk {pct(disk)}; main thread: "
         f"running {pct(main_state['R'])}, sleeping {pct(main_state['S'])}, "
         f"on the disk {pct(main_state['D'])}",
+        file=sys.stderr,
+    )
+    print(
+        f"a core free (fewer than 2 runnable) {pct(free_disk + free_other)}: with some thread "
+        f"on the disk {pct(free_disk)}, with none {pct(free_other)}",
         file=sys.stderr,
     )
     return child.returncode

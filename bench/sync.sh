@@ -351,7 +351,7 @@ targets26=$(
 notes=$(
   echo "Fresh pull target (either bound): $([[ $met_pull == yes ]] && echo met || echo "not met"). Peak RSS at 2× the home's size is a separate run (GEN_ARGS=\"--total-mb 696\")."
   echo
-  echo "Where the first push's and the fresh pull's time went (bench/busy.py): push: $(grep -h '^cores\|^busy' "$work/push1.err" | tr '\n' ' ')pull: $(grep -h '^cores\|^busy' "$work/pull4.err" | tr '\n' ' ')"
+  echo "Where the first push's and the fresh pull's time went (bench/busy.py): push: $(grep -h '^cores\|^busy\|^a core free' "$work/push1.err" | tr '\n' ' ')pull: $(grep -h '^cores\|^busy\|^a core free' "$work/pull4.err" | tr '\n' ' ')"
   echo
   echo "Synced bytes: $synced_mb MB (transcripts $home_mb MiB + $blobs checkpoint blobs, $blob_mb MiB). MB/s is synced bytes / wall for every step (a scan rate for the no-op and incremental ones). CPU s is the client's user + system time; server CPU s is evi-server's over the same step (restic has no server). CPU evi (client + server) / restic: initial push ${r_cpu_push}×, fresh pull ${r_cpu_pull}×."
   echo

@@ -600,6 +600,7 @@ impl SessionAppender {
         // Either way the session is read again below (`stale`), and an
         // entry that does not read back under its id is written again.
         let glued = !exact && !landed_at(&f, old, &p.bytes)?;
+        crate::fsutil::start_writeback(&f, old, p.bytes.len() as u64);
         self.written.push(f);
         let info = self.files.get_mut(&day).expect("planned file");
         info.disk = Some(Disk::of(&m));
@@ -650,13 +651,11 @@ impl SessionAppender {
         }
     }
 
-    /// Makes every append's bytes durable, and adds to `dirs` the day
-    /// folders whose new file names the caller must fsync (once each, however
+    /// Hands over what the caller must make durable, which syncs many
+    /// sessions' writes together: the files written since (returned), and
+    /// the day folders that got new files (added to `dirs`, once each however
     /// many sessions created a file there; new day folders themselves were
     /// made durable when created).
-    /// Hands over what [`Self::sync`] would make durable: the files written
-    /// since, and the folders that got new files (for a caller that syncs
-    /// many sessions' writes together).
     pub fn take_unsynced(&mut self, dirs: &mut BTreeSet<PathBuf>) -> Vec<File> {
         dirs.append(&mut self.new_files_in);
         std::mem::take(&mut self.written)
