@@ -502,6 +502,108 @@ fn a_stale_partial_line_waits_and_every_other_session_arrives() {
     assert_only_appended(&before, &b.tree("transcripts"), "B's transcripts");
 }
 
+/// A pull killed inside its `write` leaves the line it was writing cut
+/// short, and its cursor before the record: the next pull should bring the
+/// entry again and finish that line with the bytes that are missing, where a
+/// line eVi is writing makes it wait. Both placements: a line written as it
+/// is, and one given its ids (a branch).
+///
+/// Known bug, seen once in CI (`sync_kill::prefetching_pull_killed_20_times_then_rerun`,
+/// a SIGKILL inside the `writev`): today the entry waits in `sync/pending/`
+/// for 24 hours, as for a line eVi abandoned. The cut bytes being the start
+/// of the entry's own is not proof enough that they are pull's (see the test
+/// below: eVi's lines share their first bytes with pulled ones), so a fix
+/// needs pull to leave a mark of the append it is making.
+#[test]
+#[ignore = "known bug: a line a killed pull cut short waits a day instead of being finished"]
+fn a_line_a_killed_pull_cut_short_is_finished_by_the_next_pull() {
+    let server = TestServer::start();
+    let (a, b) = pair(&server);
+    let first = line("user", "question");
+    let answer = line("assistant", "an answer long enough to be cut in its middle");
+    a.write(D1, "S-torn", format!("{first}{answer}").as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let path = transcript(&b, D1, "S-torn");
+    let whole = std::fs::read(&path).unwrap();
+    assert_eq!(whole, format!("{first}{answer}").as_bytes());
+
+    for cut in [first.len() + 1, first.len() + 20, whole.len() - 1] {
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(cut as u64).unwrap();
+        drop(file);
+        // Brings every record again, as the pull after a killed one does.
+        b.sync_ok(&["pull", "--all"]);
+        assert_eq!(
+            String::from_utf8_lossy(&std::fs::read(&path).unwrap()),
+            String::from_utf8_lossy(&whole),
+            "the line cut at byte {cut} is finished, and nothing else is written"
+        );
+        assert!(waiting(&b).is_empty(), "nothing waits: {:?}", waiting(&b));
+    }
+
+    // A branch: both devices answer the same tip, so A writes B's answer
+    // with its ids in front; cut there, it is finished the same way.
+    let on_a = transcript(&a, D1, "S-torn");
+    append_once(&path, line("user", "B went this way").as_bytes());
+    append_once(&on_a, line("user", "A went that way").as_bytes());
+    b.sync_ok(&["push"]);
+    a.sync_ok(&["push"]);
+    a.sync_ok(&["pull"]);
+    let a_whole = std::fs::read(&on_a).unwrap();
+    let last = String::from_utf8_lossy(&a_whole)
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    assert!(
+        last.starts_with("{\"id\":") && last.contains("B went this way"),
+        "B's answer is on A with its ids: {last}"
+    );
+    let file = std::fs::OpenOptions::new().write(true).open(&on_a).unwrap();
+    file.set_len((a_whole.len() - last.len() / 2) as u64)
+        .unwrap();
+    drop(file);
+    a.sync_ok(&["pull", "--all"]);
+    assert_eq!(
+        String::from_utf8_lossy(&std::fs::read(&on_a).unwrap()),
+        String::from_utf8_lossy(&a_whole),
+        "A's cut line, given its ids, is finished"
+    );
+    assert!(
+        waiting(&a).is_empty(),
+        "nothing waits on A: {:?}",
+        waiting(&a)
+    );
+}
+
+/// A partial line eVi is writing is never finished by pull, even when its
+/// bytes so far are the first bytes of the pulled entry (lines of one role
+/// share them): the entry waits.
+#[test]
+fn a_partial_line_evi_is_writing_is_left_to_it_even_when_it_starts_like_the_pulled_entry() {
+    let server = TestServer::start();
+    let (a, b) = pair(&server);
+    let first = line("user", "question");
+    a.write(D1, "S-busy", first.as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let path = transcript(&b, D1, "S-busy");
+    // eVi on B is writing a line of its own.
+    append_once(&path, br#"{"role":"assistant","content":"A "#);
+    let before = std::fs::read(&path).unwrap();
+    let answer = line("assistant", "A answered");
+    a.append(&format!("transcripts/{D1}/S-busy.jsonl"), answer.as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "eVi's line is left alone"
+    );
+    assert_eq!(waiting(&b).len(), 1, "A's entry waits: {:?}", waiting(&b));
+}
+
 #[test]
 fn entries_for_an_abandoned_partial_line_go_to_the_next_day_with_ids() {
     let server = TestServer::start();
