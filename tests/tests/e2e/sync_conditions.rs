@@ -66,6 +66,24 @@ fn append_once(path: &Path, bytes: &[u8]) {
     f.write_all(bytes).unwrap();
 }
 
+/// A and B with `session` (its lines `text`, on D1) pushed by A and pulled
+/// by B; B's file of it.
+fn on_both(session: &str, text: &str) -> (TestServer, Device, Device, PathBuf) {
+    let server = TestServer::start();
+    let (a, b) = pair(&server);
+    a.write(D1, session, text.as_bytes());
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let path = transcript(&b, D1, session);
+    (server, a, b, path)
+}
+
+/// Cuts the file at `path` to `len` bytes, as a write killed there leaves it.
+fn cut_to(path: &Path, len: usize) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.set_len(len as u64).unwrap();
+}
+
 fn transcript(dev: &Device, day: &str, session: &str) -> PathBuf {
     dev.home()
         .join("transcripts")
@@ -517,21 +535,14 @@ fn a_stale_partial_line_waits_and_every_other_session_arrives() {
 #[test]
 #[ignore = "known bug: a line a killed pull cut short waits a day instead of being finished"]
 fn a_line_a_killed_pull_cut_short_is_finished_by_the_next_pull() {
-    let server = TestServer::start();
-    let (a, b) = pair(&server);
     let first = line("user", "question");
     let answer = line("assistant", "an answer long enough to be cut in its middle");
-    a.write(D1, "S-torn", format!("{first}{answer}").as_bytes());
-    a.sync_ok(&["push"]);
-    b.sync_ok(&["pull"]);
-    let path = transcript(&b, D1, "S-torn");
+    let (_server, a, b, path) = on_both("S-torn", &format!("{first}{answer}"));
     let whole = std::fs::read(&path).unwrap();
     assert_eq!(whole, format!("{first}{answer}").as_bytes());
 
     for cut in [first.len() + 1, first.len() + 20, whole.len() - 1] {
-        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        file.set_len(cut as u64).unwrap();
-        drop(file);
+        cut_to(&path, cut);
         // Brings every record again, as the pull after a killed one does.
         b.sync_ok(&["pull", "--all"]);
         assert_eq!(
@@ -560,10 +571,7 @@ fn a_line_a_killed_pull_cut_short_is_finished_by_the_next_pull() {
         last.starts_with("{\"id\":") && last.contains("B went this way"),
         "B's answer is on A with its ids: {last}"
     );
-    let file = std::fs::OpenOptions::new().write(true).open(&on_a).unwrap();
-    file.set_len((a_whole.len() - last.len() / 2) as u64)
-        .unwrap();
-    drop(file);
+    cut_to(&on_a, a_whole.len() - last.len() / 2);
     a.sync_ok(&["pull", "--all"]);
     assert_eq!(
         String::from_utf8_lossy(&std::fs::read(&on_a).unwrap()),
@@ -582,13 +590,7 @@ fn a_line_a_killed_pull_cut_short_is_finished_by_the_next_pull() {
 /// share them): the entry waits.
 #[test]
 fn a_partial_line_evi_is_writing_is_left_to_it_even_when_it_starts_like_the_pulled_entry() {
-    let server = TestServer::start();
-    let (a, b) = pair(&server);
-    let first = line("user", "question");
-    a.write(D1, "S-busy", first.as_bytes());
-    a.sync_ok(&["push"]);
-    b.sync_ok(&["pull"]);
-    let path = transcript(&b, D1, "S-busy");
+    let (_server, a, b, path) = on_both("S-busy", &line("user", "question"));
     // eVi on B is writing a line of its own.
     append_once(&path, br#"{"role":"assistant","content":"A "#);
     let before = std::fs::read(&path).unwrap();
@@ -606,14 +608,9 @@ fn a_partial_line_evi_is_writing_is_left_to_it_even_when_it_starts_like_the_pull
 
 #[test]
 fn entries_for_an_abandoned_partial_line_go_to_the_next_day_with_ids() {
-    let server = TestServer::start();
-    let (a, b) = pair(&server);
     let first = line("user", "long ago");
-    a.write(D1, "S-dead", first.as_bytes());
-    a.sync_ok(&["push"]);
-    b.sync_ok(&["pull"]);
+    let (_server, a, b, path) = on_both("S-dead", &first);
     // eVi on B died mid-line two days ago and never came back.
-    let path = transcript(&b, D1, "S-dead");
     append_once(&path, br#"{"role":"user","content":"never fini"#);
     let touched = std::process::Command::new("touch")
         .args(["-d", "2 days ago"])
