@@ -78,12 +78,6 @@ fn on_both(session: &str, text: &str) -> (TestServer, Device, Device, PathBuf) {
     (server, a, b, path)
 }
 
-/// Cuts the file at `path` to `len` bytes, as a write killed there leaves it.
-fn cut_to(path: &Path, len: usize) {
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    file.set_len(len as u64).unwrap();
-}
-
 fn transcript(dev: &Device, day: &str, session: &str) -> PathBuf {
     dev.home()
         .join("transcripts")
@@ -520,69 +514,111 @@ fn a_stale_partial_line_waits_and_every_other_session_arrives() {
     assert_only_appended(&before, &b.tree("transcripts"), "B's transcripts");
 }
 
-/// A pull killed inside its `write` leaves the line it was writing cut
-/// short, and its cursor before the record: the next pull should bring the
-/// entry again and finish that line with the bytes that are missing, where a
-/// line eVi is writing makes it wait. Both placements: a line written as it
-/// is, and one given its ids (a branch).
-///
-/// Known bug, seen once in CI (`sync_kill::prefetching_pull_killed_20_times_then_rerun`,
-/// a SIGKILL inside the `writev`): today the entry waits in `sync/pending/`
-/// for 24 hours, as for a line eVi abandoned. The cut bytes being the start
-/// of the entry's own is not proof enough that they are pull's (see the test
-/// below: eVi's lines share their first bytes with pulled ones), so a fix
-/// needs pull to leave a mark of the append it is making.
-#[test]
-#[ignore = "known bug: a line a killed pull cut short waits a day instead of being finished"]
-fn a_line_a_killed_pull_cut_short_is_finished_by_the_next_pull() {
-    let first = line("user", "question");
-    let answer = line("assistant", "an answer long enough to be cut in its middle");
-    let (_server, a, b, path) = on_both("S-torn", &format!("{first}{answer}"));
-    let whole = std::fs::read(&path).unwrap();
-    assert_eq!(whole, format!("{first}{answer}").as_bytes());
+/// `evi sync pull` on `dev`, killed inside its first append that crosses a
+/// page boundary once the bytes up to that boundary are written (the test
+/// hook `EVI_PULL_CUT_AT`), as a kill inside the kernel's copy leaves it;
+/// the file it cut, which must now end mid-line on that boundary.
+fn pull_cut_short(dev: &Device, path: &Path) -> Vec<u8> {
+    let run: Run = dev
+        .sync_cmd()
+        .env("EVI_PULL_CUT_AT", "1")
+        .args(["sync", "pull"])
+        .output()
+        .expect("run evi")
+        .into();
+    assert_ne!(run.code, 0, "the pull was to be cut short: {}", run.stdout);
+    let cut = std::fs::read(path).unwrap();
+    assert!(
+        cut.len().is_multiple_of(4096) && cut.last() != Some(&b'\n'),
+        "the pull left its line cut at a page boundary: {} bytes",
+        cut.len()
+    );
+    cut
+}
 
-    for cut in [first.len() + 1, first.len() + 20, whole.len() - 1] {
-        cut_to(&path, cut);
-        // Brings every record again, as the pull after a killed one does.
-        b.sync_ok(&["pull", "--all"]);
-        assert_eq!(
-            String::from_utf8_lossy(&std::fs::read(&path).unwrap()),
-            String::from_utf8_lossy(&whole),
-            "the line cut at byte {cut} is finished, and nothing else is written"
-        );
-        assert!(waiting(&b).is_empty(), "nothing waits: {:?}", waiting(&b));
-    }
+/// A pull killed inside its `write` (seen in CI: a SIGKILL in the `writev`)
+/// leaves the line it was writing cut short, and its cursor before the
+/// record. The next pull brings the entry again and finishes that line with
+/// the bytes that are missing, where a line eVi is writing would make it
+/// wait: its mark (`sync/appending`) proves the bytes are its own. Both
+/// placements: a line written as it is, and one given its ids (a branch).
+#[test]
+fn a_line_a_killed_pull_cut_short_is_finished_by_the_next_pull() {
+    let server = TestServer::start();
+    let (a, b) = pair(&server);
+    let first = line("user", "question");
+    let answer = line("assistant", &"a long answer ".repeat(700));
+    let on_a = a.write(D1, "S-torn", format!("{first}{answer}").as_bytes());
+    a.sync_ok(&["push"]);
+    let path = transcript(&b, D1, "S-torn");
+    pull_cut_short(&b, &path);
+    b.sync_ok(&["pull"]);
+    let got = std::fs::read(&path).unwrap();
+    assert!(
+        got == format!("{first}{answer}").as_bytes(),
+        "the cut line is finished, and nothing else is written: B holds {} bytes, ending {:?}",
+        got.len(),
+        String::from_utf8_lossy(&got[got.len().saturating_sub(40)..])
+    );
+    assert!(waiting(&b).is_empty(), "nothing waits: {:?}", waiting(&b));
 
     // A branch: both devices answer the same tip, so A writes B's answer
     // with its ids in front; cut there, it is finished the same way.
-    let on_a = transcript(&a, D1, "S-torn");
-    append_once(&path, line("user", "B went this way").as_bytes());
+    append_once(
+        &path,
+        line("user", &"B went this way ".repeat(700)).as_bytes(),
+    );
     append_once(&on_a, line("user", "A went that way").as_bytes());
     b.sync_ok(&["push"]);
     a.sync_ok(&["push"]);
+    let cut = pull_cut_short(&a, &on_a);
     a.sync_ok(&["pull"]);
-    let a_whole = std::fs::read(&on_a).unwrap();
-    let last = String::from_utf8_lossy(&a_whole)
+    let whole = std::fs::read(&on_a).unwrap();
+    assert!(whole.starts_with(&cut), "A's file was only appended to");
+    let last = String::from_utf8_lossy(&whole)
         .lines()
         .last()
         .unwrap()
         .to_owned();
     assert!(
         last.starts_with("{\"id\":") && last.contains("B went this way"),
-        "B's answer is on A with its ids: {last}"
-    );
-    cut_to(&on_a, a_whole.len() - last.len() / 2);
-    a.sync_ok(&["pull", "--all"]);
-    assert_eq!(
-        String::from_utf8_lossy(&std::fs::read(&on_a).unwrap()),
-        String::from_utf8_lossy(&a_whole),
-        "A's cut line, given its ids, is finished"
+        "B's answer is on A, whole, with its ids: {last}"
     );
     assert!(
         waiting(&a).is_empty(),
         "nothing waits on A: {:?}",
         waiting(&a)
     );
+    assert_all_lines_json(&a, "A");
+    b.sync_ok(&["pull"]);
+    assert_converged(&a, &b, "A and B");
+}
+
+/// A line a killed pull cut short, then written on by eVi, is eVi's line
+/// now: its bytes no longer end where the kill left them, and pull leaves
+/// every one of them in place; the entry waits.
+#[test]
+fn a_cut_line_evi_wrote_on_is_left_to_it() {
+    let server = TestServer::start();
+    let (a, b) = pair(&server);
+    let text = format!(
+        "{}{}",
+        line("user", "q"),
+        line("assistant", &"answer ".repeat(900))
+    );
+    a.write(D1, "S-torn2", text.as_bytes());
+    a.sync_ok(&["push"]);
+    let path = transcript(&b, D1, "S-torn2");
+    pull_cut_short(&b, &path);
+    append_once(&path, br#"{"role":"user","con"#);
+    let before = std::fs::read(&path).unwrap();
+    b.sync_ok(&["pull"]);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "not a byte is changed"
+    );
+    assert_eq!(waiting(&b).len(), 1, "the answer waits: {:?}", waiting(&b));
 }
 
 /// A partial line eVi is writing is never finished by pull, even when its

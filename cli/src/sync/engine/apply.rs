@@ -32,6 +32,12 @@
 //!   writing is never quiet: its entries go on waiting in `sync/pending/`
 //!   and are applied by a later sync once it is.
 //!
+//! - **A line a killed pull cut short is finished**, by the entry it was:
+//!   when [`AppendMarks`] proves a file's partial line is what a killed
+//!   sync left of its append, the first entry decided for that file must
+//!   begin with exactly those bytes, and only the rest of it is written.
+//!   Any other entry for that file waits, as for a line eVi is writing.
+//!
 //! What it cannot promise, and why what remains loses nothing: eVi does
 //! not lock its files, so a write eVi begins in the microseconds between
 //! that last check and pull's `write` (after a quiet spell of [`QUIET`])
@@ -46,9 +52,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::io::IoSlice;
 use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
@@ -60,7 +68,8 @@ use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::gather::Gathered;
 use crate::sync::engine::id_set::IdSet;
 use crate::sync::engine::pending::WaitReason;
-use crate::sync::state::{FileState, Stat, line_hash};
+use crate::sync::state::append_marks::{AppendMarks, PAGE, crosses_page};
+use crate::sync::state::{FileState, Stat, line_hash, rel_name};
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::{explicit_ids, parse_head};
 use crate::transcript::lines::walk_file;
@@ -124,6 +133,11 @@ struct FileInfo {
     offset: u64,
     /// Bytes after `offset` that are not a complete line yet.
     partial: u64,
+    /// Those bytes, when they are what a killed sync left of its append
+    /// (see [`AppendMarks`]). Once an entry that begins with them is
+    /// decided for this file, `partial` is 0 and this says how much of the
+    /// planned bytes are on disk already.
+    cut: Option<Vec<u8>>,
     last_start: u64,
     last_hash: Option<String>,
     /// The file as this appender's own last write left it, when nothing
@@ -204,6 +218,14 @@ impl Placed {
             Self::WithIds(b) => b.len(),
         }
     }
+
+    /// Whether its bytes begin with `cut` (a partial line: no newline).
+    fn finishes(&self, e: &Entry, cut: &[u8]) -> bool {
+        match self {
+            Self::Verbatim => e.line.starts_with(cut),
+            Self::WithIds(b) => b.starts_with(cut),
+        }
+    }
 }
 
 /// Bytes planned for one file.
@@ -217,6 +239,7 @@ struct Planned<'a> {
 pub(crate) struct SessionAppender {
     pub session: SessionId,
     dir: PathBuf,
+    marks: Arc<AppendMarks>,
     known: IdSet,
     chain: IdChain,
     tip_day: Option<Day>,
@@ -236,11 +259,13 @@ pub(crate) struct SessionAppender {
 }
 
 impl SessionAppender {
-    /// Reads the session's current tree (ids, tip, file ends).
-    pub fn load(home: &EviHome, session: &SessionId) -> io::Result<Self> {
+    /// Reads the session's current tree (ids, tip, file ends); `marks` are
+    /// the appends under way and those a killed sync left cut.
+    pub fn load(home: &EviHome, marks: Arc<AppendMarks>, session: &SessionId) -> io::Result<Self> {
         let mut me = Self {
             session: session.clone(),
             dir: home.transcripts_dir(),
+            marks,
             known: IdSet::default(),
             chain: IdChain::default(),
             tip_day: None,
@@ -289,6 +314,9 @@ impl SessionAppender {
             }
             info.offset = end.offset;
             info.partial = end.pending_bytes;
+            if info.partial > 0 && disk.size == end.offset + end.pending_bytes {
+                info.cut = self.cut_by_kill(day, &path, disk, end.offset)?;
+            }
             // The walk read further than the stat saw: the file grew while
             // being read. Take what was read; the next check notices.
             info.chain_after = self.chain.implicit_parent().map(str::to_owned);
@@ -296,6 +324,28 @@ impl SessionAppender {
         }
         self.stale = false;
         Ok(())
+    }
+
+    /// The partial line from `start` to the end of the file, when
+    /// [`AppendMarks`] proves it what a killed sync left of its append.
+    fn cut_by_kill(
+        &self,
+        day: Day,
+        path: &std::path::Path,
+        disk: Disk,
+        start: u64,
+    ) -> io::Result<Option<Vec<u8>>> {
+        let rel = rel_name(day, &self.session);
+        if !self.marks.cut_by_kill(&rel, disk.ino, disk.size, start) {
+            return Ok(None);
+        }
+        let mut cut = vec![0; (disk.size - start) as usize];
+        match File::open(path)?.read_exact_at(&mut cut, start) {
+            Ok(()) => Ok(Some(cut)),
+            // Shorter now: someone else changed it; the next check sees it.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The session's files in day order.
@@ -345,7 +395,8 @@ impl SessionAppender {
             if now.size != disk.size || now.ino != disk.ino {
                 return Ok(false);
             }
-            if info.partial == 0 && disk.size > 0 && !ends_in_newline(&path, disk.size)? {
+            let whole = info.partial == 0 && info.cut.is_none();
+            if whole && disk.size > 0 && !ends_in_newline(&path, disk.size)? {
                 return Ok(false);
             }
         }
@@ -498,6 +549,11 @@ impl SessionAppender {
     ) -> Result<(Day, Placed), WaitReason> {
         let mut day = e.day;
         let mut forced = false;
+        // A line a killed pull cut short in the entry's own file: decided as
+        // if the file were whole, and kept so only if this entry finishes it.
+        let cut = (self.files.get_mut(&day))
+            .filter(|i| i.partial > 0 && i.cut.is_some())
+            .map(|i| std::mem::replace(&mut i.partial, 0));
         while let Some(info) = self.files.get(&day).filter(|i| i.partial > 0) {
             if !abandoned(info) {
                 return Err(WaitReason::PartialLine);
@@ -523,6 +579,13 @@ impl SessionAppender {
             let is_object = parse_head(&e.line).fault.is_none();
             Placed::WithIds(with_ids(e, facts.explicit_id, is_object))
         };
+        if let Some(partial) = cut {
+            let info = self.files.get_mut(&day).expect("the cut file");
+            if !placed.finishes(e, info.cut.as_deref().expect("cut bytes")) {
+                info.partial = partial;
+                return Err(WaitReason::PartialLine);
+            }
+        }
         let moves = verbatim && !explicit_parent;
         if moves {
             self.chain = IdChain::starting_at(Some(e.id.clone()));
@@ -563,11 +626,18 @@ impl SessionAppender {
             None => None,
         };
         let old = before_disk.map_or(0, |d| d.size);
+        // Planned bytes on disk already: the start of a line a killed pull
+        // cut short, which the first entry planned here finishes.
+        let done = info
+            .cut
+            .as_ref()
+            .filter(|_| info.partial == 0)
+            .map_or(0, Vec::len);
         // The last look before the write, through the handle itself: a
         // rename or replace of the path since cannot fool it.
         let now = f.metadata()?;
         let as_decided = now.len() == old && before_disk.is_none_or(|d| now.ino() == d.ino);
-        if !as_decided || (old > 0 && !last_byte_is_newline(&f, old)?) {
+        if !as_decided || (old > 0 && done == 0 && !last_byte_is_newline(&f, old)?) {
             self.stale = true;
             return Ok(Outcome::Changed);
         }
@@ -584,7 +654,16 @@ impl SessionAppender {
                 return Ok(Outcome::Busy(QUIET - age));
             }
         }
-        let written = crate::fsutil::append_slices_all_or_none(&mut f, old, &mut p.bytes.slices());
+        let len = (p.bytes.len() - done) as u64;
+        let mut slices = p.bytes.slices();
+        let mut rest = &mut slices[..];
+        IoSlice::advance_slices(&mut rest, done);
+        // From where the planned bytes start, so that a kill inside the
+        // write that finishes a cut line is proven the same way.
+        let rel = rel_name(day, &self.session);
+        (self.marks).record(&rel, now.ino(), old - done as u64, p.bytes.len() as u64)?;
+        cut_here_if_asked(&mut f, old, rest);
+        let written = crate::fsutil::append_slices_all_or_none(&mut f, old, rest);
         if let Err(e) = written {
             // A file this append made and then took back leaves no trace.
             if before_disk.is_none() && f.metadata().is_ok_and(|m| m.len() == 0) {
@@ -593,16 +672,17 @@ impl SessionAppender {
             return Err(e);
         }
         let m = f.metadata()?;
-        let exact = m.len() == old + p.bytes.len() as u64;
+        let exact = m.len() == old + len;
         // Not exact: eVi wrote too. Harmless when pull's line begins where
         // it was checked (at `old`, right after a newline) and eVi's bytes
         // came after it; if eVi's came first, pull's line is glued to them.
         // Either way the session is read again below (`stale`), and an
         // entry that does not read back under its id is written again.
-        let glued = !exact && !landed_at(&f, old, &p.bytes)?;
-        crate::fsutil::start_writeback(&f, old, p.bytes.len() as u64);
+        let glued = !exact && !landed_at(&f, old - done as u64, &p.bytes)?;
+        crate::fsutil::start_writeback(&f, old, len);
         self.written.push(f);
         let info = self.files.get_mut(&day).expect("planned file");
+        info.cut = None;
         info.disk = Some(Disk::of(&m));
         info.ours = exact.then(|| Disk::of(&m));
         info.last_hash = Some(line_hash(p.bytes.last_line()));
@@ -659,6 +739,29 @@ impl SessionAppender {
     pub fn take_unsynced(&mut self, dirs: &mut BTreeSet<PathBuf>) -> Vec<File> {
         dirs.append(&mut self.new_files_in);
         std::mem::take(&mut self.written)
+    }
+}
+
+/// A test hook: `EVI_PULL_CUT_AT=<n>` ends the process inside the n-th
+/// append that crosses a page boundary, once its bytes up to the first
+/// boundary are written, as a kill inside the kernel's copy leaves it.
+pub(crate) fn cut_here_if_asked(f: &mut File, at: u64, slices: &[IoSlice<'_>]) {
+    static AT: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
+        std::env::var("EVI_PULL_CUT_AT")
+            .ok()
+            .and_then(|n| n.parse().ok())
+    });
+    static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(nth) = *AT else { return };
+    let len: usize = slices.iter().map(|s| s.len()).sum();
+    if !crosses_page(at, len as u64) {
+        return;
+    }
+    if SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == nth {
+        let bytes: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+        let upto = (PAGE - at % PAGE) as usize;
+        let _ = std::io::Write::write_all(f, &bytes[..upto]);
+        std::process::abort();
     }
 }
 
@@ -842,6 +945,15 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// An appender of session `s` in `home`, with the marks a killed sync
+    /// left there.
+    fn load(home: &EviHome) -> SessionAppender {
+        let sync = home.root().join("sync");
+        std::fs::create_dir_all(&sync).unwrap();
+        let marks = AppendMarks::open(&sync, &home.transcripts_dir()).unwrap();
+        SessionAppender::load(home, Arc::new(marks), &"s".parse().unwrap()).unwrap()
+    }
+
     /// A home with `files` (day, bytes) of session `s`, and an appender.
     fn home(files: &[(&str, &[u8])]) -> (tempfile::TempDir, EviHome, SessionAppender) {
         let dir = tempfile::tempdir().unwrap();
@@ -851,7 +963,7 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, bytes).unwrap();
         }
-        let a = SessionAppender::load(&home, &"s".parse().unwrap()).unwrap();
+        let a = load(&home);
         (dir, home, a)
     }
 
@@ -944,7 +1056,7 @@ mod tests {
             .apply(std::slice::from_ref(&e), day("2026-06-08"))
             .unwrap();
         assert_eq!((b.verbatim, b.branched, b.waiting.len()), (0, 1, 0));
-        let again = SessionAppender::load(&home, &"s".parse().unwrap()).unwrap();
+        let again = load(&home);
         assert!(again.has(&e.id), "the entry reads back under its own id");
     }
 
@@ -989,7 +1101,7 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let mut a = SessionAppender::load(&home, &"s".parse().unwrap()).unwrap();
+        let mut a = load(&home);
         let e = next(None, "2026-06-08", L1);
         let b = a
             .apply(std::slice::from_ref(&e), day("2026-06-10"))
@@ -997,6 +1109,81 @@ mod tests {
         assert_eq!((b.waiting.len(), b.branched), (0, 1));
         assert_eq!(read(&home, "2026-06-08"), b"{\"cut");
         assert!(read(&home, "2026-06-09").starts_with(b"{\"id\":"));
+    }
+
+    /// A home where a killed pull left `long` cut at the first page
+    /// boundary after `first` (and its mark, unless `marked` is false).
+    fn cut_home(first: &[u8], long: &[u8], marked: bool) -> (tempfile::TempDir, EviHome) {
+        let (dir, home, _) = home(&[("2026-06-08", first)]);
+        let path = home.transcripts_dir().join("2026-06-08/s.jsonl");
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        if marked {
+            let sync = home.root().join("sync");
+            std::fs::create_dir_all(&sync).unwrap();
+            let marks = AppendMarks::open(&sync, &home.transcripts_dir()).unwrap();
+            let at = first.len() as u64;
+            marks
+                .record("2026-06-08/s.jsonl", ino, at, long.len() as u64 + 1)
+                .unwrap();
+        }
+        let upto = PAGE as usize - first.len();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&long[..upto]).unwrap();
+        (dir, home)
+    }
+
+    fn long_line(role: &str) -> Vec<u8> {
+        format!(r#"{{"role":"{role}","content":"{}"}}"#, "x".repeat(10_000)).into_bytes()
+    }
+
+    #[test]
+    fn a_line_a_killed_pull_cut_is_finished_by_the_entry_it_was() {
+        let first = [L1, b"\n"].concat();
+        let long = long_line("assistant");
+        let (_d, home) = cut_home(&first, &long, true);
+        let mut a = load(&home);
+        let e = next(Some(&derive_id(None, L1)), "2026-06-08", &long);
+        let b = a
+            .apply(std::slice::from_ref(&e), day("2026-06-08"))
+            .unwrap();
+        assert_eq!((b.verbatim, b.branched, b.waiting.len()), (1, 0, 0));
+        let whole = [&first[..], &long, b"\n"].concat();
+        assert_eq!(read(&home, "2026-06-08"), whole);
+        let st = b.appended[0].after.as_ref().expect("exact state");
+        assert_eq!(
+            (st.size, st.offset),
+            (whole.len() as u64, whole.len() as u64)
+        );
+        assert_eq!(st.last_start, first.len() as u64);
+        assert!(load(&home).has(&e.id), "it reads back under its own id");
+    }
+
+    #[test]
+    fn a_cut_line_waits_unless_marked_and_finished_by_the_entry() {
+        let first = [L1, b"\n"].concat();
+        let long = long_line("assistant");
+        let tip = derive_id(None, L1);
+        // Proven cut, but this entry's bytes do not begin with it; nor do
+        // they when it goes with ids (a branch from the root).
+        let other = next(Some(&tip), "2026-06-08", &long_line("user"));
+        let branch = next(None, "2026-06-08", &long);
+        let (_d, home) = cut_home(&first, &long, true);
+        let before = read(&home, "2026-06-08");
+        for e in [&other, &branch] {
+            let b = load(&home)
+                .apply(std::slice::from_ref(e), day("2026-06-08"))
+                .unwrap();
+            assert_eq!(b.waiting.len(), 1);
+            assert_eq!(read(&home, "2026-06-08"), before);
+        }
+        // The entry it was, but no mark: eVi's line, for all pull knows.
+        let (_d, home) = cut_home(&first, &long, false);
+        let e = next(Some(&tip), "2026-06-08", &long);
+        let b = load(&home)
+            .apply(std::slice::from_ref(&e), day("2026-06-08"))
+            .unwrap();
+        assert_eq!(b.waiting.len(), 1);
+        assert_eq!(read(&home, "2026-06-08"), before);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //!   and waiting entry is durable, so the caller may move the cursor.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use evi_shared::SessionId;
 
@@ -26,6 +27,7 @@ use crate::sync::engine::line_blobs::fetch_line_through;
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::remote::blob_transfer::BlobTransfer;
+use crate::sync::state::append_marks::AppendMarks;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::rel_name;
 
@@ -51,6 +53,7 @@ pub(crate) struct Incoming {
     /// hold on (one line can be an entry of two sessions under one id).
     waited: BTreeMap<(SessionId, String), Waiting>,
     pending: PendingStore,
+    marks: Arc<AppendMarks>,
     pub applied: Applied,
 }
 
@@ -74,6 +77,7 @@ impl Incoming {
             queued,
             waited,
             pending,
+            marks: ctx.marks.clone(),
             applied: Applied::default(),
         })
     }
@@ -108,9 +112,9 @@ impl Incoming {
             })
             .collect();
         let transfer = BlobTransfer::new(&ctx.client, &ctx.identity, &ctx.keys, &ctx.paths.dir);
-        let home = &ctx.home;
+        let (home, marks) = (&ctx.home, &self.marks);
         each_on_all_cores(&mut work, |w| {
-            w.batch = Some(w.apply(home, &transfer, today))
+            w.batch = Some(w.apply(home, marks, &transfer, today))
         });
         let mut failed = None;
         for w in work {
@@ -172,6 +176,8 @@ impl Incoming {
             files.push(std::fs::File::open(&dir).ctx(|| format!("cannot sync {}", dir.display()))?);
         }
         crate::fsutil::sync_files(files).ctx(|| "cannot make the pulled entries durable".into())?;
+        // Durable now: a kill can no longer cut what the marks cover.
+        (self.marks.clear()).ctx(|| "cannot clear sync/appending".into())?;
         let touched = std::mem::take(&mut self.touched);
         self.appenders.retain(|s, _| touched.contains(s));
         self.pending
@@ -218,6 +224,7 @@ impl SessionWork {
     fn apply(
         &mut self,
         home: &crate::home::EviHome,
+        marks: &Arc<AppendMarks>,
         transfer: &BlobTransfer<'_>,
         today: evi_shared::Day,
     ) -> Result<crate::sync::engine::apply::Batch, SyncError> {
@@ -225,7 +232,7 @@ impl SessionWork {
         let a = match &mut self.appender {
             Some(a) => a,
             None => self.appender.insert(
-                SessionAppender::load(home, session)
+                SessionAppender::load(home, marks.clone(), session)
                     .ctx(|| format!("cannot read session {session}"))?,
             ),
         };

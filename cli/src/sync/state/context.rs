@@ -1,11 +1,13 @@
 //! Everything a sync command works with, opened once: the home, the lock,
 //! the identity and its keys, the account and its client, the state.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::home::EviHome;
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::remote::client::Client;
+use crate::sync::state::append_marks::AppendMarks;
 use crate::sync::state::lock::SyncLock;
 use crate::sync::state::pulled_journals::PulledJournals;
 use crate::sync::state::{Account, SyncPaths, SyncState};
@@ -21,6 +23,9 @@ pub struct SyncContext {
     pub state: SyncState,
     /// Pulled journals as read by this command (see [`PulledJournals`]).
     pub journals: PulledJournals,
+    /// The appends to transcripts under way (see [`AppendMarks`]), and what
+    /// an earlier, killed command left cut.
+    pub marks: Arc<AppendMarks>,
     /// Other agents' folders that `[agents]` turns on (see
     /// [`crate::source`]), and where their projects are here.
     pub sources: Vec<crate::source::Source>,
@@ -67,6 +72,8 @@ impl SyncContext {
         // After the identity loaded: `key import`, which takes no lock,
         // writes into `sync/` only in a home that has none.
         sweep_stale_temps(home, &paths);
+        let marks = AppendMarks::open(&paths.dir, &home.transcripts_dir())
+            .ctx(|| "cannot read sync/appending".into())?;
         let keys = SyncKeys::derive(&identity);
         // The commands read (and report on) the config before this; a
         // config they could not read leaves the other agents out.
@@ -90,6 +97,7 @@ impl SyncContext {
             client,
             state,
             journals: PulledJournals::default(),
+            marks: Arc::new(marks),
             sources: crate::source::enabled(&config),
             path_map: crate::source::paths::PathMap::new(&config.paths.map),
             projects,

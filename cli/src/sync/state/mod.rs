@@ -5,7 +5,9 @@
 //! - `token`: this device's bearer token (0600);
 //! - `state.json`: the account, the pull cursor, and per transcript file how
 //!   far it was pushed, so an unchanged home costs one `stat` per file;
-//! - `lock`: held while a sync command runs.
+//! - `lock`: held while a sync command runs;
+//! - `appending`: the appends to transcripts begun and not yet durable (see
+//!   [`append_marks`]).
 //!
 //! `state.json` is replaced atomically (temp file, fsync, rename), so a killed
 //! sync leaves either the old or the new state, never a torn one. The state
@@ -21,9 +23,12 @@
 //! - [`high_water`]: the most this device has seen the server hold;
 //! - [`damaged`]: records that arrived whole and failed their checks;
 //! - [`pulled_journals`]: other devices' checkpoint journals as pulled here;
+//! - [`append_marks`]: `appending`, so that a line a killed pull cut short
+//!   is finished, not taken for one eVi is writing;
 //! - [`json_file`]: how the small JSON files beside `state.json` are read
 //!   and replaced.
 
+pub mod append_marks;
 pub mod context;
 pub mod damaged;
 pub mod high_water;
