@@ -18,7 +18,10 @@
 //!   opened `O_APPEND` whose size and last byte are checked right before the
 //!   one write; a file that ends in a partial line (the agent mid-write)
 //!   makes the entries wait in `sync/pending-agents/`, applied by the next
-//!   pull once the file is whole. So do entries whose project is not known
+//!   pull once the file is whole. A partial line a killed pull left (its
+//!   mark in `sync/appending` proves it, see
+//!   [`AppendMarks`](crate::sync::state::append_marks::AppendMarks)) is
+//!   finished instead, when the bytes planned now begin with it. So do entries whose project is not known
 //!   yet (no line with a `cwd` has arrived). A session's project entry
 //!   ([`super::project`]) is kept out of the file; it may place the session
 //!   in a checkout here with the same git remote ([`place_by_remote`]).
@@ -66,6 +69,8 @@ struct Seen {
     size: u64,
     ino: u64,
     partial: bool,
+    /// Where the partial line starts (`size` when there is none).
+    whole: u64,
 }
 
 fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen>> {
@@ -87,6 +92,7 @@ fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen
         size: end.offset + end.pending_bytes,
         ino: meta.ino(),
         partial: end.pending_bytes > 0,
+        whole: end.offset,
     }))
 }
 
@@ -290,6 +296,8 @@ pub fn apply(
         done.waiting += waiting.len() as u64;
         save_pending(&pending, &waiting)?;
     }
+    // Each append above was fsynced: a kill can no longer cut it.
+    (ctx.marks.clear()).ctx(|| "cannot clear sync/appending".into())?;
     Ok(done)
 }
 
@@ -405,14 +413,25 @@ fn append(
             size: 0,
             ino: 0,
             partial: false,
+            whole: 0,
         };
         let r = before.as_ref().unwrap_or(&empty);
-        if r.partial {
-            return Ok(None);
-        }
+        // The start of a line a killed pull cut short, which the bytes
+        // planned now must begin with; any other partial line is the
+        // agent's, and the entries wait.
+        let cut = match r.partial {
+            true => match cut_by_kill(ctx, path, r).ctx(what)? {
+                Some(cut) => cut,
+                None => return Ok(None),
+            },
+            false => Vec::new(),
+        };
         let (bytes, tip, n) = plan(stream.agent, &map, r, entries);
         if bytes.is_empty() {
             return Ok(Some(0));
+        }
+        if !bytes.starts_with(&cut) {
+            return Ok(None);
         }
         let key = stream.state_key();
         let prev_matched = match &before {
@@ -438,10 +457,20 @@ fn append(
         // The last check, on the handle the write goes through.
         let m = f.metadata().ctx(what)?;
         let same = m.len() == r.size && (before.is_none() || m.ino() == r.ino);
-        if !same || (m.len() > 0 && !ends_in_newline(&mut f, m.len()).ctx(what)?) {
+        if !same
+            || (cut.is_empty() && m.len() > 0 && !ends_in_newline(&mut f, m.len()).ctx(what)?)
+        {
             continue;
         }
-        crate::fsutil::append_all_or_none(&mut f, r.size, &bytes).ctx(what)?;
+        let rest = &bytes[cut.len()..];
+        if let Some(name) = path.to_str() {
+            // From where the planned bytes start, so that a kill inside the
+            // write that finishes a cut line is proven the same way.
+            let at = r.size - cut.len() as u64;
+            (ctx.marks.record(name, m.ino(), at, bytes.len() as u64)).ctx(what)?;
+        }
+        crate::sync::engine::apply::cut_here_if_asked(&mut f, r.size, &[io::IoSlice::new(rest)]);
+        crate::fsutil::append_all_or_none(&mut f, r.size, rest).ctx(what)?;
         f.sync_all().ctx(what)?;
         if before.is_none()
             && let Some(dir) = path.parent()
@@ -449,9 +478,11 @@ fn append(
             crate::fsutil::sync_dir(dir).ctx(what)?;
         }
         let after = Stat::of(path).ctx(what)?;
-        if prev_matched && after.size == r.size + bytes.len() as u64 {
+        if prev_matched && after.size == r.size + rest.len() as u64 {
             let body = &bytes[..bytes.len() - 1];
             let last = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            // Where the planned bytes start: the cut line's start.
+            let base = r.size - cut.len() as u64;
             ctx.state.files.insert(
                 key,
                 FileState {
@@ -459,7 +490,7 @@ fn append(
                     mtime_ns: after.mtime_ns,
                     ino: after.ino,
                     offset: after.size,
-                    last_start: r.size + last as u64,
+                    last_start: base + last as u64,
                     last_hash: Some(line_hash(&body[last..])),
                     chain_before: None,
                     chain_after: tip,
@@ -469,6 +500,25 @@ fn append(
         return Ok(Some(n));
     }
     Ok(None)
+}
+
+/// The partial line `r` ends in, when a mark proves it what a killed pull
+/// left of its append to `path`.
+fn cut_by_kill(ctx: &SyncContext, path: &Path, r: &Seen) -> io::Result<Option<Vec<u8>>> {
+    let Some(name) = path.to_str() else {
+        return Ok(None);
+    };
+    if !ctx.marks.cut_by_kill(name, r.ino, r.size, r.whole) {
+        return Ok(None);
+    }
+    let mut cut = vec![0; (r.size - r.whole) as usize];
+    let mut f = std::fs::File::open(path)?;
+    f.seek(SeekFrom::Start(r.whole))?;
+    match f.read_exact(&mut cut) {
+        Ok(()) => Ok(Some(cut)),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 fn ends_in_newline(f: &mut std::fs::File, size: u64) -> io::Result<bool> {

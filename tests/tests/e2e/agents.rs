@@ -731,6 +731,51 @@ fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
     assert!(shown.contains("and the tests"), "{shown}");
 }
 
+/// A pull killed inside its write to a Claude Code session (the test hook
+/// `EVI_PULL_CUT_AT`: the bytes up to the first page boundary, then the
+/// process ends) leaves a line cut short; the next pull finishes it, where a
+/// line Claude Code is writing would make the entry wait.
+#[test]
+fn a_line_a_killed_pull_cut_short_in_an_agents_file_is_finished_by_the_next_pull() {
+    let (_server, a, b) = two_devices();
+    let proj = project(&a, "home/a/proj");
+    enable(&a, "");
+    enable(&b, "");
+    let cc_a = claude_file(&a, &proj);
+    let whole = fixture("claude-code.jsonl", &proj);
+    let long = format!(
+        r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"{}"}},"uuid":"cccccccc-0000-4000-8000-000000000003","timestamp":"2026-02-03T18:12:00.000Z"}}"#,
+        "and the tests ".repeat(600)
+    );
+    put(&cc_a, &format!("{whole}{long}\n"));
+    a.sync_ok(&["push"]);
+    let cc_b = claude_file(&b, &proj);
+    let run: crate::common::Run = b
+        .sync_cmd()
+        .env("EVI_PULL_CUT_AT", "1")
+        .args(["sync", "pull"])
+        .output()
+        .unwrap()
+        .into();
+    assert_ne!(run.code, 0, "the pull was to be cut short: {}", run.stdout);
+    let cut = std::fs::read(&cc_b).unwrap();
+    assert!(
+        cut.len().is_multiple_of(4096) && cut.last() != Some(&b'\n'),
+        "the pull left its line cut at a page boundary: {} bytes",
+        cut.len()
+    );
+    b.sync_ok(&["pull"]);
+    assert!(
+        std::fs::read(&cc_b).unwrap() == std::fs::read(&cc_a).unwrap(),
+        "B's file is A's, its cut line finished"
+    );
+    let pending = b.home().join("sync/pending-agents");
+    for f in std::fs::read_dir(&pending).into_iter().flatten() {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        assert!(!text.contains("and the tests"), "nothing waits: {text}");
+    }
+}
+
 /// `evi sync watch` carries other agents' sessions as they are written: a
 /// Claude Code and a Codex session started on A after both watchers run
 /// land on B (in the folders of B's checkout) by file events and the long
