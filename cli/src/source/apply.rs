@@ -18,13 +18,15 @@
 //!   opened `O_APPEND` whose size and last byte are checked right before the
 //!   one write; a file that ends in a partial line (the agent mid-write)
 //!   makes the entries wait in `sync/pending-agents/`, applied by the next
-//!   pull once the file is whole. A partial line a killed pull left (its
-//!   mark in `sync/appending` proves it, see
-//!   [`AppendMarks`](crate::sync::state::append_marks::AppendMarks)) is
-//!   finished instead, when the bytes planned now begin with it. So do entries whose project is not known
+//!   pull once the file is whole. So do entries whose project is not known
 //!   yet (no line with a `cwd` has arrived). A session's project entry
 //!   ([`super::project`]) is kept out of the file; it may place the session
 //!   in a checkout here with the same git remote ([`place_by_remote`]).
+//! - **A line a killed pull cut short is finished**, not waited on: its mark
+//!   in `sync/appending` proves the bytes pull's (see
+//!   [`AppendMarks`](crate::sync::state::append_marks::AppendMarks)), and
+//!   only when the bytes planned now begin with exactly them is the rest
+//!   written.
 //! - **What pull wrote is what push skips**: when the push state of the file
 //!   matched it before the append, it is moved to cover exactly pull's
 //!   bytes; if anything else grew the file meanwhile it is left, and the
