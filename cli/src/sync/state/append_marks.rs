@@ -38,7 +38,7 @@
 //! are not; then the line waits, as it did before marks.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,6 +48,11 @@ use serde::{Deserialize, Serialize};
 /// The page size a kill cuts a write at: the smallest of the systems eVi
 /// runs on (larger pages and folios are multiples of it).
 pub const PAGE: u64 = 4096;
+
+/// Far more than one run's marks (one per append that spans a page, for a
+/// page of records): a file longer than this is not all marks, and the rest
+/// of it is not read.
+const MAX_READ: u64 = 16 << 20;
 
 /// One append begun: `len` bytes at `at` of `file` whose inode is `ino`.
 /// `file` is a transcript's name under `transcripts/` (as
@@ -82,7 +87,8 @@ impl AppendMarks {
             .create(true)
             .mode(0o600)
             .open(&path)?;
-        let text = std::fs::read(&path)?;
+        let mut text = Vec::new();
+        (&file).take(MAX_READ).read_to_end(&mut text)?;
         // A line that does not parse was cut by the kill itself, before its
         // append began: there is nothing of it to finish.
         let left = text
@@ -295,6 +301,19 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_marks_file_past_any_run_is_read_only_so_far() {
+        let (dir, ino) = cut_home();
+        open(dir.path()).record(FILE, ino, 100, 10_000).unwrap();
+        let path = dir.path().join("sync/appending");
+        let mut text = vec![b'x'; MAX_READ as usize];
+        text.push(b'\n');
+        text.extend(std::fs::read(&path).unwrap());
+        std::fs::write(&path, text).unwrap();
+        assert!(!open(dir.path()).cut_by_kill(FILE, ino, PAGE, 100));
+        assert_eq!(std::fs::read(&path).unwrap(), b"", "and it is cleared");
     }
 
     #[test]
