@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{Device, derive_id, two_devices};
+use crate::common::{Device, TestServer, derive_id, two_devices};
 
 pub(crate) const CLAUDE_ID: &str = "d284f444-9e56-4318-a472-bc18481b7793";
 pub(crate) const CODEX_ID: &str = "019bd6d8-b99b-7eb1-847c-87c3da10673a";
@@ -687,17 +687,29 @@ fn pulled_agent_sessions_read_as_conversations_and_resume_in_their_agent() {
     }
 }
 
-#[test]
-fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
-    let (_server, a, b) = two_devices();
+/// A and B with `[agents]` on, and A's Claude Code session of the fixture
+/// (not written yet): the project, A's file of it, and its bytes.
+fn claude_on_two() -> (TestServer, Device, Device, String, PathBuf, String) {
+    let (server, a, b) = two_devices();
     let proj = project(&a, "home/a/proj");
     enable(&a, "");
     enable(&b, "");
     let cc_a = claude_file(&a, &proj);
     let whole = fixture("claude-code.jsonl", &proj);
-    let next = format!(
-        r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"and the tests"}},"uuid":"cccccccc-0000-4000-8000-000000000003","timestamp":"2026-02-03T18:12:00.000Z"}}"#
-    );
+    (server, a, b, proj, cc_a, whole)
+}
+
+/// The fixture's next line: the user says `content`.
+fn next_user_line(proj: &str, content: &str) -> String {
+    format!(
+        r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"{content}"}},"uuid":"cccccccc-0000-4000-8000-000000000003","timestamp":"2026-02-03T18:12:00.000Z"}}"#
+    )
+}
+
+#[test]
+fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
+    let (_server, a, b, proj, cc_a, whole) = claude_on_two();
+    let next = next_user_line(&proj, "and the tests");
     let (head, tail) = next.split_at(next.len() / 2);
     put(&cc_a, &format!("{whole}{head}"));
     assert!(
@@ -737,16 +749,8 @@ fn a_line_being_written_is_not_pushed_until_finished_and_never_lands_torn() {
 /// line Claude Code is writing would make the entry wait.
 #[test]
 fn a_line_a_killed_pull_cut_short_in_an_agents_file_is_finished_by_the_next_pull() {
-    let (_server, a, b) = two_devices();
-    let proj = project(&a, "home/a/proj");
-    enable(&a, "");
-    enable(&b, "");
-    let cc_a = claude_file(&a, &proj);
-    let whole = fixture("claude-code.jsonl", &proj);
-    let long = format!(
-        r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"{}"}},"uuid":"cccccccc-0000-4000-8000-000000000003","timestamp":"2026-02-03T18:12:00.000Z"}}"#,
-        "and the tests ".repeat(600)
-    );
+    let (_server, a, b, proj, cc_a, whole) = claude_on_two();
+    let long = next_user_line(&proj, &"and the tests ".repeat(600));
     put(&cc_a, &format!("{whole}{long}\n"));
     a.sync_ok(&["push"]);
     let cc_b = claude_file(&b, &proj);
