@@ -47,6 +47,7 @@ use super::{Agent, StreamName};
 use crate::sync::Entry;
 use crate::sync::engine::pending::{WaitReason, Waiting};
 use crate::sync::error::{IoContext, SyncError};
+use crate::sync::state::append_marks::cut_here_if_asked;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::{FileState, Stat, line_hash};
 use crate::transcript::entry_id::{IdChain, derive_id};
@@ -422,8 +423,11 @@ fn append(
         // planned now must begin with; any other partial line is the
         // agent's, and the entries wait.
         let cut = match r.partial {
-            true => match cut_by_kill(ctx, path, r).ctx(what)? {
-                Some(cut) => cut,
+            true => match path.to_str() {
+                Some(name) => match ctx.marks.cut_line(name, r.ino, r.size, r.whole).ctx(what)? {
+                    Some(cut) => cut,
+                    None => return Ok(None),
+                },
                 None => return Ok(None),
             },
             false => Vec::new(),
@@ -471,7 +475,7 @@ fn append(
             let at = r.size - cut.len() as u64;
             (ctx.marks.record(name, m.ino(), at, bytes.len() as u64)).ctx(what)?;
         }
-        crate::sync::engine::apply::cut_here_if_asked(&mut f, r.size, &[io::IoSlice::new(rest)]);
+        cut_here_if_asked(&mut f, r.size, &[io::IoSlice::new(rest)]);
         crate::fsutil::append_all_or_none(&mut f, r.size, rest).ctx(what)?;
         f.sync_all().ctx(what)?;
         if before.is_none()
@@ -502,25 +506,6 @@ fn append(
         return Ok(Some(n));
     }
     Ok(None)
-}
-
-/// The partial line `r` ends in, when a mark proves it what a killed pull
-/// left of its append to `path`.
-fn cut_by_kill(ctx: &SyncContext, path: &Path, r: &Seen) -> io::Result<Option<Vec<u8>>> {
-    let Some(name) = path.to_str() else {
-        return Ok(None);
-    };
-    if !ctx.marks.cut_by_kill(name, r.ino, r.size, r.whole) {
-        return Ok(None);
-    }
-    let mut cut = vec![0; (r.size - r.whole) as usize];
-    let mut f = std::fs::File::open(path)?;
-    f.seek(SeekFrom::Start(r.whole))?;
-    match f.read_exact(&mut cut) {
-        Ok(()) => Ok(Some(cut)),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 fn ends_in_newline(f: &mut std::fs::File, size: u64) -> io::Result<bool> {

@@ -68,7 +68,7 @@ use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::gather::Gathered;
 use crate::sync::engine::id_set::IdSet;
 use crate::sync::engine::pending::WaitReason;
-use crate::sync::state::append_marks::{AppendMarks, PAGE, crosses_page};
+use crate::sync::state::append_marks::{AppendMarks, cut_here_if_asked};
 use crate::sync::state::{FileState, Stat, line_hash, rel_name};
 use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::{explicit_ids, parse_head};
@@ -315,7 +315,8 @@ impl SessionAppender {
             info.offset = end.offset;
             info.partial = end.pending_bytes;
             if info.partial > 0 && disk.size == end.offset + end.pending_bytes {
-                info.cut = self.cut_by_kill(day, &path, disk, end.offset)?;
+                let rel = rel_name(day, &self.session);
+                info.cut = (self.marks).cut_line(&rel, disk.ino, disk.size, end.offset)?;
             }
             // The walk read further than the stat saw: the file grew while
             // being read. Take what was read; the next check notices.
@@ -324,28 +325,6 @@ impl SessionAppender {
         }
         self.stale = false;
         Ok(())
-    }
-
-    /// The partial line from `start` to the end of the file, when
-    /// [`AppendMarks`] proves it what a killed sync left of its append.
-    fn cut_by_kill(
-        &self,
-        day: Day,
-        path: &std::path::Path,
-        disk: Disk,
-        start: u64,
-    ) -> io::Result<Option<Vec<u8>>> {
-        let rel = rel_name(day, &self.session);
-        if !self.marks.cut_by_kill(&rel, disk.ino, disk.size, start) {
-            return Ok(None);
-        }
-        let mut cut = vec![0; (disk.size - start) as usize];
-        match File::open(path)?.read_exact_at(&mut cut, start) {
-            Ok(()) => Ok(Some(cut)),
-            // Shorter now: someone else changed it; the next check sees it.
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 
     /// The session's files in day order.
@@ -742,29 +721,6 @@ impl SessionAppender {
     }
 }
 
-/// A test hook: `EVI_PULL_CUT_AT=<n>` ends the process inside the n-th
-/// append that crosses a page boundary, once its bytes up to the first
-/// boundary are written, as a kill inside the kernel's copy leaves it.
-pub(crate) fn cut_here_if_asked(f: &mut File, at: u64, slices: &[IoSlice<'_>]) {
-    static AT: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
-        std::env::var("EVI_PULL_CUT_AT")
-            .ok()
-            .and_then(|n| n.parse().ok())
-    });
-    static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let Some(nth) = *AT else { return };
-    let len: usize = slices.iter().map(|s| s.len()).sum();
-    if !crosses_page(at, len as u64) {
-        return;
-    }
-    if SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == nth {
-        let bytes: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
-        let upto = (PAGE - at % PAGE) as usize;
-        let _ = std::io::Write::write_all(f, &bytes[..upto]);
-        std::process::abort();
-    }
-}
-
 /// The hash of the line of `len` bytes at `start` (its newline not
 /// counted), as [`line_hash`] gives it.
 fn hash_line_at(path: &std::path::Path, start: u64, len: usize) -> io::Result<String> {
@@ -1126,7 +1082,7 @@ mod tests {
                 .record("2026-06-08/s.jsonl", ino, at, long.len() as u64 + 1)
                 .unwrap();
         }
-        let upto = PAGE as usize - first.len();
+        let upto = crate::sync::state::append_marks::PAGE as usize - first.len();
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&long[..upto]).unwrap();
         (dir, home)

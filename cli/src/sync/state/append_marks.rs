@@ -128,10 +128,31 @@ impl AppendMarks {
     /// Whether the partial line from `line_start` to the end of `file`
     /// (inode `ino`, `size` bytes) is what a killed sync left of an append
     /// (see the module's promises).
-    pub fn cut_by_kill(&self, file: &str, ino: u64, size: u64, line_start: u64) -> bool {
+    fn cut_by_kill(&self, file: &str, ino: u64, size: u64, line_start: u64) -> bool {
         self.earlier
             .iter()
             .any(|m| m.file == file && m.ino == ino && covers(m, size, line_start))
+    }
+
+    /// The partial line from `line_start` to the end of `file` (inode `ino`,
+    /// `size` bytes), when [`Self::cut_by_kill`] proves it a killed sync's.
+    pub fn cut_line(
+        &self,
+        file: &str,
+        ino: u64,
+        size: u64,
+        line_start: u64,
+    ) -> io::Result<Option<Vec<u8>>> {
+        if !self.cut_by_kill(file, ino, size, line_start) {
+            return Ok(None);
+        }
+        let mut cut = vec![0; (size - line_start) as usize];
+        match File::open(self.transcripts.join(file))?.read_exact_at(&mut cut, line_start) {
+            Ok(()) => Ok(Some(cut)),
+            // Shorter now: someone else changed it; the next check sees it.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Drops the marks of appends made durable since the last clear, and of
@@ -172,8 +193,32 @@ impl AppendMarks {
 
 /// Whether `len` bytes written at `at` cross a page boundary, so that a
 /// kill can cut them.
-pub fn crosses_page(at: u64, len: u64) -> bool {
+fn crosses_page(at: u64, len: u64) -> bool {
     len > 0 && at / PAGE != (at + len - 1) / PAGE
+}
+
+/// A test hook: `EVI_PULL_CUT_AT=<n>` ends the process inside the n-th
+/// append that crosses a page boundary, once its bytes up to the first
+/// boundary are written, as a kill inside the kernel's copy leaves it.
+/// Called right before the append of `slices` at `at` to `f`.
+pub fn cut_here_if_asked(f: &mut File, at: u64, slices: &[io::IoSlice<'_>]) {
+    static AT: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
+        std::env::var("EVI_PULL_CUT_AT")
+            .ok()
+            .and_then(|n| n.parse().ok())
+    });
+    static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(nth) = *AT else { return };
+    let len: usize = slices.iter().map(|s| s.len()).sum();
+    if !crosses_page(at, len as u64) {
+        return;
+    }
+    if SEEN.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+        let bytes: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+        let upto = (PAGE - at % PAGE) as usize;
+        let _ = f.write_all(&bytes[..upto]);
+        std::process::abort();
+    }
 }
 
 /// Whether an append `m` cut at `size` can have left the partial line that
