@@ -460,6 +460,13 @@ fn append(
             .read(true)
             .open(path)
             .ctx(what)?;
+        if let Some(name) = path.to_str() {
+            // Before the last check, not between it and the write; from
+            // where the planned bytes start, so that a kill inside the write
+            // that finishes a cut line is proven the same way.
+            let (ino, at) = (f.metadata().ctx(what)?.ino(), r.size - cut.len() as u64);
+            (ctx.marks.record(name, ino, at, bytes.len() as u64)).ctx(what)?;
+        }
         // The last check, on the handle the write goes through.
         let m = f.metadata().ctx(what)?;
         let same = m.len() == r.size && (before.is_none() || m.ino() == r.ino);
@@ -469,12 +476,6 @@ fn append(
             continue;
         }
         let rest = &bytes[cut.len()..];
-        if let Some(name) = path.to_str() {
-            // From where the planned bytes start, so that a kill inside the
-            // write that finishes a cut line is proven the same way.
-            let at = r.size - cut.len() as u64;
-            (ctx.marks.record(name, m.ino(), at, bytes.len() as u64)).ctx(what)?;
-        }
         cut_here_if_asked(&mut f, r.size, &[io::IoSlice::new(rest)]);
         crate::fsutil::append_all_or_none(&mut f, r.size, rest).ctx(what)?;
         f.sync_all().ctx(what)?;

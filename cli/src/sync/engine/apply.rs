@@ -612,6 +612,18 @@ impl SessionAppender {
             .as_ref()
             .filter(|_| info.partial == 0)
             .map_or(0, Vec::len);
+        let len = (p.bytes.len() - done) as u64;
+        let mut slices = p.bytes.slices();
+        let mut rest = &mut slices[..];
+        IoSlice::advance_slices(&mut rest, done);
+        // The mark goes first, from where the planned bytes start (so that a
+        // kill inside the write that finishes a cut line is proven the same
+        // way): written between the last look and the write, it widened the
+        // window in which eVi's next line could land first. A mark of an
+        // append that does not happen proves nothing (see AppendMarks).
+        let rel = rel_name(day, &self.session);
+        let ino = f.metadata()?.ino();
+        (self.marks).record(&rel, ino, old - done as u64, p.bytes.len() as u64)?;
         // The last look before the write, through the handle itself: a
         // rename or replace of the path since cannot fool it.
         let now = f.metadata()?;
@@ -633,14 +645,6 @@ impl SessionAppender {
                 return Ok(Outcome::Busy(QUIET - age));
             }
         }
-        let len = (p.bytes.len() - done) as u64;
-        let mut slices = p.bytes.slices();
-        let mut rest = &mut slices[..];
-        IoSlice::advance_slices(&mut rest, done);
-        // From where the planned bytes start, so that a kill inside the
-        // write that finishes a cut line is proven the same way.
-        let rel = rel_name(day, &self.session);
-        (self.marks).record(&rel, now.ino(), old - done as u64, p.bytes.len() as u64)?;
         cut_here_if_asked(&mut f, old, rest);
         let written = crate::fsutil::append_slices_all_or_none(&mut f, old, rest);
         if let Err(e) = written {
