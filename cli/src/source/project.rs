@@ -175,6 +175,12 @@ impl Projects {
         Ok(())
     }
 
+    /// The project entries the server holds for this device's sessions (sent
+    /// from here or pulled), by stream.
+    pub fn records(&self) -> impl Iterator<Item = (StreamName, &ProjectRecord)> {
+        (self.streams.iter()).filter_map(|(s, k)| Some((StreamName::parse(s)?, k.record.as_ref()?)))
+    }
+
     pub fn get(&self, stream: &StreamName) -> Option<&Known> {
         self.streams.get(&stream.to_string())
     }

@@ -118,3 +118,54 @@ fn a_session_lands_in_the_checkout_with_the_same_origin_and_converges() {
     let h = handoff(&c);
     assert_eq!(h["project"], proj_a.as_str(), "{h}");
 }
+
+/// `evi sync verify` on `d`: its exit code and what it printed.
+fn verify(d: &Device, extra: &[&str]) -> (i32, String) {
+    let run = d.sync(&[&["sync", "verify"], extra].concat());
+    (run.code, format!("{}{}", run.stdout, run.stderr))
+}
+
+/// Push adds a project entry to a session whose project has an `origin`
+/// remote; pull keeps it out of the agent's file. Verify counts it as here
+/// on both devices (it is in `sync/projects.json`), and still finds a file
+/// that is gone.
+#[test]
+fn verify_holds_agent_sessions_of_a_git_project_clean_on_both_devices() {
+    use crate::agents::{CODEX_ID, CODEX_REL, codex, write_fixture_sessions};
+    let (_server, a, b) = two_devices();
+    let proj_a = project(&a, "a/proj");
+    let code_b = project(&b, "b/code");
+    let proj_b = format!("{code_b}/app");
+    checkout(&proj_a, "git@github.com:pat/app.git");
+    checkout(&proj_b, "https://github.com/pat/app");
+    enable(&a, "");
+    enable(&b, &format!("[paths]\nsearch = [\"{code_b}\"]\n"));
+    write_fixture_sessions(&a, &proj_a);
+    a.sync_ok(&["push"]);
+    let (code, out) = verify(&a, &[]);
+    assert_eq!(code, 0, "right after a clean push:\n{out}");
+    assert!(out.contains("no problems found"), "{out}");
+
+    b.sync_ok(&["pull"]);
+    let cc_b = claude_file(&b, &proj_b);
+    assert!(cc_b.is_file(), "placed in B's checkout");
+    let (code, out) = verify(&b, &[]);
+    assert_eq!(code, 0, "right after a clean pull:\n{out}");
+
+    // A real gap is still one, and `--repair` mends it.
+    std::fs::remove_file(&cc_b).unwrap();
+    std::fs::remove_file(codex(&b).join(CODEX_REL)).unwrap();
+    let (code, out) = verify(&b, &[]);
+    assert_eq!(code, 1, "{out}");
+    for want in [
+        format!("session claude-code/{CLAUDE_ID}: 3 entries on the server are not here"),
+        format!("session codex/{CODEX_ID}: 3 entries on the server are not here"),
+    ] {
+        assert!(out.contains(&want), "verify lacks {want:?}:\n{out}");
+    }
+    let (code, out) = verify(&b, &["--repair"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(cc_b.is_file() && codex(&b).join(CODEX_REL).is_file());
+    let (code, out) = verify(&b, &[]);
+    assert_eq!(code, 0, "after the repair:\n{out}");
+}

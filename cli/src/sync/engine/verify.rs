@@ -24,7 +24,10 @@
 //!   any other here: pushed, pulled and checked by id.
 //! - Other agents' sessions turned on here (`crate::source`) are held
 //!   against the server the same way, by the ids push gives their lines
-//!   and keyed by their stream names; the report counts them per agent.
+//!   (read through each session's own path map, as push reads them) and
+//!   keyed by their stream names; the report counts them per agent. A
+//!   session's project entry (`crate::source::project`) is here when
+//!   `sync/projects.json` holds it: pull keeps it out of the agent's file.
 //!   Records of an agent not turned on here are checked, but their entries
 //!   are not expected here (pull passes them over).
 //! - What is merely not synced yet is [`Pending`], never a [`Problem`]:
@@ -301,6 +304,15 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
         let name = stream.to_string();
         here.extend(ids.iter().map(|id| ctx.keys.stream_entry_key(&name, id)));
     }
+    // A session's project entry is in its stream on the server, and here in
+    // `sync/projects.json` (pull keeps it out of the agent's file; push
+    // records it there once sent).
+    for (stream, record) in ctx.projects.records() {
+        here.insert(
+            ctx.keys
+                .stream_entry_key(&stream.to_string(), &record.id(&stream)),
+        );
+    }
     let path = ctx.home.checkpoints_dir().join("journal.jsonl");
     let name = journal_name(&ctx.account);
     let mut journal = Vec::new();
@@ -327,6 +339,9 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
 fn agent_entries(ctx: &SyncContext, file: &AgentFile) -> Result<Vec<(KeyedId, bool)>, SyncError> {
     let agent = file.stream.agent;
     let stream = file.stream.to_string();
+    // The session's own map, as push reads it (`[paths]`, and the pair of
+    // a session a pull placed by its git remote).
+    let map = ctx.projects.map_for(&ctx.path_map, &file.stream);
     let taken = ctx
         .state
         .files
@@ -336,7 +351,7 @@ fn agent_entries(ctx: &SyncContext, file: &AgentFile) -> Result<Vec<(KeyedId, bo
     let mut seen = HashSet::new();
     let mut ids = Vec::new();
     walk_file(&file.path, 0, |at, raw| {
-        let canon = agent.canonical(raw, &ctx.path_map);
+        let canon = agent.canonical(raw, &map);
         let placed = chain.place(&canon, agent.explicit_ids(&canon));
         if seen.insert(placed.id.clone()) {
             ids.push((ctx.keys.stream_entry_key(&stream, &placed.id), at < taken));
