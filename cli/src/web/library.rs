@@ -8,6 +8,9 @@
 //! every session listed. A page then reads only its own lines. Other
 //! agents' sessions (those `[agents]` turns on) are listed, summarized and
 //! opened the same way, their one file stamped as eVi's day files are.
+//! `[agents]` and `[paths]` are read again when config.toml changes (a
+//! `stat` per request tells), so a viewer started before an agent was
+//! turned on lists its sessions without a restart.
 
 use std::collections::HashMap;
 use std::io;
@@ -46,14 +49,40 @@ pub enum Listed<'a> {
 
 pub struct Library {
     home: EviHome,
-    /// Other agents' folders turned on, and where their projects are here.
-    agents: Vec<Source>,
-    map: PathMap,
+    /// What config.toml says of other agents, as last read.
+    settings: Mutex<AgentSettings>,
     /// Most recently used last, by stream name (an eVi session's is its id).
     trees: Mutex<Vec<(String, Stamp, Arc<TreeIndex>)>>,
     summaries: Mutex<HashMap<SessionId, (Stamp, SessionSummary)>>,
     /// Other agents' sessions' summaries, by stream name.
     agent_summaries: Mutex<HashMap<String, (Stamp, SessionSummary)>>,
+}
+
+/// Other agents' folders turned on, and where their projects are here, as
+/// config.toml said when it looked like `stamp`.
+struct AgentSettings {
+    stamp: Option<ConfigStamp>,
+    agents: Arc<Vec<Source>>,
+    map: Arc<PathMap>,
+}
+
+/// config.toml's size, mtime and inode (`None` in [`AgentSettings`]: absent).
+type ConfigStamp = (u64, SystemTime, u64);
+
+fn config_stamp(path: &std::path::Path) -> Option<ConfigStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+impl AgentSettings {
+    fn of(config: &Config, stamp: Option<ConfigStamp>) -> Self {
+        Self {
+            stamp,
+            agents: Arc::new(crate::source::enabled(config)),
+            map: Arc::new(PathMap::new(&config.paths.map)),
+        }
+    }
 }
 
 /// How another agent's session file looks now (its one "day file").
@@ -68,10 +97,10 @@ fn agent_stamp(path: &std::path::Path) -> io::Result<Stamp> {
 
 impl Library {
     pub fn new(home: EviHome, config: &Config) -> Self {
+        let stamp = config_stamp(&home.config_file());
         Self {
+            settings: Mutex::new(AgentSettings::of(config, stamp)),
             home,
-            agents: crate::source::enabled(config),
-            map: PathMap::new(&config.paths.map),
             trees: Mutex::new(Vec::new()),
             summaries: Mutex::new(HashMap::new()),
             agent_summaries: Mutex::new(HashMap::new()),
@@ -80,6 +109,25 @@ impl Library {
 
     pub fn home(&self) -> &EviHome {
         &self.home
+    }
+
+    /// The agents turned on and the path map, read again from config.toml
+    /// when it changed since. A config that does not parse now (an edit
+    /// half saved) leaves the last good one in force, said once on stderr.
+    fn settings(&self) -> (Arc<Vec<Source>>, Arc<PathMap>) {
+        let path = self.home.config_file();
+        let now = config_stamp(&path);
+        let mut s = self.settings.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.stamp != now {
+            match Config::load(&path) {
+                Ok(loaded) => *s = AgentSettings::of(&loaded.config, now),
+                Err(e) => {
+                    eprintln!("warning: {e}; the viewer keeps the settings it had");
+                    s.stamp = now;
+                }
+            }
+        }
+        (s.agents.clone(), s.map.clone())
     }
 
     /// The sessions as they are on disk now.
@@ -106,13 +154,13 @@ impl Library {
     /// The sessions of other agents turned on here that `prefix` names
     /// (see [`crate::source::matching`]).
     pub fn agent_sessions(&self, prefix: &str) -> Vec<AgentFile> {
-        crate::source::matching(&self.agents, prefix)
+        crate::source::matching(&self.settings().0, prefix)
     }
 
     /// The agents turned on here, eVi first: what the list can filter by.
     pub fn agent_names(&self) -> Vec<crate::source::Agent> {
         std::iter::once(crate::source::Agent::Evi)
-            .chain(self.agents.iter().map(|s| s.agent))
+            .chain(self.settings().0.iter().map(|s| s.agent))
             .collect()
     }
 
@@ -120,7 +168,8 @@ impl Library {
     /// transcripts too, with the map its lines read back through: what the
     /// search index reads.
     pub fn agent_search_sessions(&self) -> Vec<AgentSession> {
-        crate::search::agents::sessions(&self.agents, &self.map, &self.home)
+        let (agents, map) = self.settings();
+        crate::search::agents::sessions(&agents, &map, &self.home)
     }
 
     /// The sessions (not subagent transcripts) of the agents turned on
@@ -138,7 +187,8 @@ impl Library {
             // The session's own map, as every reader and push use it: a
             // session pull placed by its git remote reads back through its pair.
             let projects = Projects::load(&self.home.sync_dir());
-            let tree = SessionTree::load_agent(file, &projects.map_for(&self.map, &file.stream))?;
+            let map = self.settings().1;
+            let tree = SessionTree::load_agent(file, &projects.map_for(&map, &file.stream))?;
             let short = file.stream.session.as_str().chars().take(8).collect();
             TreeIndex::new(tree, short)
         })

@@ -1186,3 +1186,47 @@ fn the_list_shows_every_agents_sessions_as_the_cli_lists_them_and_opens_them() {
     let bad = search_api(&web, &[("q", "bound"), ("agent", "cursor")]);
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 }
+
+/// `[agents]` turned on (or off) while the viewer runs: its list follows
+/// config.toml at the next request, no restart.
+#[test]
+fn a_running_viewer_follows_agents_turned_on_and_off_in_the_config() {
+    use crate::agents::{
+        CLAUDE_ID, CODEX_ID, CODEX_REL, claude_session, codex, enable, fixture, project, put,
+    };
+    let dev = Device::new();
+    let proj = project(&dev, "work/app");
+    put(
+        &claude_session(&dev, &proj, CLAUDE_ID),
+        &fixture("claude-code.jsonl", &proj),
+    );
+    put(
+        &codex(&dev).join(CODEX_REL),
+        &fixture("codex-rollout.jsonl", &proj),
+    );
+    let web = dev.web("127.0.0.1:0");
+    let listing = json(get(&web, "/api/sessions"));
+    assert_eq!(listing["total"], 0, "{listing}");
+    assert_eq!(listing["agents"], serde_json::json!(["evi"]));
+
+    enable(&dev, "");
+    let listing = json(get(&web, "/api/sessions"));
+    let mut ids = ids_of(&listing);
+    ids.sort();
+    assert_eq!(ids, [CODEX_ID, CLAUDE_ID], "{listing}");
+    assert_eq!(
+        listing["agents"],
+        serde_json::json!(["evi", "claude-code", "codex"])
+    );
+    let page = get(&web, &format!("/api/sessions/claude-code%2F{CLAUDE_ID}"));
+    assert_eq!(page.status(), StatusCode::OK);
+
+    dev.write_config(&format!(
+        "[agents]\ncodex = true\ncodex-dir = \"{}\"\n",
+        codex(&dev).display()
+    ));
+    let listing = json(get(&web, "/api/sessions"));
+    assert_eq!(ids_of(&listing), [CODEX_ID], "{listing}");
+    let page = get(&web, &format!("/api/sessions/claude-code%2F{CLAUDE_ID}"));
+    assert_eq!(page.status(), StatusCode::NOT_FOUND);
+}
