@@ -17,11 +17,24 @@
 //! - **Never into a line being written**: the append goes through a handle
 //!   opened `O_APPEND` whose size and last byte are checked right before the
 //!   one write; a file that ends in a partial line (the agent mid-write)
-//!   makes the entries wait in `sync/pending-agents/`, applied by the next
-//!   pull once the file is whole. So do entries whose project is not known
-//!   yet (no line with a `cwd` has arrived). A session's project entry
-//!   ([`super::project`]) is kept out of the file; it may place the session
-//!   in a checkout here with the same git remote ([`place_by_remote`]).
+//!   makes the entries wait. So do entries whose place is not known yet (no
+//!   line with a `cwd` has arrived). A
+//!   session's project entry ([`super::project`]) is kept out of the file;
+//!   it may place the session in a checkout here with the same git remote
+//!   ([`place_by_remote`]).
+//! - **Waiting never blocks others**, as for eVi's sessions (one mechanism,
+//!   [`PendingStore`]): what waits is kept, verified, in
+//!   `sync/pending-agents/` and every other stream is applied now; the next
+//!   pull or push applies it once it can be (each begins with what waits,
+//!   [`drain_pending`](crate::sync::engine::incoming::drain_pending)), and
+//!   `evi sync status` lists it and why.
+//! - **A line the agent abandoned is ended**: a partial line untouched for
+//!   [`ABANDONED_AFTER`](crate::sync::engine::pending::ABANDONED_AFTER) is
+//!   the agent's dead write, and a single-file session has no next day's
+//!   file to go to (eVi's rule): pull appends a newline to it (every byte of
+//!   it kept; it reads as a line that is not JSON, which sync carries as
+//!   such an entry, see `docs/agents.md` for how the agents read it) and
+//!   then the entries that waited.
 //! - **A line a killed pull cut short is finished**, not waited on: its mark
 //!   in `sync/appending` proves the bytes pull's (see
 //!   [`AppendMarks`](crate::sync::state::append_marks::AppendMarks)), and
@@ -45,7 +58,7 @@ use super::paths::PathMap;
 use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
-use crate::sync::engine::pending::{WaitReason, Waiting};
+use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting, abandoned};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::append_marks::cut_here_if_asked;
 use crate::sync::state::context::SyncContext;
@@ -58,6 +71,7 @@ use crate::transcript::lines::walk_file;
 pub struct AgentApplied {
     pub entries: u64,
     pub sessions: u64,
+    /// Entries waiting in `sync/pending-agents/` after it.
     pub waiting: u64,
     /// Sessions of agents not turned on here, by agent.
     pub not_enabled: BTreeMap<Agent, u64>,
@@ -74,6 +88,7 @@ struct Seen {
     partial: bool,
     /// Where the partial line starts (`size` when there is none).
     whole: u64,
+    mtime: std::time::SystemTime,
 }
 
 fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen>> {
@@ -96,6 +111,7 @@ fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen
         ino: meta.ino(),
         partial: end.pending_bytes > 0,
         whole: end.offset,
+        mtime: meta.modified()?,
     }))
 }
 
@@ -138,85 +154,51 @@ fn plan(
     (out, tip, n)
 }
 
-/// Where waiting entries of `stream` are kept.
-fn pending_path(ctx: &SyncContext, stream: &StreamName) -> PathBuf {
-    let name = stream.to_string().replace('/', "+");
-    ctx.paths
-        .dir
-        .join("pending-agents")
-        .join(format!("{name}.json"))
+/// Where other agents' waiting entries are kept.
+fn pending_dir(ctx: &SyncContext) -> PathBuf {
+    ctx.paths.dir.join("pending-agents")
 }
 
-fn load_pending(path: &Path) -> Vec<Waiting> {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
-
-fn save_pending(path: &Path, waiting: &[Waiting]) -> Result<(), SyncError> {
-    if waiting.is_empty() {
-        return match std::fs::remove_file(path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Err(e).ctx(|| format!("cannot remove {}", path.display()))
-            }
-            _ => Ok(()),
-        };
-    }
-    let dir = path.parent().expect("in pending-agents");
-    crate::fsutil::create_dir_all_durable(dir)
-        .ctx(|| format!("cannot create {}", dir.display()))?;
-    let bytes = serde_json::to_vec(waiting).expect("serializable");
-    crate::fsutil::replace_file(path, &bytes).ctx(|| format!("cannot write {}", path.display()))
+fn load_pending(ctx: &SyncContext) -> Result<PendingStore<StreamName>, SyncError> {
+    PendingStore::load(pending_dir(ctx)).ctx(|| "cannot read sync/pending-agents".into())
 }
 
 /// Drops what waits for `stream` in `sync/pending-agents/` (it was
 /// forgotten: those entries must not bring it back).
 pub fn discard_waiting(ctx: &SyncContext, stream: &StreamName) -> Result<(), SyncError> {
-    save_pending(&pending_path(ctx, stream), &[])
+    crate::sync::engine::pending::discard(&pending_dir(ctx), stream)
+        .ctx(|| format!("cannot drop the entries of {stream} in sync/pending-agents/"))
 }
 
-/// The ids of the entries waiting in `sync/pending-agents/`, by stream
-/// (what `evi sync verify` counts as here).
-pub fn waiting_ids(ctx: &SyncContext) -> Vec<(StreamName, Vec<String>)> {
-    pending_streams(ctx)
-        .into_iter()
-        .map(|s| {
-            let ids = load_pending(&pending_path(ctx, &s))
-                .into_iter()
-                .map(|w| w.id)
-                .collect();
-            (s, ids)
-        })
-        .collect()
-}
-
-/// Streams with entries waiting from an earlier pull.
-fn pending_streams(ctx: &SyncContext) -> Vec<StreamName> {
-    let Ok(rd) = std::fs::read_dir(ctx.paths.dir.join("pending-agents")) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| {
-            let name = e
-                .file_name()
-                .to_str()?
-                .strip_suffix(".json")?
-                .replace('+', "/");
-            StreamName::parse(&name)
-        })
-        .collect()
+/// What waits in `sync/pending-agents/`, by stream (what `evi sync verify`
+/// counts as here, and `evi sync status` lists).
+pub fn waiting(ctx: &SyncContext) -> Result<Vec<(StreamName, Vec<Waiting>)>, SyncError> {
+    Ok(load_pending(ctx)?
+        .sessions()
+        .map(|(s, w)| (s.clone(), w.to_vec()))
+        .collect())
 }
 
 /// Applies the pulled entries of other agents' sessions (and those that
-/// waited), each stream in the order its entries came.
+/// waited, first), each stream in the order its entries came; what cannot
+/// be applied now waits (see the module's promises).
 pub fn apply(
     ctx: &mut SyncContext,
     batch: Vec<(StreamName, Vec<Entry>)>,
 ) -> Result<AgentApplied, SyncError> {
+    let mut pending = load_pending(ctx)?;
     let mut by_stream: BTreeMap<StreamName, Vec<Entry>> = BTreeMap::new();
-    for s in pending_streams(ctx) {
-        by_stream.entry(s).or_default();
+    // Entries that waited before, by stream and id: they keep when they
+    // first had to wait.
+    let mut waited: HashMap<(StreamName, String), Waiting> = HashMap::new();
+    let streams: Vec<StreamName> = pending.sessions().map(|(s, _)| s.clone()).collect();
+    for s in streams {
+        let list = pending.take(&s);
+        by_stream
+            .entry(s.clone())
+            .or_default()
+            .extend(list.iter().map(Waiting::entry));
+        waited.extend(list.into_iter().map(|w| ((s.clone(), w.id.clone()), w)));
     }
     for (s, mut e) in batch {
         by_stream.entry(s).or_default().append(&mut e);
@@ -233,7 +215,18 @@ pub fn apply(
             .find(|s| s.agent == stream.agent)
             .cloned()
         else {
-            *done.not_enabled.entry(stream.agent).or_default() += 1;
+            // What waited goes on waiting (the agent was turned off since);
+            // what came now is passed over.
+            let mut new = false;
+            for e in &fresh {
+                match waited.remove(&(stream.clone(), e.id.clone())) {
+                    Some(w) => pending.wait(&stream, w),
+                    None => new = true,
+                }
+            }
+            if new {
+                *done.not_enabled.entry(stream.agent).or_default() += 1;
+            }
             continue;
         };
         // A project entry says where the session belongs; it is no line of
@@ -246,16 +239,13 @@ pub fn apply(
                 ctx.projects.set_record(&stream, r);
             }
         }
-        let pending = pending_path(ctx, &stream);
-        let mut entries: Vec<Entry> = load_pending(&pending).iter().map(Waiting::entry).collect();
-        entries.extend(fresh);
-        let mut waiting = Vec::new();
-        let mut ready = Vec::with_capacity(entries.len());
-        for mut e in entries {
+        let mut waits = Vec::new();
+        let mut ready = Vec::with_capacity(fresh.len());
+        for mut e in fresh {
             if crate::sync::engine::line_blobs::fetch_line(ctx, &mut e)? {
                 ready.push(e);
             } else {
-                waiting.push(Waiting::new(&e, WaitReason::BlobMissing));
+                waits.push((e, WaitReason::BlobMissing));
             }
         }
         let files = local.entry(stream.agent).or_insert_with(|| {
@@ -290,15 +280,22 @@ pub fn apply(
                 }
                 files.insert(stream.clone(), p);
             }
-            _ => waiting.extend(
-                ready
-                    .iter()
-                    .map(|e| Waiting::new(e, WaitReason::PartialLine)),
-            ),
+            (None, Some(_)) => {
+                waits.extend(ready.into_iter().map(|e| (e, WaitReason::PartialLine)))
+            }
+            (_, None) => waits.extend(ready.into_iter().map(|e| (e, WaitReason::NotPlaced))),
         }
-        done.waiting += waiting.len() as u64;
-        save_pending(&pending, &waiting)?;
+        for (e, reason) in waits {
+            let mut w = waited
+                .remove(&(stream.clone(), e.id.clone()))
+                .unwrap_or_else(|| Waiting::new(&e, reason));
+            w.reason = reason;
+            pending.wait(&stream, w);
+        }
     }
+    done.waiting = pending.count();
+    // Durable before the caller moves the cursor.
+    (pending.save()).ctx(|| "cannot save the entries that wait in sync/pending-agents".into())?;
     // Each append above was fsynced: a kill can no longer cut it.
     (ctx.marks.clear()).ctx(|| "cannot clear sync/appending".into())?;
     Ok(done)
@@ -417,19 +414,27 @@ fn append(
             ino: 0,
             partial: false,
             whole: 0,
+            mtime: std::time::SystemTime::UNIX_EPOCH,
         };
         let r = before.as_ref().unwrap_or(&empty);
         // The start of a line a killed pull cut short, which the bytes
         // planned now must begin with; any other partial line is the
-        // agent's, and the entries wait.
+        // agent's, and the entries wait, unless the agent left it a day ago.
         let cut = match r.partial {
-            true => match path.to_str() {
-                Some(name) => match ctx.marks.cut_line(name, r.ino, r.size, r.whole).ctx(what)? {
+            true => {
+                let cut = match path.to_str() {
+                    Some(name) => (ctx.marks.cut_line(name, r.ino, r.size, r.whole)).ctx(what)?,
+                    None => None,
+                };
+                match cut {
                     Some(cut) => cut,
+                    None if abandoned(r.mtime) => {
+                        end_dead_line(path, r).ctx(what)?;
+                        continue;
+                    }
                     None => return Ok(None),
-                },
-                None => return Ok(None),
-            },
+                }
+            }
             false => Vec::new(),
         };
         let (bytes, tip, n) = plan(stream.agent, &map, r, entries);
@@ -507,6 +512,23 @@ fn append(
         return Ok(Some(n));
     }
     Ok(None)
+}
+
+/// Ends the line an agent abandoned (see the module's promises) with a
+/// newline, if the file is still as read and still untouched (checked on
+/// the handle the newline goes through); the caller reads it again either
+/// way.
+fn end_dead_line(path: &Path, r: &Seen) -> io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .read(true)
+        .open(path)?;
+    let m = f.metadata()?;
+    if m.len() != r.size || m.ino() != r.ino || !m.modified().is_ok_and(abandoned) {
+        return Ok(());
+    }
+    crate::fsutil::append_all_or_none(&mut f, r.size, b"\n")?;
+    f.sync_all()
 }
 
 fn ends_in_newline(f: &mut std::fs::File, size: u64) -> io::Result<bool> {

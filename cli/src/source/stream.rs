@@ -79,6 +79,26 @@ impl fmt::Display for StreamName {
     }
 }
 
+/// As its name, the form it travels in.
+impl serde::Serialize for StreamName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StreamName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("`{s}` is no stream name")))
+    }
+}
+
+impl crate::sync::engine::pending::WaitKey for StreamName {
+    fn from_stem(stem: &str) -> Option<Self> {
+        Self::parse(stem)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -689,7 +689,7 @@ fn pulled_agent_sessions_read_as_conversations_and_resume_in_their_agent() {
 
 /// A and B with `[agents]` on, and A's Claude Code session of the fixture
 /// (not written yet): the project, A's file of it, and its bytes.
-fn claude_on_two() -> (TestServer, Device, Device, String, PathBuf, String) {
+pub(crate) fn claude_on_two() -> (TestServer, Device, Device, String, PathBuf, String) {
     let (server, a, b) = two_devices();
     let proj = project(&a, "home/a/proj");
     enable(&a, "");
@@ -700,7 +700,7 @@ fn claude_on_two() -> (TestServer, Device, Device, String, PathBuf, String) {
 }
 
 /// The fixture's next line: the user says `content`.
-fn next_user_line(proj: &str, content: &str) -> String {
+pub(crate) fn next_user_line(proj: &str, content: &str) -> String {
     format!(
         r#"{{"parentUuid":"5a1c7e0b-3f7e-4d55-9a57-0c1e2f3a4b5c","isSidechain":false,"cwd":"{proj}","sessionId":"{CLAUDE_ID}","type":"user","message":{{"role":"user","content":"{content}"}},"uuid":"cccccccc-0000-4000-8000-000000000003","timestamp":"2026-02-03T18:12:00.000Z"}}"#
     )

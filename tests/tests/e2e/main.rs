@@ -8,6 +8,7 @@
 
 mod agents;
 mod agents_git;
+mod agents_waiting;
 mod checkpoint_forget;
 mod common;
 mod convergence;
@@ -75,6 +76,7 @@ mod web_browser;
 const ON_POSTGRES: &[&str] = &[
     "agents",
     "agents_git",
+    "agents_waiting",
     "checkpoint_forget",
     "convergence",
     "device_names",

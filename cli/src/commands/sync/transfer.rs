@@ -13,7 +13,6 @@ use crate::commands::shared::{
     client_error, finish, fmt_minute, open_sync, print_json, progress, scan, stdout, sync_error,
     sync_error_in, warn,
 };
-use crate::sync::engine::pending::PendingStore;
 use crate::sync::engine::pull::{PullOptions, pull};
 use crate::sync::engine::push::{changed_files, push};
 use crate::sync::state::damaged::DamagedRecord;
@@ -122,7 +121,7 @@ pub fn cmd_sync_pull(ctx: &Ctx, args: PullArgs) -> CommandResult {
         r.entries, r.sessions, r.blobs, r.diverged
     );
     if let Some(why) = &r.deferred {
-        eprintln!("note: {why}; the next pull or push applies them once the line is complete");
+        eprintln!("note: {why}; the next pull or push applies them once they can be");
     }
     for note in &r.agent_notes {
         eprintln!("note: {note}");
@@ -205,7 +204,7 @@ fn pull_one_session(ctx: &Ctx, id: &str, json: bool) -> CommandResult {
         if r.diverged > 0 { "it" } else { "none" }
     );
     if let Some(why) = &r.deferred {
-        eprintln!("note: {why}; the next pull or push applies them once the line is complete");
+        eprintln!("note: {why}; the next pull or push applies them once they can be");
     }
     damaged_error(&r.damaged)
 }
@@ -226,8 +225,9 @@ struct Status {
     remote_pending_records: Option<u64>,
     cursor: u64,
     server_error: Option<String>,
-    /// Pulled entries kept in sync/pending/ until they can be appended.
-    waiting: Vec<WaitingSummary>,
+    /// Pulled entries kept in sync/pending/ (eVi's) and
+    /// sync/pending-agents/ (other agents') until they can be appended.
+    waiting: Vec<crate::sync::engine::waiting::WaitingGroup>,
     /// Blobs named by a journal here that the server did not have when last
     /// asked; every pull asks again, every push sends those it has.
     missing_blobs: u64,
@@ -282,81 +282,10 @@ fn agent_folders(ctx: &Ctx) -> Vec<AgentFolder> {
         .collect()
 }
 
-/// Entries of one session and day that wait.
-#[derive(Debug, Serialize)]
-struct WaitingSummary {
-    session: String,
-    day: String,
-    entries: u64,
-    /// `partial_line` (eVi is writing that day's file), `abandoned` (its
-    /// partial line was not touched for 24 hours: the next sync appends the
-    /// entries with ids to the next day's file), `blob_missing` (the line's
-    /// blob is not on the server yet), `ready` (the next sync applies them).
-    reason: &'static str,
-    since: String,
-}
-
-fn waiting(
-    sync: &crate::sync::state::context::SyncContext,
-) -> std::io::Result<Vec<WaitingSummary>> {
-    use crate::sync::engine::apply::ABANDONED_AFTER;
-    use crate::sync::engine::pending::WaitReason;
-    let store = PendingStore::load(sync.paths.dir.join("pending"))?;
-    let mut out: Vec<WaitingSummary> = Vec::new();
-    for (session, list) in store.sessions() {
-        for w in list {
-            let path = sync
-                .home
-                .transcripts_dir()
-                .join(w.day.as_str())
-                .join(format!("{session}.jsonl"));
-            let reason = match w.reason {
-                WaitReason::BlobMissing => "blob_missing",
-                WaitReason::PartialLine => match std::fs::metadata(&path) {
-                    Ok(m) if ends_mid_line(&path, m.len()) => {
-                        let idle = m.modified().ok().and_then(|t| t.elapsed().ok());
-                        if idle.is_some_and(|i| i >= ABANDONED_AFTER) {
-                            "abandoned"
-                        } else {
-                            "partial_line"
-                        }
-                    }
-                    _ => "ready",
-                },
-            };
-            match out.last_mut() {
-                Some(last)
-                    if last.session == session.as_str()
-                        && last.day == w.day.as_str()
-                        && last.reason == reason =>
-                {
-                    last.entries += 1;
-                }
-                _ => out.push(WaitingSummary {
-                    session: session.to_string(),
-                    day: w.day.to_string(),
-                    entries: 1,
-                    reason,
-                    since: w.since.clone(),
-                }),
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn ends_mid_line(path: &std::path::Path, size: u64) -> bool {
-    size > 0
-        && matches!(
-            crate::sync::engine::apply::ends_in_newline(path, size),
-            Ok(false)
-        )
-}
-
 pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
     let sync = open_sync(ctx)?;
     let changed = changed_files(&sync).map_err(sync_error)?;
-    let waiting = waiting(&sync)?;
+    let waiting = crate::sync::engine::waiting::waiting(&sync).map_err(sync_error)?;
     let remote = sync.client.status_after(sync.state.cursor);
     let went_back = remote
         .as_ref()
@@ -488,20 +417,50 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         }
     }
     for w in &s.waiting {
-        let why = match w.reason {
-            "partial_line" => "its file ends in a line eVi is still writing",
-            "abandoned" => {
+        let who = match w.agent {
+            crate::source::Agent::Evi => "eVi",
+            crate::source::Agent::ClaudeCode => "Claude Code",
+            crate::source::Agent::Codex => "Codex",
+        };
+        let why = match (w.reason, w.agent) {
+            ("partial_line", _) => format!("its file ends in a line {who} is still writing"),
+            ("abandoned", crate::source::Agent::Evi) => {
                 "its file ends in a line eVi left unfinished over 24 hours ago; the next sync \
                  appends them with ids to the next day's file"
+                    .to_owned()
             }
-            "blob_missing" => "the server does not have the line's blob yet",
-            _ => "the next pull or push applies them",
+            ("abandoned", _) => format!(
+                "its file ends in a line {who} left unfinished over 24 hours ago; the next sync \
+                 ends that line where it stopped and appends them after it"
+            ),
+            ("blob_missing", _) => "the server does not have the line's blob yet".to_owned(),
+            ("not_placed", _) if w.session.matches('/').count() > 1 => {
+                "its session's file is not here yet (a subagent transcript goes beside it)"
+                    .to_owned()
+            }
+            ("not_placed", _) => {
+                "no line naming its project (`cwd`) has arrived yet, so its folder here is not \
+                 known"
+                    .to_owned()
+            }
+            ("agent_off", _) => format!(
+                "{who} is turned off here (`[agents] {} = true` in config.toml turns it on)",
+                w.agent.name()
+            ),
+            _ => "the next pull or push applies them".to_owned(),
         };
-        writeln!(
-            out,
-            "waiting:   {} ({} entries of {}): {why}",
-            w.session, w.entries, w.day
-        )?;
+        match &w.day {
+            Some(day) => writeln!(
+                out,
+                "waiting:   {} ({} entries of {day}): {why}",
+                w.session, w.entries
+            )?,
+            None => writeln!(
+                out,
+                "waiting:   {} ({} entries): {why}",
+                w.session, w.entries
+            )?,
+        }
     }
     for a in &s.agents {
         let name = a.agent.name();

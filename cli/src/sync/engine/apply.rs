@@ -74,9 +74,6 @@ use crate::transcript::entry_id::{IdChain, derive_id};
 use crate::transcript::line::{explicit_ids, parse_head};
 use crate::transcript::lines::walk_file;
 
-/// A partial line untouched this long was abandoned by eVi.
-pub const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
-
 /// Rounds of "decide, find the session changed, read it again" before the
 /// rest of a batch waits for the next sync.
 const ATTEMPTS: usize = 8;
@@ -765,13 +762,11 @@ pub fn ends_in_newline(path: &std::path::Path, size: u64) -> io::Result<bool> {
     Ok(b[0] == b'\n')
 }
 
-/// A partial line whose file was not touched for [`ABANDONED_AFTER`].
+/// A partial line whose file was not touched for
+/// [`ABANDONED_AFTER`](crate::sync::engine::pending::ABANDONED_AFTER).
 fn abandoned(info: &FileInfo) -> bool {
-    info.disk.is_some_and(|d| {
-        SystemTime::now()
-            .duration_since(d.mtime)
-            .is_ok_and(|age| age >= ABANDONED_AFTER)
-    })
+    info.disk
+        .is_some_and(|d| crate::sync::engine::pending::abandoned(d.mtime))
 }
 
 /// The day after `day`.
@@ -1054,7 +1049,9 @@ mod tests {
     fn an_abandoned_partial_line_sends_entries_to_the_next_day_with_ids() {
         let (_d, home, _) = home(&[("2026-06-08", b"{\"cut")]);
         let path = home.transcripts_dir().join("2026-06-08/s.jsonl");
-        let old = SystemTime::now() - ABANDONED_AFTER - Duration::from_secs(60);
+        let old = SystemTime::now()
+            - crate::sync::engine::pending::ABANDONED_AFTER
+            - Duration::from_secs(60);
         std::fs::File::options()
             .write(true)
             .open(&path)

@@ -61,7 +61,8 @@ impl Incoming {
     /// Loads what waits from earlier syncs and queues it first.
     pub fn open(ctx: &SyncContext) -> Result<Self, SyncError> {
         let dir = ctx.paths.dir.join("pending");
-        let mut pending = PendingStore::load(dir).ctx(|| "cannot read sync/pending".into())?;
+        let mut pending =
+            PendingStore::<SessionId>::load(dir).ctx(|| "cannot read sync/pending".into())?;
         let sessions: Vec<SessionId> = pending.sessions().map(|(s, _)| s.clone()).collect();
         let mut queued = BTreeMap::new();
         let mut waited = BTreeMap::new();
@@ -255,15 +256,25 @@ impl SessionWork {
     }
 }
 
-/// Applies what waits from earlier syncs (the start of every push and pull).
-pub(crate) fn drain_pending(ctx: &mut SyncContext) -> Result<Incoming, SyncError> {
+/// Applies what waits from earlier syncs (the start of every push and
+/// pull): eVi's entries in `sync/pending/`, then other agents' in
+/// `sync/pending-agents/` (see [`crate::source::apply`]). So an entry that
+/// waited for a line to be finished goes in with the next sync after it is,
+/// whether or not anything new came.
+pub(crate) fn drain_pending(
+    ctx: &mut SyncContext,
+) -> Result<(Incoming, crate::source::apply::AgentApplied), SyncError> {
     let mut inc = Incoming::open(ctx)?;
     if inc.has_work() {
         inc.apply(ctx)?;
         inc.sync()?;
         ctx.save_state()?;
     }
-    Ok(inc)
+    let agents = crate::source::apply::apply(ctx, Vec::new())?;
+    if agents.entries > 0 {
+        ctx.save_state()?;
+    }
+    Ok((inc, agents))
 }
 
 /// Keeps the next push from sending back what pull just wrote (see the

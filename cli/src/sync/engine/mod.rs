@@ -9,7 +9,8 @@
 //!   it; [`journal`] is the checkpoint journal's side, [`line_blobs`] the
 //!   lines too large for a segment; [`push_report`] what push says it did).
 //! - [`pull`]: fetch the records, open them, apply them ([`apply`],
-//!   [`incoming`], [`pending`] for entries whose parent has not arrived).
+//!   [`incoming`], [`pending`] for entries that cannot be written yet,
+//!   [`waiting`] what waits and why, for people).
 //! - [`one_session`]: one session fetched alone.
 //! - [`blobs`]: which checkpoint blobs a push or pull moves.
 //! - [`cores`]: the independent parts of a sync spread over the cores.
@@ -39,4 +40,5 @@ pub mod rotate;
 pub(crate) mod unfinished;
 pub mod uploader;
 pub mod verify;
+pub mod waiting;
 pub mod watch;

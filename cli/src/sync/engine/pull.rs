@@ -62,7 +62,8 @@ pub struct PullReport {
     pub agent_sessions: u64,
     /// What people should know about other agents' sessions.
     pub agent_notes: Vec<String>,
-    /// Entries of other agents' sessions kept in `sync/pending-agents/`.
+    /// Entries of other agents' sessions kept in `sync/pending-agents/`
+    /// (all of them, after the pull).
     pub waiting_agents: u64,
     /// Sessions of agents not turned on here, passed over (`[agents]`).
     pub agents_not_enabled: std::collections::BTreeMap<crate::source::Agent, u64>,
@@ -248,7 +249,11 @@ fn pull_scope(
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx, progress)?;
     // What waited since an earlier sync goes in first, in its order.
-    let mut incoming = drain_pending(ctx)?;
+    let (mut incoming, drained) = drain_pending(ctx)?;
+    report.agent_entries += drained.entries;
+    report.agent_sessions += drained.sessions;
+    report.waiting_agents = drained.waiting;
+    report.agent_notes.extend(drained.notes);
     let only = match &scope {
         Scope::Everything => None,
         Scope::Session { stream, .. } => Some(stream.clone()),
@@ -353,11 +358,22 @@ fn pull_scope(
     report.sessions = applied.sessions.len() as u64 + report.agent_sessions;
     report.diverged = applied.diverged.len() as u64;
     report.waiting = incoming.waiting();
+    let mut why = Vec::new();
     if report.waiting > 0 {
-        report.deferred = Some(format!(
-            "{} entries wait until eVi finishes the line it is writing (see `evi sync status`)",
+        why.push(format!(
+            "{} entries wait until eVi finishes the line it is writing",
             report.waiting
         ));
+    }
+    if report.waiting_agents > 0 {
+        why.push(format!(
+            "{} entries of other agents' sessions wait for the line their file ends in, or \
+             for their session's file",
+            report.waiting_agents
+        ));
+    }
+    if !why.is_empty() {
+        report.deferred = Some(format!("{} (see `evi sync status`)", why.join("; ")));
     }
     Ok((report, pulled_to))
 }

@@ -131,8 +131,8 @@ fn push_into(
         Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
         _ => {}
     }
-    // Entries that waited for eVi to finish a line go in first, so what is
-    // read below is the home as pull would leave it.
+    // Entries that waited for eVi (or another agent) to finish a line go
+    // in first, so what is read below is the home as pull would leave it.
     drain_pending(ctx)?;
     let unfinished = Unfinished::begin(&ctx.paths, caps.known_entries)?;
     // The journal's blobs go up while the transcripts are read and sealed.

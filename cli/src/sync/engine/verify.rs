@@ -300,9 +300,9 @@ fn local(ctx: &SyncContext) -> Result<Local, SyncError> {
         here.extend(ids.iter().map(|(id, _)| id.clone()));
         sessions.push((file.stream.to_string(), ids));
     }
-    for (stream, ids) in crate::source::apply::waiting_ids(ctx) {
+    for (stream, list) in crate::source::apply::waiting(ctx)? {
         let name = stream.to_string();
-        here.extend(ids.iter().map(|id| ctx.keys.stream_entry_key(&name, id)));
+        here.extend(list.iter().map(|w| ctx.keys.stream_entry_key(&name, &w.id)));
     }
     // A session's project entry is in its stream on the server, and here in
     // `sync/projects.json` (pull keeps it out of the agent's file; push

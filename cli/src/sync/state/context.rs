@@ -132,7 +132,8 @@ impl SyncContext {
 /// room, so it never stops a sync.
 fn sweep_stale_temps(home: &EviHome, paths: &SyncPaths) {
     let blobs = home.checkpoints_dir().join("blobs");
-    for dir in [paths.dir.clone(), paths.dir.join("pending"), blobs] {
+    let pending = [paths.dir.join("pending"), paths.dir.join("pending-agents")];
+    for dir in [paths.dir.clone(), blobs].into_iter().chain(pending) {
         let _ = crate::fsutil::remove_stale_temps(&dir);
     }
 }

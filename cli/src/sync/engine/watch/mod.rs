@@ -612,9 +612,11 @@ fn nothing_to_push(ctx: &SyncContext) -> Result<bool, SyncError> {
     if crate::sync::engine::push::changed_files(ctx)? > 0 || !ctx.state.missing_blobs.is_empty() {
         return Ok(false);
     }
-    let pending = ctx.paths.dir.join("pending");
-    if std::fs::read_dir(&pending).is_ok_and(|mut d| d.next().is_some()) {
-        return Ok(false);
+    for pending in ["pending", "pending-agents"] {
+        let dir = ctx.paths.dir.join(pending);
+        if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+            return Ok(false);
+        }
     }
     let journal = ctx.home.checkpoints_dir().join("journal.jsonl");
     Ok(match crate::sync::state::Stat::of(&journal) {
