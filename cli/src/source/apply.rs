@@ -14,11 +14,17 @@
 //!   when its parent is the file's implicit tip and its derived id comes
 //!   out the same here; every other entry gets `id` and `parentId` in front
 //!   (or the `eviRawLine` wrapper), which never moves the implicit chain.
+//! - **A subagent transcript goes beside its session**: a Claude Code
+//!   stream `claude-code/<session>/<stem>` this device has no file of is
+//!   written to `<session>/subagents/<stem>.jsonl` in the folder of the
+//!   session's file here, wherever that was placed (its own `cwd`s may name
+//!   another folder: the session's directory changed before it ran). Until
+//!   the session's file is here, its entries wait.
 //! - **Never into a line being written**: the append goes through a handle
 //!   opened `O_APPEND` whose size and last byte are checked right before the
 //!   one write; a file that ends in a partial line (the agent mid-write)
 //!   makes the entries wait. So do entries whose place is not known yet (no
-//!   line with a `cwd` has arrived). A
+//!   line with a `cwd` has arrived, or a subagent's session is not here). A
 //!   session's project entry ([`super::project`]) is kept out of the file;
 //!   it may place the session in a checkout here with the same git remote
 //!   ([`place_by_remote`]).
@@ -179,6 +185,19 @@ pub fn waiting(ctx: &SyncContext) -> Result<Vec<(StreamName, Vec<Waiting>)>, Syn
         .collect())
 }
 
+/// The file a subagent transcript of Claude Code goes to: beside its
+/// session's file (`session_file`), as Claude Code keeps it.
+fn beside_session(session_file: &Path, stream: &StreamName) -> Option<PathBuf> {
+    let sub = stream.sub.as_ref()?;
+    Some(
+        session_file
+            .parent()?
+            .join(stream.session.as_str())
+            .join("subagents")
+            .join(format!("{sub}.jsonl")),
+    )
+}
+
 /// Applies the pulled entries of other agents' sessions (and those that
 /// waited, first), each stream in the order its entries came; what cannot
 /// be applied now waits (see the module's promises).
@@ -257,6 +276,16 @@ pub fn apply(
         });
         let target = match files.get(&stream) {
             Some(p) => Some(p.clone()),
+            // Beside its session's file, once that is here (a session
+            // sorts before its subagents: one that came with them is
+            // written first).
+            None if stream.sub.is_some() => {
+                let session = StreamName {
+                    sub: None,
+                    ..stream.clone()
+                };
+                (files.get(&session)).and_then(|f| beside_session(f, &stream))
+            }
             None => {
                 let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
                 place_by_remote(ctx, &stream, &lines)?;

@@ -5,9 +5,9 @@
 //! `[A-Za-z0-9]` replaced by `-` (which is how Claude Code finds a session
 //! to resume from the directory it runs in). A subagent's transcript
 //! `projects/<project folder>/<session id>/subagents/<stem>.jsonl` syncs as
-//! a stream of its own beside the session. Lines carry `uuid` and
-//! `parentUuid`: explicit ids; lines without (summaries, file-history
-//! snapshots) take derived ids as eVi's do.
+//! a stream of its own, and lands beside its session's file. Lines carry
+//! `uuid` and `parentUuid`: explicit ids; lines without (summaries,
+//! file-history snapshots) take derived ids as eVi's do.
 
 use std::path::{Path, PathBuf};
 
@@ -179,16 +179,16 @@ fn string_end(raw: &[u8], mut i: usize) -> Option<usize> {
 }
 
 /// Where a pulled session lands: the folder of its project as mapped here.
+/// A subagent transcript has no place of its own (its `cwd`s may name
+/// another folder than its session's): it goes beside its session's file
+/// (`source::apply`).
 pub fn target(root: &Path, stream: &StreamName, lines: &[&[u8]], map: &PathMap) -> Option<PathBuf> {
+    if stream.sub.is_some() {
+        return None;
+    }
     let project = map.local(&cwd(lines.iter().copied())?);
     let folder = root.join("projects").join(project_folder(&project));
-    Some(match &stream.sub {
-        None => folder.join(format!("{}.jsonl", stream.session)),
-        Some(sub) => folder
-            .join(stream.session.as_str())
-            .join("subagents")
-            .join(format!("{sub}.jsonl")),
-    })
+    Some(folder.join(format!("{}.jsonl", stream.session)))
 }
 
 #[cfg(test)]

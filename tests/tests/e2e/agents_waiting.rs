@@ -1,6 +1,7 @@
 //! Other agents' entries that must wait, as eVi's do ("Waiting never blocks
 //! others" in DESIGN.md): kept in `sync/pending-agents/` while the agent's
-//! file ends in a line it is writing, listed by `evi sync status`, applied by
+//! file ends in a line it is writing (or, for a subagent transcript, while
+//! its session's file is not here), listed by `evi sync status`, applied by
 //! the next pull or push once they can be, and written after a line the
 //! agent left unfinished for a day.
 
@@ -10,8 +11,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::agents::{
-    CLAUDE_ID, CODEX_ID, CODEX_REL, append, claude_file, claude_on_two, codex, enable, entry_set,
-    next_user_line, project, put, write_fixture_sessions,
+    CLAUDE_ID, CODEX_ID, CODEX_REL, SUB_STEM, TOOLS_ID, append, claude, claude_file, claude_on_two,
+    claude_session, codex, enable, entry_set, fixture, folder, mapped_devices, next_user_line,
+    project, put, write_fixture_sessions,
 };
 use crate::common::{Device, two_devices};
 
@@ -220,4 +222,82 @@ fn entries_for_an_agents_line_left_unfinished_for_a_day_go_in_after_that_line_is
         let run = d.sync(&["sync", "verify"]);
         assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     }
+}
+
+/// The subagent fixture of `session`, written by Claude Code while the
+/// session's directory was `cwd`.
+fn subagent(session: &str, cwd: &str) -> String {
+    fixture("claude-code-subagent.jsonl", cwd).replace(TOOLS_ID, session)
+}
+
+#[test]
+fn a_subagent_transcript_lands_beside_its_session_whenever_the_session_arrives() {
+    let (_server, a, b, proj_a, proj_b) = mapped_devices();
+    // Both sessions moved into a subfolder before their subagents ran.
+    let (deep_a, deep_b) = (
+        format!("{proj_a}/crates/lexer"),
+        format!("{proj_b}/crates/lexer"),
+    );
+    let beside = |d: &Device, proj: &str, session: &str, stem: &str| {
+        claude_session(d, proj, session)
+            .parent()
+            .unwrap()
+            .join(format!("{session}/subagents/{stem}.jsonl"))
+    };
+    let mapped = |p: &Path| read(p).replace(&proj_a, &proj_b);
+
+    // A session and its subagent arrive in one pull; another session's
+    // subagent arrives before the session.
+    let plain_a = claude_session(&a, &proj_a, CLAUDE_ID);
+    put(&plain_a, &fixture("claude-code.jsonl", &proj_a));
+    let early = "agent-e0e0e0e0";
+    let plain_sub_a = beside(&a, &proj_a, CLAUDE_ID, early);
+    put(&plain_sub_a, &subagent(CLAUDE_ID, &deep_a));
+    let tools_sub_a = beside(&a, &proj_a, TOOLS_ID, SUB_STEM);
+    put(&tools_sub_a, &subagent(TOOLS_ID, &deep_a));
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let plain_sub_b = beside(&b, &proj_b, CLAUDE_ID, early);
+    assert_eq!(
+        read(&plain_sub_b),
+        mapped(&plain_sub_a),
+        "beside its session"
+    );
+    let tools_sub_b = beside(&b, &proj_b, TOOLS_ID, SUB_STEM);
+    assert!(!tools_sub_b.exists(), "its session is not here yet");
+    assert_eq!(
+        waiting(&b),
+        vec![(
+            format!("claude-code/{TOOLS_ID}/{SUB_STEM}"),
+            "claude-code".into(),
+            2,
+            "not_placed".into()
+        )]
+    );
+
+    // The session arrives: its subagent lands beside it.
+    let tools_a = claude_session(&a, &proj_a, TOOLS_ID);
+    put(&tools_a, &fixture("claude-code-tools.jsonl", &proj_a));
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    assert_eq!(
+        read(&tools_sub_b),
+        mapped(&tools_sub_a),
+        "beside its session"
+    );
+    assert_eq!(waiting(&b), vec![]);
+
+    // A subagent that runs later lands beside its session here.
+    let late = "agent-f1f1f1f1";
+    let late_a = beside(&a, &proj_a, TOOLS_ID, late);
+    put(&late_a, &subagent(TOOLS_ID, &deep_a));
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    assert_eq!(read(&beside(&b, &proj_b, TOOLS_ID, late)), mapped(&late_a));
+
+    assert!(
+        !claude(&b).join("projects").join(folder(&deep_b)).exists()
+            && !claude(&b).join("projects").join(folder(&deep_a)).exists(),
+        "nothing in the subfolder's project folder"
+    );
 }
