@@ -268,3 +268,64 @@ fn redaction_can_be_turned_off() {
         r.stderr
     );
 }
+
+/// Other agents' lines are redacted as eVi's are: a Claude Code line (its
+/// own `uuid`, so it keeps its id as it is) and a Codex line (a derived id:
+/// it travels with `id`/`parentId`) holding secrets reach B without them,
+/// with the same ids on both devices; A's files are untouched.
+#[test]
+fn secrets_in_claude_code_and_codex_sessions_are_replaced_before_they_leave_the_device() {
+    use crate::agents::{
+        CODEX_REL, append, claude_file, codex, enable, entries, next_user_line, project,
+        write_fixture_sessions,
+    };
+    let (_server, a, b) = two_devices();
+    let proj = project(&a, "home/a/proj");
+    enable(&a, "");
+    enable(&b, "");
+    let (cc_a, cx_a) = write_fixture_sessions(&a, &proj);
+    let gh = "ghp_7Hq2Lm9Xr4Tz8Kc1Vb5Nw3Jd6Fg0Sy2Pa4Ue";
+    let aws_id = "AKIAZ3QW7RT2LK5MN4XB";
+    append(&cc_a, &next_user_line(&proj, &format!("push with {gh}")));
+    append(
+        &cx_a,
+        &format!(
+            r#"{{"timestamp":"2026-01-19T15:22:00.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"deploy with AWS_ACCESS_KEY_ID={aws_id}"}}]}}}}"#
+        ),
+    );
+    let before = (std::fs::read(&cc_a).unwrap(), std::fs::read(&cx_a).unwrap());
+    let out = a.sync_ok(&["push"]);
+    assert!(
+        out.contains("redacted") && out.contains("github-pat") && out.contains("aws-access-token"),
+        "{out}"
+    );
+    assert_eq!(
+        (std::fs::read(&cc_a).unwrap(), std::fs::read(&cx_a).unwrap()),
+        before,
+        "A's files are untouched"
+    );
+    b.sync_ok(&["pull"]);
+    let needles = [gh.to_owned(), aws_id.to_owned()];
+    let (cc_b, cx_b) = (claude_file(&b, &proj), codex(&b).join(CODEX_REL));
+    for (p, tag) in [
+        (&cc_b, "[REDACTED:github-pat]"),
+        (&cx_b, "[REDACTED:aws-access-token]"),
+    ] {
+        let text = std::fs::read(p).unwrap();
+        assert_none_in(&text, &needles, &p.display().to_string());
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains(tag), "{text}");
+    }
+    let tree = |p: &std::path::Path| -> std::collections::BTreeSet<(String, Option<String>)> {
+        entries(p)
+            .into_iter()
+            .map(|(id, parent, _)| (id, parent))
+            .collect()
+    };
+    assert_eq!(tree(&cc_a), tree(&cc_b), "one tree");
+    assert_eq!(tree(&cx_a), tree(&cx_b), "one tree");
+    for d in [&a, &b] {
+        let again = d.sync_ok(&["push"]);
+        assert!(again.contains("pushed 0 entries"), "{again}");
+    }
+}
