@@ -537,3 +537,59 @@ fn push_with_a_key_that_is_not_the_accounts_says_which_file_to_move() {
          (offline: `evi sync key export -o key.age` there, `evi sync key import key.age` here)\n"
     );
 }
+
+#[test]
+fn pull_with_a_key_that_is_not_the_accounts_says_so_and_marks_nothing_damaged() {
+    let server = TestServer::start();
+    let a = Device::new();
+    let b = Device::new();
+    let other = Device::new();
+    init(&a, &server.url, "pat", "laptop");
+    b.join_copying_key(&a, &server.url, "pat", "desktop");
+    init(&other, &server.url, "sam", "laptop");
+    b.write("2026-06-08", "S1", line("from the desktop").as_bytes());
+    b.sync_ok(&["push"]);
+    // A's key swapped for another account's (a valid age identity), its
+    // token still valid: nothing it pulls can open.
+    let own = std::fs::read(a.identity_path()).unwrap();
+    std::fs::copy(other.identity_path(), a.identity_path()).unwrap();
+    // What sync/ holds, less what any sync command leaves (the lock's pid,
+    // the empty marks file it opens).
+    let sync_state = || {
+        let mut t = a.tree("sync");
+        t.retain(|rel, _| rel != "lock" && rel != "appending");
+        t
+    };
+    let sync_before = sync_state();
+    let mismatch = "error: this device's key does not match the account's: it was not made \
+                    from the same identity\n\
+                    hint: move sync/identity.txt (in the eVi home) away, then pair this device: \
+                    `evi sync pair` on your first device, `evi sync join CODE --server URL` here \
+                    (offline: `evi sync key export -o key.age` there, `evi sync key import \
+                    key.age` here)\n";
+    for args in [
+        &["sync", "pull"][..],
+        &["sync", "pull", "--json"],
+        &["sync", "pull", "--session", "S1"],
+        &["sync", "verify", "--repair"],
+    ] {
+        let r = a.sync(args);
+        assert_eq!(
+            (r.code, r.stdout.as_str(), r.stderr.as_str()),
+            (1, "", mismatch),
+            "{args:?}"
+        );
+    }
+    assert!(sync_state() == sync_before, "nothing recorded as damaged");
+    assert!(a.tree("transcripts").is_empty(), "nothing applied");
+    // The right key back: everything opens, nothing was reported damaged.
+    std::fs::write(a.identity_path(), own).unwrap();
+    let out = a.sync_ok(&["pull"]);
+    assert!(out.starts_with("pulled 1 entries in 1 sessions"), "{out}");
+    assert_eq!(held(&a, "S1").len(), 1);
+    let (code, v) = {
+        let r = a.sync(&["sync", "verify", "--json"]);
+        (r.code, json(&r.stdout))
+    };
+    assert_eq!(code, 0, "{v}");
+}

@@ -5,6 +5,11 @@
 //! [`pending`](crate::sync::engine::pending); fetch and verify the blobs the pulled
 //! journals name; advance the cursor only once all that is durable.
 //!
+//! Under a key that is not the account's (its key check value says so),
+//! nothing is opened: the pull fails as push does, with
+//! [`SyncError::KeyMismatch`], before it writes or records anything. Every
+//! record would fail to open, and that is the key, not damage.
+//!
 //! A record that arrives whole and fails its checks is not applied and
 //! does not stop the others: it is recorded as [`damaged`](crate::sync::state::damaged)
 //! in the state save that moves the cursor past it, fetched again by every
@@ -121,6 +126,7 @@ fn pull_with(
     opts: PullOptions,
     mend: bool,
 ) -> Result<PullReport, SyncError> {
+    ctx.check_key()?;
     let status = ctx.client.status()?;
     let mut went_back = ctx.state.high_water.went_back(&status);
     // Fewer records and entries at the same or a later seq may be a forget
@@ -195,6 +201,7 @@ pub fn pull_session(
     if !caps.stream_pull {
         return Ok(None);
     }
+    ctx.check_key()?;
     let status = ctx.client.status()?;
     let went_back = ctx.state.high_water.went_back(&status);
     ctx.state.high_water.observe(&status);

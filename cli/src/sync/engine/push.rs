@@ -125,12 +125,8 @@ fn push_into(
             ),
         });
     }
-    // Refuse to push under a key the account was not set up with (and learn
-    // early that a token was revoked).
-    match ctx.client.key_check()? {
-        Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
-        _ => {}
-    }
+    // Nothing goes up under a key the account was not set up with.
+    ctx.check_key()?;
     // Entries that waited for eVi (or another agent) to finish a line go
     // in first, so what is read below is the home as pull would leave it.
     drain_pending(ctx)?;

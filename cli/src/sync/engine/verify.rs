@@ -11,7 +11,9 @@
 //! - Every record the server holds, this device's own too, is fetched page
 //!   by page and opened as pull opens one (age, the MAC, the ids it is
 //!   served under, the formats of what it holds). One that fails is a
-//!   [`Problem`]; the check goes on with the others.
+//!   [`Problem`]; the check goes on with the others. Under a key that is
+//!   not the account's (its key check value), nothing is opened: verify
+//!   fails as push does, and a repair reports nothing to the server.
 //! - Every blob a verified record names (a checkpoint journal's blob, a
 //!   line sent as a blob) is fetched, whole or in parts, and must hash to
 //!   its name.
@@ -367,6 +369,9 @@ fn agent_entries(ctx: &SyncContext, file: &AgentFile) -> Result<Vec<(KeyedId, bo
 pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport, SyncError> {
     let started = Instant::now();
     let mut report = VerifyReport::default();
+    // Under another key nothing opens: that is the key, not damage (and a
+    // repair would report every record damaged to the server).
+    ctx.check_key()?;
     let status = ctx.client.status()?;
     let framed = ctx.client.capabilities()?.frames;
     let local = local(ctx)?;

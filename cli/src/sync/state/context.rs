@@ -114,6 +114,19 @@ impl SyncContext {
         })
     }
 
+    /// Refuses to go on under a key the account was not set up with:
+    /// [`SyncError::KeyMismatch`] when the account's key check value is not
+    /// this identity's. Push checks before anything goes up, pull and verify
+    /// before anything is opened: under another key every record fails to
+    /// open, which is this, not damage (and learns early that a token was
+    /// revoked). An account without a key check value passes.
+    pub fn check_key(&self) -> Result<(), SyncError> {
+        match self.client.key_check()? {
+            Some(kcv) if !self.keys.matches_key_check(&kcv) => Err(SyncError::KeyMismatch),
+            _ => Ok(()),
+        }
+    }
+
     pub fn save_state(&self) -> Result<(), SyncError> {
         self.projects
             .save(&self.paths.dir)

@@ -19,6 +19,11 @@
 //! - A transient failure is not damage: a page that does not arrive (a
 //!   network cut, a 5xx) fails the pull as before and is retried, with the
 //!   cursor unmoved. Only a body that arrived and fails its checks is here.
+//! - A wrong key is not damage: pull checks the account's key check value
+//!   before it opens anything, and under another key fails without
+//!   recording a record here (see [`SyncContext::check_key`]).
+//!
+//! [`SyncContext::check_key`]: crate::sync::state::context::SyncContext::check_key
 
 use evi_shared::{KeyedId, SessionId};
 use serde::{Deserialize, Serialize};

@@ -198,10 +198,7 @@ pub fn send_outbox(ctx: &mut SyncContext, done: &mut Done) -> Result<(), SyncErr
     if o.unsent.is_empty() {
         return Ok(());
     }
-    match ctx.client.key_check()? {
-        Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
-        _ => {}
-    }
+    ctx.check_key()?;
     let caps = ctx.client.capabilities()?;
     let mut batch = OutBatch::new(caps.frames, caps.max_batch_bytes);
     for q in &o.unsent {

@@ -109,10 +109,7 @@ pub fn send_outbox(ctx: &mut SyncContext, applied: &mut Applied) -> Result<(), S
         return Ok(());
     }
     // As push does: nothing goes up under a key the account does not hold.
-    match ctx.client.key_check()? {
-        Some(kcv) if !ctx.keys.matches_key_check(&kcv) => return Err(SyncError::KeyMismatch),
-        _ => {}
-    }
+    ctx.check_key()?;
     let caps = ctx.client.capabilities()?;
     let mut batch = OutBatch::new(caps.frames, caps.max_batch_bytes);
     for t in &unsent {
