@@ -12,7 +12,10 @@
 //! - `unstaged`: `git diff --binary --full-index` of the work tree against
 //!   the index, with the untracked files git does not ignore added to a
 //!   temporary copy of the index as intent-to-add, so they are new files of
-//!   the patch (modes, symlinks and binary content as git writes them);
+//!   the patch (modes, symlinks and binary content as git writes them). The
+//!   copy keeps the index's modification time, so git checks the same
+//!   "racily clean" entries it checks in the index: a file edited in the
+//!   second of the last index write is in the patch as `git diff` shows it;
 //! - `objects`: a pack of the blobs the two patches apply to, so the other
 //!   side can merge three ways even when it lacks the commit;
 //! - `bundle` (with `--bundle`): `git bundle create - HEAD --not --remotes`,
@@ -105,7 +108,7 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
     let index = work.path().join("index");
     let real = g.text(&["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
     if Path::new(&real).is_file() {
-        std::fs::copy(&real, &index).map_err(io_err("cannot copy the git index"))?;
+        copy_index(Path::new(&real), &index)?;
     } else {
         g.with_index(&index).run(&["read-tree", "HEAD"])?;
     }
@@ -238,6 +241,24 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
         size,
         bundled,
     }))
+}
+
+/// Copies the index at `real` to `to` with its modification time: git
+/// takes an entry whose file has the index's second (or a later one) for
+/// "racily clean" and compares its content, since a same-size edit in that
+/// second leaves the stat data as recorded. A copy with a newer time would
+/// pass such an edit over as clean, and the patch would lack what `git
+/// status` and `git diff` show; with the time kept, git reads the copy as
+/// it reads the index (and smudges such entries when it writes the copy).
+fn copy_index(real: &Path, to: &Path) -> Result<(), GitError> {
+    let err = io_err("cannot copy the git index");
+    // One open file: the time is that of the bytes copied, even if git
+    // replaces the index meanwhile.
+    let mut from = File::open(real).map_err(&err)?;
+    let mtime = from.metadata().and_then(|m| m.modified()).map_err(&err)?;
+    let mut copy = File::create(to).map_err(&err)?;
+    io::copy(&mut from, &mut copy).map_err(&err)?;
+    copy.set_modified(mtime).map_err(&err)
 }
 
 /// The blob ids `git diff --raw -z --no-abbrev` names as preimages (and,

@@ -797,3 +797,84 @@ fn the_server_keeps_no_path_branch_or_content_of_the_repository() {
     }
     assert!(found.is_empty(), "the server keeps: {found:?}");
 }
+
+/// Sets the modification time of `path` to `t`.
+fn set_mtime(path: &Path, t: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+#[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
+fn a_file_edited_in_the_same_second_as_the_index_write_is_carried() {
+    if !crate::common::tool_present("git", "--version", "apt-get install git") {
+        return;
+    }
+    // Without an untracked file git reads the copied index as it is; with
+    // one, it writes the copy first (the file added as intent-to-add).
+    for untracked in [false, true] {
+        same_second_edit(untracked);
+    }
+}
+
+fn same_second_edit(untracked: bool) {
+    let s = setup("origin.git");
+    // The race, made certain: git cannot tell from its stat data that a file
+    // changed when its size and mtime are what the index recorded and the
+    // index was written in that same second (a commit, then an edit within
+    // the second); it then compares the content ("racily clean"). The ctime
+    // of the edit is left out of the stat check (core.trustctime false, as
+    // on file systems whose ctime cannot be trusted), so that the second
+    // need not be hit by luck.
+    git(&s.laptop, &["config", "core.trustctime", "false"]);
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_780_909_200);
+    let notes = s.laptop.join("notes.txt");
+    write(
+        &s.laptop,
+        "notes.txt",
+        b"first line\nsecond line\nthird, AAA\n",
+    );
+    git(&s.laptop, &["commit", "-qam", "three As"]);
+    git(&s.laptop, &["push", "-q", "origin", "main"]);
+    set_mtime(&notes, t);
+    git(&s.laptop, &["update-index", "-q", "--refresh"]);
+    // The same size, the same mtime: only the bytes differ.
+    write(
+        &s.laptop,
+        "notes.txt",
+        b"first line\nsecond line\nthird, BBB\n",
+    );
+    set_mtime(&notes, t);
+    if untracked {
+        write(&s.laptop, "scratch.txt", b"untracked\n");
+    }
+    set_mtime(&s.laptop.join(".git/index"), t);
+    let status = git(&s.laptop, &["--no-optional-locks", "status", "--porcelain"]);
+    let want = if untracked {
+        " M notes.txt\n?? scratch.txt\n"
+    } else {
+        " M notes.txt\n"
+    };
+    assert_eq!(status, want, "git sees the edit");
+
+    let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("; 1 file changed"), "{}", run.stdout);
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read(s.desktop.join("notes.txt")).unwrap(),
+        b"first line\nsecond line\nthird, BBB\n",
+        "the edit came along: {}",
+        run.stderr
+    );
+    assert_eq!(looks(&s.desktop), looks(&s.laptop));
+}
