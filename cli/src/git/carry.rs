@@ -23,8 +23,11 @@
 //!
 //! Applying `staged` to the index and work tree, then `unstaged` to the
 //! work tree alone, gives back what `git status` showed: staged stays
-//! staged, unstaged unstaged, untracked untracked. The whole file is at most
-//! [`MAX_CARRIED_BYTES`]; past that the handoff stops and says so.
+//! staged, unstaged unstaged, untracked untracked, less the files left on
+//! the device as secrets (see [`secrets`]: by name, or by what the redaction
+//! rules find in them), which neither patch nor the pack holds and the
+//! build names. The whole file is at most [`MAX_CARRIED_BYTES`]; past that
+//! the handoff stops and says so.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
@@ -34,6 +37,10 @@ use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
 use super::{Git, GitError, Observed};
+use crate::sync::engine::redact::Redactor;
+use crate::transcript::git_state::LeftOut;
+
+mod secrets;
 
 /// The most a handoff carries: 50 MiB.
 pub const MAX_CARRIED_BYTES: u64 = 50 << 20;
@@ -84,12 +91,43 @@ fn args(cmd: &[&str]) -> Vec<String> {
     v
 }
 
+/// What a handoff carries: the file, when there is anything to carry, and
+/// the changed files it leaves on the device as secrets.
+#[derive(Debug)]
+pub struct Carry {
+    pub built: Option<Built>,
+    /// By path.
+    pub left_out: Vec<LeftOut>,
+}
+
 /// Builds the file for `obs` in `tmp` (the sync folder: private to the
-/// user), or `None` when there is nothing to carry. `bundle`: carry the
-/// commits no remote has (only when HEAD is on none).
-pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, GitError> {
+/// user); `built` is `None` when there is nothing to carry. `bundle`: carry
+/// the commits no remote has (only when HEAD is on none). `secrets`: the
+/// redaction rules turned on (`None`: `[sync] redact = false`); with them,
+/// a changed or untracked file that is a secret by its name, or whose new
+/// content holds a secret a rule finds, is left out of both patches (see
+/// [`secrets`]).
+pub fn build(
+    obs: &Observed,
+    bundle: bool,
+    tmp: &Path,
+    secrets: Option<&Redactor>,
+) -> Result<Carry, GitError> {
     let g = Git::new(&obs.top);
     let work = tempfile::tempdir_in(tmp).map_err(io_err("cannot make a temp folder"))?;
+    let index = work.path().join("index");
+    let real = g.text(&["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
+    if Path::new(&real).is_file() {
+        copy_index(Path::new(&real), &index)?;
+    } else {
+        g.with_index(&index).run(&["read-tree", "HEAD"])?;
+    }
+    // Everything below reads the copy: what is left out is taken out of it.
+    let gi = g.with_index(&index);
+    let left_out = match secrets {
+        Some(r) => secrets::leave_out(&gi, obs, r)?,
+        None => Vec::new(),
+    };
     let mut budget = MAX_CARRIED_BYTES;
     let mut part = |what: &str, f: &mut dyn FnMut(&mut File, u64) -> Result<u64, GitError>| {
         let path = work.path().join(what);
@@ -102,20 +140,26 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
     parts.push(part("staged", &mut |f, b| {
         let mut a = args(&["diff", "--cached"]);
         a.push("HEAD".into());
-        g.run_into(&a, f, b, "staged changes")
+        gi.run_into(&a, f, b, "staged changes")
     })?);
-
-    let index = work.path().join("index");
-    let real = g.text(&["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
-    if Path::new(&real).is_file() {
-        copy_index(Path::new(&real), &index)?;
-    } else {
-        g.with_index(&index).run(&["read-tree", "HEAD"])?;
-    }
-    let gi = g.with_index(&index);
-    if !obs.untracked.is_empty() {
-        let list: Vec<u8> = obs
-            .untracked
+    // Before the untracked files are in the copy as intent-to-add.
+    let mut shas = preimages(
+        &gi.run(&[
+            "diff",
+            "--cached",
+            "--raw",
+            "-z",
+            "--no-abbrev",
+            "--no-renames",
+            "HEAD",
+        ])?,
+        true,
+    );
+    let untracked: Vec<&String> = (obs.untracked.iter())
+        .filter(|p| !left_out.iter().any(|l| &l.path == *p))
+        .collect();
+    if !untracked.is_empty() {
+        let list: Vec<u8> = untracked
             .iter()
             .flat_map(|p| p.bytes().chain([0]))
             .collect();
@@ -137,19 +181,6 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
             "unstaged changes and untracked files",
         )
     })?);
-
-    let mut shas = preimages(
-        &g.run(&[
-            "diff",
-            "--cached",
-            "--raw",
-            "-z",
-            "--no-abbrev",
-            "--no-renames",
-            "HEAD",
-        ])?,
-        true,
-    );
     shas.extend(preimages(
         &gi.run(&["diff", "--raw", "-z", "--no-abbrev", "--no-renames"])?,
         false,
@@ -200,7 +231,10 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
     }
     let carries_something = parts.iter().any(|(name, _, n)| *n > 0 && name != "objects");
     if !carries_something {
-        return Ok(None);
+        return Ok(Carry {
+            built: None,
+            left_out,
+        });
     }
     let mut out = NamedTempFile::new_in(tmp).map_err(io_err("cannot make a temp file"))?;
     let mut hasher = Sha256::new();
@@ -235,12 +269,15 @@ pub fn build(obs: &Observed, bundle: bool, tmp: &Path) -> Result<Option<Built>, 
     out.as_file()
         .sync_all()
         .map_err(io_err("cannot write a temp file"))?;
-    Ok(Some(Built {
-        file: out,
-        sha256: hex::encode(hasher.finalize()),
-        size,
-        bundled,
-    }))
+    Ok(Carry {
+        built: Some(Built {
+            file: out,
+            sha256: hex::encode(hasher.finalize()),
+            size,
+            bundled,
+        }),
+        left_out,
+    })
 }
 
 /// Copies the index at `real` to `to` with its modification time: git

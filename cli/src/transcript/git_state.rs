@@ -38,6 +38,33 @@ pub struct CarriedBlob {
     pub size: u64,
 }
 
+/// A changed or untracked file a handoff left on its device as a secret
+/// (see [`crate::git::carry`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    pub path: String,
+    /// `name`: a secret by its name (a `.env`, a `*.pem`); else the
+    /// redaction rule that found a secret in it.
+    pub secret: String,
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.secret.as_str() {
+            "name" => write!(f, "{} (a secret by its name)", self.path),
+            rule => write!(f, "{} (holds a secret: {rule})", self.path),
+        }
+    }
+}
+
+/// `a (why), b (why)`.
+pub fn left_out_list(left: &[LeftOut]) -> String {
+    left.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What a handoff recorded of the checkout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GitState {
@@ -58,6 +85,11 @@ pub struct GitState {
     /// `None` when there is nothing to carry (a clean tree, pushed).
     #[serde(default)]
     pub blob: Option<CarriedBlob>,
+    /// Files left on the handing-off device as secrets, by path; not
+    /// counted in `files_changed` and `untracked`, which count what was
+    /// carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
 }
 
 /// The newest git state of a session as readers show it (`sessions list
@@ -95,8 +127,13 @@ impl GitState {
         } else {
             "NOT on any remote"
         };
+        let left = match self.left_out.len() {
+            0 => String::new(),
+            1 => "; 1 secret file left out".into(),
+            n => format!("; {n} secret files left out"),
+        };
         format!(
-            "{at}, {pushed}; {}",
+            "{at}, {pushed}; {}{left}",
             changes(self.files_changed, self.untracked)
         )
     }
@@ -172,6 +209,7 @@ mod tests {
             untracked: 1,
             bundled: false,
             blob: None,
+            left_out: Vec::new(),
         }
     }
 
@@ -192,6 +230,14 @@ mod tests {
             "detached HEAD at 3f2a9c1, not on a remote, carried as a bundle; 1 file changed"
         );
         assert_eq!(changes(0, 0), "clean");
+        s.left_out = vec![LeftOut {
+            path: ".env".into(),
+            secret: "name".into(),
+        }];
+        assert!(
+            s.summary()
+                .ends_with("; 1 file changed; 1 secret file left out")
+        );
     }
 
     #[test]

@@ -878,3 +878,120 @@ fn same_second_edit(untracked: bool) {
     );
     assert_eq!(looks(&s.desktop), looks(&s.laptop));
 }
+
+/// Every file under `root` whose bytes hold `needle`.
+fn holding(root: &Path, needle: &str) -> Vec<String> {
+    tree(root)
+        .into_iter()
+        .filter(|(_, b)| {
+            b.as_ref()
+                .is_some_and(|b| memchr::memmem::find(b, needle.as_bytes()).is_some())
+        })
+        .map(|(rel, _)| rel)
+        .collect()
+}
+
+#[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
+fn secrets_in_the_working_tree_stay_on_the_device_and_are_named() {
+    if !crate::common::tool_present("git", "--version", "apt-get install git") {
+        return;
+    }
+    let s = setup("origin.git");
+    let aws = "AKIAZ3QW7RT2LK5MN4XB";
+    let gh = "ghp_7Hq2Lm9Xr4Tz8Kc1Vb5Nw3Jd6Fg0Sy2Pa4Ue";
+    // Secrets by name: untracked, not ignored.
+    write(&s.laptop, ".env", b"DB_PASSWORD=canary-dotenv-51\n");
+    write(&s.laptop, "deploy/server.pem", b"canary-pem-52\n");
+    write(&s.laptop, "keys/id_ed25519", b"canary-ssh-53\n");
+    // Secrets by content: an untracked file, an unstaged edit of a tracked
+    // one, and a staged one.
+    write(
+        &s.laptop,
+        "config/prod.toml",
+        format!("aws_access_key_id = \"{aws}\"\n").as_bytes(),
+    );
+    write(
+        &s.laptop,
+        "notes.txt",
+        format!("first line\ntoken {gh}\nthird line\n").as_bytes(),
+    );
+    write(
+        &s.laptop,
+        "src/auth.rs",
+        b"const URL: &str = \"postgres://app:canary-Pw-54x@db/app\";\n",
+    );
+    git(&s.laptop, &["add", "src/auth.rs"]);
+    // What carries no secret goes as before.
+    write(
+        &s.laptop,
+        "src/lib.rs",
+        b"pub fn one() -> u32 {\n    5\n}\n",
+    );
+    write(&s.laptop, "todo.md", b"- ship it\n");
+    write(&s.laptop, ".env.example", b"DB_PASSWORD=\n");
+
+    let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let head = git(&s.laptop, &["rev-parse", "--short=7", "HEAD"]);
+    assert!(
+        run.stdout.contains(&format!(
+            "  working tree: branch main at {}, pushed; 1 file changed, 2 untracked; \
+             6 secret files left out\n  \
+             left on this device: .env (a secret by its name), config/prod.toml (holds a \
+             secret: aws-access-token), deploy/server.pem (a secret by its name), \
+             keys/id_ed25519 (a secret by its name), notes.txt (holds a secret: github-pat), \
+             src/auth.rs (holds a secret: url-password)\n",
+            head.trim()
+        )),
+        "{}",
+        run.stdout
+    );
+    let json = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        v["git"]["left_out"][0],
+        serde_json::json!({"path": ".env", "secret": "name"})
+    );
+    assert_eq!(
+        v["git"]["left_out"][1],
+        serde_json::json!({"path": "config/prod.toml", "secret": "aws-access-token"})
+    );
+
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("left on the other device: .env (a secret by its name), config/prod.toml"),
+        "{}",
+        run.stderr
+    );
+    let got = looks(&s.desktop);
+    assert_eq!(
+        got.status, " M src/lib.rs\n?? .env.example\n?? todo.md\n",
+        "only what holds no secret came"
+    );
+    for canary in [
+        "canary-dotenv-51",
+        "canary-pem-52",
+        "canary-ssh-53",
+        aws,
+        gh,
+        "canary-Pw-54x",
+    ] {
+        assert_eq!(
+            holding(&s.desktop, canary),
+            Vec::<String>::new(),
+            "{canary}"
+        );
+        assert_eq!(
+            holding(&s.b.home(), canary),
+            Vec::<String>::new(),
+            "{canary}"
+        );
+    }
+}

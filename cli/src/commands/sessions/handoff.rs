@@ -18,7 +18,7 @@ use crate::commands::shared::{
 use crate::sync::engine::push::{push, session_pushed};
 use crate::sync::progress::Quiet;
 use crate::transcript::SessionTree;
-use crate::transcript::git_state::GitState;
+use crate::transcript::git_state::{GitState, left_out_list};
 use crate::transcript::recent::most_recent;
 
 #[derive(Debug, Args)]
@@ -134,6 +134,9 @@ pub fn cmd_sessions_handoff(ctx: &Ctx, args: HandoffArgs) -> CommandResult {
         writeln!(out, "handoff {} ({} messages)", h.session, h.messages)?;
         if let Some(g) = &h.git {
             writeln!(out, "  working tree: {}", g.summary())?;
+            if !g.left_out.is_empty() {
+                writeln!(out, "  left on this device: {}", left_out_list(&g.left_out))?;
+            }
         }
         match pushed {
             "skipped" => writeln!(

@@ -1,6 +1,8 @@
 //! The working tree a handoff carries: observe the session's checkout,
 //! push or bundle what no remote has when asked, seal and upload what is
-//! not committed, and record it all as a `git_state` entry of the session.
+//! not committed (less the files that are secrets, with the redaction rules
+//! `[sync]` turns on: see `git::carry`), and record it all as a
+//! `git_state` entry of the session.
 
 use std::path::Path;
 
@@ -87,7 +89,9 @@ pub fn record(
             short(&obs.head)
         ));
     }
-    let built = carry::build(&obs, want.bundle, &sync.paths.dir).map_err(git_error)?;
+    let carry = carry::build(&obs, want.bundle, &sync.paths.dir, sync.redactor.as_deref())
+        .map_err(git_error)?;
+    let built = carry.built;
     let blob = match &built {
         Some(b) => {
             upload_one(sync, &b.sha256, b.file.path())
@@ -99,15 +103,22 @@ pub fn record(
         }
         None => None,
     };
+    // What the other device gets: the counts leave out what stays here.
+    let left = |path: &str| carry.left_out.iter().any(|l| l.path == path);
+    let files_changed = (obs.changed.iter())
+        .filter(|l| !left(l.get(3..).unwrap_or_default()))
+        .count();
+    let untracked = obs.untracked.iter().filter(|p| !left(p)).count();
     let state = GitState {
         remotes: obs.remotes,
         branch: obs.branch,
         head: obs.head,
         pushed: obs.pushed,
-        files_changed: obs.changed.len(),
-        untracked: obs.untracked.len(),
+        files_changed,
+        untracked,
         bundled: built.as_ref().is_some_and(|b| b.bundled),
         blob,
+        left_out: carry.left_out,
     };
     append_line(tree, |parent| git_state_line(&state, parent))
         .map_err(|e| user_error(format!("cannot record the working tree: {e}")))?;

@@ -12,7 +12,7 @@ use crate::git::carry::Carried;
 use crate::git::{self, GitError};
 use crate::sync::remote::blob_transfer::BlobTransfer;
 use crate::transcript::SessionTree;
-use crate::transcript::git_state::{GitState, changes, short};
+use crate::transcript::git_state::{GitState, changes, left_out_list, short};
 
 /// What `resume` was asked to do with the working tree.
 #[derive(Debug, Default)]
@@ -54,6 +54,12 @@ pub fn show_and_bring(
         .map(|t| format!(" ({})", fmt_minute(t)))
         .unwrap_or_default();
     eprintln!("working tree at handoff{when}: {}", state.summary());
+    if !state.left_out.is_empty() {
+        eprintln!(
+            "left on the other device: {}",
+            left_out_list(&state.left_out)
+        );
+    }
     let dir = git::checkout_for(want.repo.as_deref())?;
     let here = describe_here(&dir);
     eprintln!("this checkout, {}: {here}", dir.display());

@@ -26,6 +26,7 @@
 //! redacted; lines pushed before redaction was turned on.
 
 mod json;
+pub mod names;
 pub mod record;
 #[cfg(test)]
 mod tests;
@@ -207,6 +208,17 @@ impl Redactor {
             self.redact_text(raw, &mut hits)?
         };
         Some(Redacted { line, hits })
+    }
+
+    /// The rules that find a secret anywhere in `text` (a whole file, as
+    /// a handoff carries it: a key block over many lines is one match), in
+    /// rule order; empty when none does.
+    pub fn secrets_in(&self, text: &[u8]) -> Vec<String> {
+        let mut hits = BTreeMap::new();
+        self.redact_text(text, &mut hits);
+        let mut found: Vec<String> = hits.into_keys().collect();
+        found.sort_by_key(|id| self.rules.iter().position(|r| &r.id == id));
+        found
     }
 
     /// Whether `text` holds a keyword, in any ASCII case. Lowercasing a
