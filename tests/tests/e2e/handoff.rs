@@ -224,7 +224,7 @@ fn resume_runs_the_agent_which_appends_to_the_same_session() {
     assert_eq!(run.code, 1);
     assert!(
         run.stderr
-            .starts_with("error: no agent command is configured\n"),
+            .starts_with("error: no agent command is configured: "),
         "{}",
         run.stderr
     );

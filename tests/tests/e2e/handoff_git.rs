@@ -995,3 +995,45 @@ fn secrets_in_the_working_tree_stay_on_the_device_and_are_named() {
         );
     }
 }
+
+#[test]
+#[cfg_attr(evi_no_git, ignore = "needs git (apt-get install git)")]
+fn resume_without_an_agent_command_fails_before_it_changes_anything() {
+    if !crate::common::tool_present("git", "--version", "apt-get install git") {
+        return;
+    }
+    let s = setup("origin.git");
+    edit_everything(&s.laptop);
+    let run = evi_in(&s.a, &s.laptop, &["sessions", "handoff", S]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let before = looks(&s.desktop);
+    let home_before = s.b.tree("");
+    let run = evi_in(&s.b, &s.desktop, &["sessions", "resume", S, "--checkout"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            1,
+            "",
+            "error: no agent command is configured: there is nothing to resume the session in\n\
+             hint: pass --print for its messages as JSON (the checkout comes along with \
+             --checkout), or set `[agent] command = \"your-agent --resume {session}\"` in \
+             config.toml\n"
+        )
+    );
+    assert_eq!(looks(&s.desktop), before, "the checkout was not brought");
+    let mut home_after = s.b.tree("");
+    // Any command that opens the sync state leaves its lock's pid.
+    home_after.remove("sync/lock");
+    let mut home_before = home_before;
+    home_before.remove("sync/lock");
+    assert!(home_after == home_before, "nothing was fetched");
+
+    // With --print it goes on, checkout and all.
+    let run = evi_in(
+        &s.b,
+        &s.desktop,
+        &["sessions", "resume", S, "--checkout", "--print"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}

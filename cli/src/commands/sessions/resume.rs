@@ -139,6 +139,12 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
     {
         return resume_agent(ctx, asked, file, false);
     }
+    // An eVi session (here, or wherever it is when no other agent is on)
+    // needs the agent command: without one, fail before pulling or
+    // bringing the checkout anywhere.
+    if !args.print && (!agents || !catalog.matching(&args.id).is_empty()) {
+        agent_command(ctx)?;
+    }
     let tree = TreeWanted {
         repo: args.repo,
         checkout: args.checkout,
@@ -188,6 +194,9 @@ pub fn cmd_sessions_resume(ctx: &Ctx, args: ResumeArgs) -> CommandResult {
 }
 
 pub fn cmd_sessions_continue(ctx: &Ctx, args: ContinueArgs) -> CommandResult {
+    if !args.print {
+        agent_command(ctx)?;
+    }
     let catalog = scan(ctx)?;
     let here = !catalog.sessions.is_empty();
     let catalog = pulled_first(ctx, catalog, here)?;
@@ -205,6 +214,11 @@ fn resume(
     print: bool,
     git: Option<&TreeWanted>,
 ) -> CommandResult {
+    let template = if print {
+        None
+    } else {
+        Some(agent_command(ctx)?)
+    };
     let files = catalog.sessions[&id].clone();
     let tree = SessionTree::load(id.clone(), files)?;
     let workdir = match git {
@@ -213,19 +227,13 @@ fn resume(
     };
     let resumed = rebuild(&tree)?;
     let n = resumed.messages.len();
-    if print {
+    let Some(template) = template else {
         let mut out = stdout();
         serde_json::to_writer_pretty(&mut out, &resumed).map_err(std::io::Error::from)?;
         writeln!(out)?;
         finish(out)?;
         eprintln!("resumed {id} ({n} messages restored)");
         return Ok(());
-    }
-    let Some(template) = ctx.config.agent.command.as_deref() else {
-        return Err(user_error("no agent command is configured").hinted(
-            "set `[agent] command = \"your-agent --resume {session}\"` in config.toml, \
-             or pass --print for the messages as JSON",
-        ));
     };
     eprintln!("resumed {id} ({n} messages restored)");
     let home = ctx.home.root().display().to_string();
@@ -254,6 +262,20 @@ fn resume(
             .unwrap_or(1);
         Err(e)
     }
+}
+
+/// The `[agent] command` that resumes an eVi session, or the error that
+/// says what to do without one. Asked before anything is pulled, fetched or
+/// brought: a resume that cannot start the agent changes nothing.
+fn agent_command(ctx: &Ctx) -> Result<&str, CommandError> {
+    ctx.config.agent.command.as_deref().ok_or_else(|| {
+        user_error("no agent command is configured: there is nothing to resume the session in")
+            .hinted(
+                "pass --print for its messages as JSON (the checkout comes along with \
+                 --checkout), or set `[agent] command = \"your-agent --resume {session}\"` \
+                 in config.toml",
+            )
+    })
 }
 
 /// What `resume` was asked for, of what matters to another agent's session.
