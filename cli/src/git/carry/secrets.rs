@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
-use std::io::Read;
+use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt;
 
 use super::{Git, GitError, MAX_CARRIED_BYTES, Observed};
@@ -101,10 +101,10 @@ pub(super) fn leave_out(
         }
     }
     for (path, bytes) in read_blobs(gi, &blobs)? {
-        if !found.contains_key(path) {
-            if let Some(rule) = rules.secrets_in(&bytes).into_iter().next() {
-                found.insert(path.to_vec(), rule);
-            }
+        if !found.contains_key(path)
+            && let Some(rule) = rules.secrets_in(&bytes).into_iter().next()
+        {
+            found.insert(path.to_vec(), rule);
         }
     }
     for path in files {
@@ -166,9 +166,12 @@ fn take_out(gi: &Git, paths: &[&[u8]]) -> Result<(), GitError> {
     Ok(())
 }
 
+/// A path and the bytes found there.
+type Read<'a> = (&'a [u8], Vec<u8>);
+
 /// The staged blobs of `changes`, those at most [`MAX_CARRIED_BYTES`] (a
 /// larger one stops the handoff anyway), with their paths.
-fn read_blobs<'a>(gi: &Git, changes: &[&'a Change]) -> Result<Vec<(&'a [u8], Vec<u8>)>, GitError> {
+fn read_blobs<'a>(gi: &Git, changes: &[&'a Change]) -> Result<Vec<Read<'a>>, GitError> {
     if changes.is_empty() {
         return Ok(Vec::new());
     }
