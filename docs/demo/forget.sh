@@ -41,7 +41,7 @@ records >"$T/before.json"
 printf '\n# the server before the forget:\n'
 bytes
 
-show a sessions forget "$gone"
+show a sessions forget --yes "$gone"
 # B pulls at once (`evi sync watch` would, within a second).
 show b sync pull
 show b sessions list

@@ -1,5 +1,7 @@
 //! `evi rewind`: undo eVi's latest writes from the checkpoint journal, or
-//! list the checkpoints (this device's, or another device's as pulled).
+//! list the checkpoints (this device's, or another device's as pulled). An
+//! undo asks first (`confirm`: on a terminal, or `--yes`), naming the
+//! writes; `--list` and `--dry-run` do not.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,7 +14,7 @@ use super::Ctx;
 use crate::checkpoints::journal::{Journal, Unreadable};
 use crate::checkpoints::rewind::{Outcome, Report, RewindError, Target, Undone, rewind};
 use crate::command_error::{CommandError, CommandResult, user_error};
-use crate::commands::shared::{finish, journal_of, stdout, warn};
+use crate::commands::shared::{confirm, finish, journal_of, stdout, warn};
 
 #[derive(Debug, Args)]
 pub struct RewindArgs {
@@ -36,6 +38,9 @@ pub struct RewindArgs {
     /// Print what would be undone and change nothing.
     #[arg(long, conflicts_with = "list")]
     pub dry_run: bool,
+    /// Do not ask first (needed without a terminal: scripts).
+    #[arg(long, short = 'y', conflicts_with = "list")]
+    pub yes: bool,
 }
 
 pub fn cmd_rewind(ctx: &Ctx, args: RewindArgs) -> CommandResult {
@@ -49,6 +54,9 @@ pub fn cmd_rewind(ctx: &Ctx, args: RewindArgs) -> CommandResult {
     let checkpoints = ctx.home.checkpoints_dir();
     if args.dry_run {
         eprintln!("dry run: nothing is changed");
+    } else if !args.yes && !confirm_rewind(&checkpoints, target)? {
+        eprintln!("nothing undone");
+        return Ok(());
     }
     let mut out = stdout();
     let mut printed = Ok(());
@@ -65,6 +73,37 @@ pub fn cmd_rewind(ctx: &Ctx, args: RewindArgs) -> CommandResult {
         warn(&unreadable_text(&journal, u));
     }
     summarise(&report, args.dry_run)
+}
+
+/// Whether to undo what `target` names: asked with the writes a dry run
+/// finds (see `confirm`). Nothing to undo, or a journal the dry run
+/// refuses, is not asked about: the rewind itself says so, changing nothing.
+fn confirm_rewind(checkpoints: &Path, target: Target) -> Result<bool, CommandError> {
+    let Ok(report) = rewind(checkpoints, target, true, |_| {}) else {
+        return Ok(true);
+    };
+    let paths: Vec<&str> = (report.undone.iter())
+        .filter(|u| !matches!(u.outcome, Outcome::Failed(_)))
+        .map(|u| u.checkpoint.path.as_str())
+        .collect();
+    let shown = 3;
+    let list = match paths.as_slice() {
+        [] => return Ok(true),
+        [one] => format!("the write to {one}"),
+        all if all.len() <= shown => format!("{} writes, to {}", all.len(), all.join(", ")),
+        all => format!(
+            "{} writes, to {} and {} more",
+            all.len(),
+            all[..shown].join(", "),
+            all.len() - shown
+        ),
+    };
+    let what = format!(
+        "this undoes {list}: each file gets back the bytes it had before (one eVi created is \
+         deleted), and the journal forgets {}",
+        if paths.len() == 1 { "it" } else { "them" }
+    );
+    confirm(false, &what, "Undo?", "undo anyway")
 }
 
 /// `✓ restored — PATH`, one line per write.

@@ -147,11 +147,11 @@ fn a_checkpoint_forget_reaches_the_other_device_and_the_server_deletes_its_blob(
         [1, 2, 3, 4]
     );
     // A seq that names nothing is refused, and nothing is forgotten.
-    let run = a.evi(&["checkpoints", "forget", "2", "9"]);
+    let run = a.evi(&["checkpoints", "forget", "--yes", "2", "9"]);
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(run.stderr.contains("seq 9"), "{}", run.stderr);
 
-    let run = a.evi(&["checkpoints", "forget", "1", "2", "--json"]);
+    let run = a.evi(&["checkpoints", "forget", "--yes", "1", "2", "--json"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     let out: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(out["sent"], true, "{}", run.stdout);
@@ -267,7 +267,7 @@ fn a_forgotten_session_leaves_no_line_blob_on_the_server() {
     assert!(blob_stored(&server, &a, &name));
     let ciphertext = blob_ciphertext(&server, &a, &name);
 
-    let run = a.evi(&["sessions", "forget", "bigline-0001", "--json"]);
+    let run = a.evi(&["sessions", "forget", "--yes", "bigline-0001", "--json"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     until(
         "the server deletes the forgotten session's line blob",
@@ -296,7 +296,7 @@ fn a_server_killed_mid_collection_finishes_on_restart_and_loses_nothing() {
 
     // The forget commits; the collection it starts kills the server once
     // the blob's row is gone and before its bytes are.
-    let run = a.evi(&["checkpoints", "forget", "1"]);
+    let run = a.evi(&["checkpoints", "forget", "--yes", "1"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     until("the server dies mid-collection", 20, || {
         matches!(server.child.try_wait(), Ok(Some(_)))
@@ -420,13 +420,13 @@ fn a_blob_sent_in_parts_goes_from_the_server_with_its_last_reference() {
 
     // A checkpoint forget of the one line naming x: its manifest and every
     // part go, z's (named by line 2) stay.
-    let run = a.evi(&["checkpoints", "forget", "1"]);
+    let run = a.evi(&["checkpoints", "forget", "--yes", "1"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     until("the server deletes every piece of x", 20, || {
         left(&server, &px).is_empty()
     });
     // A session forget: the pieces of its line blob go.
-    let run = a.evi(&["sessions", "forget", "bigline-0002"]);
+    let run = a.evi(&["sessions", "forget", "--yes", "bigline-0002"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     until(
         "the server deletes every piece of the line blob",
@@ -482,7 +482,7 @@ fn a_blob_forgotten_and_checkpointed_again_reaches_a_device_that_had_it() {
     let on_b = b.home().join("checkpoints/blobs").join(&x);
     assert!(on_b.is_file());
 
-    let run = a.evi(&["checkpoints", "forget", "1"]);
+    let run = a.evi(&["checkpoints", "forget", "--yes", "1"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     let kx = a.keys().blob_key(&x).to_string();
     until("the server deletes the forgotten blob", 20, || {

@@ -70,7 +70,7 @@ fn watch_install_refuses_the_build_folder_binary_when_none_is_installed() {
 
 /// Runs `cmd` (a shell command line) on a pseudo-terminal, as typed by a
 /// person who answers `input`; what the terminal showed.
-fn on_terminal(dev: &Device, cmd: &str, input: &str) -> Run {
+pub(crate) fn on_terminal(dev: &Device, cmd: &str, input: &str) -> Run {
     use std::io::Write;
     let base = dev.sync_cmd();
     // `script` (util-linux) gives the command a terminal of its own.
@@ -364,4 +364,85 @@ fn tests_needing_a_missing_tool_are_reported_ignored_not_passed() {
         !ci && !schemathesis,
         "the schemathesis test's ignore mark (tests/build.rs)"
     );
+}
+
+#[test]
+fn forgetting_sessions_and_checkpoints_asks_first_and_needs_yes_without_a_terminal() {
+    let server = TestServer::start();
+    let a = Device::new();
+    a.init(&server, "pat", "laptop");
+    let line = b"{\"role\":\"user\",\"content\":\"hi\",\"ts\":\"2026-06-08T10:00:00Z\"}\n";
+    let s1 = a.write("2026-06-08", "S1", line);
+    let s2 = a.write("2026-06-08", "S2", line);
+    a.sync_ok(&["push"]);
+    let no_terminal = |args: &[&str]| -> Run {
+        a.cmd()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+
+    // No terminal (a script, this test): refused, nothing forgotten.
+    let run = no_terminal(&["sessions", "forget", "S1"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            2,
+            "",
+            "error: this forgets session S1 on this device, on the server and on every device \
+             that syncs (this device's trash keeps it 7 days: `evi sessions forget --undo ID`)\n\
+             hint: run it on a terminal to be asked, or pass --yes to forget anyway\n"
+        )
+    );
+    assert!(s1.exists());
+    // On a terminal: asked; anything but yes forgets nothing.
+    let run = on_terminal(&a, "sessions forget S1", "n\n");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "this forgets session S1 on this device, on the server and on every device that \
+             syncs (this device's trash keeps it 7 days: `evi sessions forget --undo ID`). \
+             Forget? [y/N] "
+        ) && run.stdout.contains("nothing forgotten"),
+        "{run:?}"
+    );
+    assert!(s1.exists());
+    let run = on_terminal(&a, "sessions forget S1", "y\n");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("forgot S1 ("), "{run:?}");
+    assert!(!s1.exists());
+    // --yes for scripts; a dry run and an undo take nothing away: not asked.
+    let run = no_terminal(&["sessions", "forget", "S2", "--dry-run"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(s2.exists());
+    let run = no_terminal(&["sessions", "forget", "--yes", "S2"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!s2.exists());
+    let run = no_terminal(&["sessions", "forget", "--undo", "S2"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(s2.exists());
+
+    // The same rule for checkpoints.
+    let journal =
+        "{\"seq\":1,\"ts\":\"2026-06-08T10:00:01Z\",\"path\":\"/tmp/x.py\",\"op\":\"create\"}\n";
+    a.put("checkpoints/journal.jsonl", journal.as_bytes());
+    let run = no_terminal(&["checkpoints", "forget", "1"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            2,
+            "",
+            "error: this forgets checkpoints 1 of this device's journal here, on the server and \
+             on every device that syncs, with the file contents they saved: `evi rewind` can no \
+             longer undo those writes\n\
+             hint: run it on a terminal to be asked, or pass --yes to forget anyway\n"
+        )
+    );
+    let read = || std::fs::read_to_string(a.home().join("checkpoints/journal.jsonl")).unwrap();
+    assert_eq!(read(), journal);
+    let run = no_terminal(&["checkpoints", "forget", "--yes", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(read(), "");
 }

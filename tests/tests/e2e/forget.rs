@@ -120,7 +120,7 @@ fn a_forget_reaches_every_device_and_the_server_keeps_nothing_of_it() {
 
     // B watches; A forgets.
     let watcher = watch_with(&b, &["--scan-secs", "600", "--backoff-max-secs", "1"]);
-    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    let run = a.evi(&["sessions", "forget", "--yes", GONE, "--json"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     let out: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(out["sent"], true, "{}", run.stdout);
@@ -308,7 +308,7 @@ fn a_server_killed_mid_compaction_loses_nothing_and_finishes_on_restart() {
 
     // The tombstone commits; the compaction it starts kills the server
     // once its new pack is written, before the records point at it.
-    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    let run = a.evi(&["sessions", "forget", "--yes", GONE, "--json"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     until("the server dies mid-compaction", 20, || {
         matches!(server.child.try_wait(), Ok(Some(_)))
@@ -351,7 +351,7 @@ fn a_forget_made_offline_goes_up_with_the_next_push() {
     b.sync_ok(&["pull"]);
 
     server.kill();
-    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    let run = a.evi(&["sessions", "forget", "--yes", GONE, "--json"]);
     assert_eq!(run.code, 0, "forget offline: {}", run.stderr);
     let out: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(out["sent"], false, "{}", run.stdout);
@@ -415,7 +415,7 @@ fn a_device_offline_pulls_a_day_later_and_its_trash_empties_after_seven_days() {
     assert!(list.stdout.contains(GONE), "{}", list.stdout);
 
     // A forgets while C is away; C pulls a day later.
-    let run = a.evi(&["sessions", "forget", GONE]);
+    let run = a.evi(&["sessions", "forget", "--yes", GONE]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     let now = chrono::Utc::now().timestamp_millis();
     let pulled = sync_days_later(&c, 1, &["pull"]);

@@ -82,6 +82,7 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
     let run = a.evi(&[
         "sessions",
         "forget",
+        "--yes",
         "--agent",
         "claude-code",
         &TOOLS_ID[..8],
@@ -93,7 +94,7 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
     assert_eq!(out["sessions"][0]["session"], cc_stream.as_str());
     assert_eq!(out["sessions"][0]["agent"], "claude-code");
     assert_eq!(out["sessions"][0]["files"], 2, "{}", run.stdout);
-    let run = a.evi(&["sessions", "forget", &cx_stream]);
+    let run = a.evi(&["sessions", "forget", "--yes", &cx_stream]);
     assert_eq!(run.code, 0, "forget codex: {}", run.stderr);
     assert!(!cc_a.exists() && !sub(&a, &proj_a).exists() && !cx_a.exists());
     assert!(kept_a.exists(), "the other Claude Code session stays");

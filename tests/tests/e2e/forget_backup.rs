@@ -36,7 +36,7 @@ fn a_server_restored_from_before_a_forget_is_told_again_and_the_session_stays_go
     b.sync_ok(&["pull"]);
     let backup = server.back_up();
 
-    let run = a.evi(&["sessions", "forget", GONE]);
+    let run = a.evi(&["sessions", "forget", "--yes", GONE]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     b.sync_ok(&["pull"]);
     assert!(session_files(&b, GONE).is_empty());

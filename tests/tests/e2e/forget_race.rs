@@ -57,7 +57,7 @@ fn a_pull_during_compaction_is_answered_whole_without_a_retry() {
         // B's pull reads where the bodies are, then is held 3 s.
         let pull = s.spawn(|| b.sync(&["sync", "pull", "--json"]));
         std::thread::sleep(std::time::Duration::from_millis(1500));
-        let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+        let run = a.evi(&["sessions", "forget", "--yes", GONE, "--json"]);
         assert_eq!(run.code, 0, "forget: {}", run.stderr);
         let run = pull.join().unwrap();
         assert_eq!(run.code, 0, "pull during compaction: {}", run.stderr);

@@ -168,7 +168,7 @@ fn list_shows_checkpoints_newest_first_with_skips_not_restorable() {
 #[test]
 fn rewind_undoes_the_latest_write_then_goes_further_back() {
     let p = five_writes();
-    let r = p.evi(&["rewind"]);
+    let r = p.evi(&["rewind", "--yes"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, format!("✓ restored — {}\n", p.shown("util.py")));
     assert_eq!(p.read("util.py").as_deref(), Some("util v0\n"));
@@ -181,7 +181,7 @@ fn rewind_undoes_the_latest_write_then_goes_further_back() {
 
     // `0` is the latest too: now the skip, which cannot be undone (exit 1)
     // but leaves the journal, so the next rewind goes on.
-    let r = p.evi(&["rewind", "0"]);
+    let r = p.evi(&["rewind", "--yes", "0"]);
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stdout,
@@ -192,7 +192,7 @@ fn rewind_undoes_the_latest_write_then_goes_further_back() {
     );
     assert_eq!(p.read("data.bin").as_deref(), Some("huge v1\n"));
     assert_eq!(p.journal(), p.lines[..3].concat());
-    let r = p.evi(&["rewind"]);
+    let r = p.evi(&["rewind", "--yes"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(p.read("app.py").as_deref(), Some("app v1\n"));
     assert_eq!(p.journal(), p.lines[..2].concat());
@@ -202,7 +202,7 @@ fn rewind_undoes_the_latest_write_then_goes_further_back() {
 fn rewind_from_a_seq_undoes_modify_create_and_skip_newest_first_and_keeps_modes() {
     let p = five_writes();
     std::fs::set_permissions(p.path("app.py"), std::fs::Permissions::from_mode(0o751)).unwrap();
-    let r = p.evi(&["rewind", "2"]);
+    let r = p.evi(&["rewind", "--yes", "2"]);
     assert_eq!(r.code, 1, "the skip could not be undone: {}", r.stderr);
     assert_eq!(
         r.stdout.lines().collect::<Vec<_>>(),
@@ -241,7 +241,7 @@ fn rewind_from_a_seq_undoes_modify_create_and_skip_newest_first_and_keeps_modes(
         assert!(!rel.contains(".evi-tmp-"), "left behind: {rel}");
     }
 
-    let r = p.evi(&["rewind", "7"]);
+    let r = p.evi(&["rewind", "--yes", "7"]);
     assert_eq!(r.code, 1);
     assert!(
         r.stderr
@@ -262,7 +262,7 @@ fn a_missing_blob_is_reported_the_rest_is_done_and_it_stays_for_another_try() {
     let blob = p.dev.home().join("checkpoints/blobs").join(&sha3);
     let bytes = std::fs::read(&blob).unwrap();
     std::fs::remove_file(&blob).unwrap();
-    let r = p.evi(&["rewind", "3"]);
+    let r = p.evi(&["rewind", "--yes", "3"]);
     assert_eq!(r.code, 1);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines[0], format!("✓ restored — {}", p.shown("util.py")));
@@ -290,7 +290,7 @@ fn a_missing_blob_is_reported_the_rest_is_done_and_it_stays_for_another_try() {
 
     // Once the blob is back (a pull brings it), the same rewind finishes.
     std::fs::write(&blob, bytes).unwrap();
-    let r = p.evi(&["rewind", "3"]);
+    let r = p.evi(&["rewind", "--yes", "3"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, format!("✓ restored — {}\n", p.shown("app.py")));
     assert_eq!(p.read("app.py").as_deref(), Some("app v1\n"));
@@ -327,7 +327,7 @@ fn an_unwritable_target_is_reported_and_the_rest_is_still_done() {
     p.modify(3, "ok.py", "ok v0\n", "ok v1\n");
     p.save();
 
-    let r = p.evi(&["rewind", "1"]);
+    let r = p.evi(&["rewind", "--yes", "1"]);
     std::fs::set_permissions(p.path("ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(r.code, 1, "{}", r.stderr);
     let lines: Vec<&str> = r.stdout.lines().collect();
@@ -400,7 +400,7 @@ fn a_journal_evi_is_still_writing_is_not_rewound() {
         b"{\"seq\":6,\"ts\":\"2026-06-08T10",
     );
     let before = p.snapshot();
-    let r = p.evi(&["rewind"]);
+    let r = p.evi(&["rewind", "--yes"]);
     assert_eq!(r.code, 1);
     assert!(
         r.stderr.contains("ends in a line eVi is still writing"),
@@ -454,7 +454,7 @@ fn sigkill_during_the_trim_leaves_the_old_journal_or_the_new_one() {
         let mut child = p
             .dev
             .cmd()
-            .arg("rewind")
+            .args(["rewind", "--yes"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -494,7 +494,7 @@ fn sigkill_during_the_trim_leaves_the_old_journal_or_the_new_one() {
     // What a kill left behind goes with the next rewind, which finishes.
     p.dev.put("checkpoints/journal.jsonl", &old);
     std::fs::write(p.path("fresh.py"), b"created by eVi\n").unwrap();
-    let r = p.evi(&["rewind"]);
+    let r = p.evi(&["rewind", "--yes"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         r.stdout,
@@ -502,4 +502,61 @@ fn sigkill_during_the_trim_leaves_the_old_journal_or_the_new_one() {
     );
     assert!(std::fs::read(&path).unwrap() == new);
     assert_eq!(temps(&p), Vec::<String>::new());
+}
+
+#[test]
+fn rewind_asks_first_and_needs_yes_without_a_terminal() {
+    let p = five_writes();
+    let before = p.snapshot();
+    let r: Run = p
+        .dev
+        .cmd()
+        .args(["rewind", "3"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            2,
+            "",
+            format!(
+                "error: this undoes 2 writes, to {}, {}: each file gets back the bytes it had \
+                 before (one eVi created is deleted), and the journal forgets them\n\
+                 hint: run it on a terminal to be asked, or pass --yes to undo anyway\n",
+                p.shown("util.py"),
+                p.shown("app.py")
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(p.snapshot(), before, "nothing undone");
+
+    // On a terminal: asked; anything but yes undoes nothing.
+    let r = crate::first_hour_rows::on_terminal(&p.dev, "rewind", "no\n");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "this undoes the write to {}: each file gets back the bytes it had before (one eVi \
+             created is deleted), and the journal forgets it. Undo? [y/N] ",
+            p.shown("util.py")
+        )) && r.stdout.contains("nothing undone"),
+        "{r:?}"
+    );
+    assert_eq!(p.snapshot(), before, "nothing undone");
+    let r = crate::first_hour_rows::on_terminal(&p.dev, "rewind", "y\n");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(p.read("util.py").as_deref(), Some("util v0\n"));
+    // A dry run changes nothing: not asked.
+    let r: Run = p
+        .dev
+        .cmd()
+        .args(["rewind", "1", "--dry-run"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 1, "the skip cannot be undone: {}", r.stderr);
+    assert!(r.stdout.contains("would restore"), "{}", r.stdout);
 }

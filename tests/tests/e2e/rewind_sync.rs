@@ -121,7 +121,7 @@ fn a_checkpoint_from_one_device_is_restored_on_another_and_a_rewind_there_breaks
     assert!(r.stderr.contains("no earlier contents"), "{}", r.stderr);
 
     // The laptop rewinds to seq 2 and pushes: not an error, nothing new.
-    let out = run_ok(&a, &["rewind", "2"]);
+    let out = run_ok(&a, &["rewind", "--yes", "2"]);
     assert_eq!(
         out,
         format!(
@@ -165,7 +165,7 @@ fn a_checkpoint_from_one_device_is_restored_on_another_and_a_rewind_there_breaks
     assert!(r.stderr.contains("seq 2 appears 2 times"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&here).unwrap(), "d v0\n");
     // Its own (empty) journal is its own business.
-    let r = b.evi(&["rewind"]);
+    let r = b.evi(&["rewind", "--yes"]);
     assert_eq!(r.code, 1);
     assert!(
         r.stderr.contains("there is no checkpoint to rewind"),

@@ -998,7 +998,7 @@ fn rewind_post_needs_the_guard_and_the_plan_then_does_what_the_cli_does() {
     );
     assert_eq!(done["undone"], 5);
     assert_eq!(done["left"], 1);
-    let cli = cli_side.dev.evi(&["rewind", "2"]);
+    let cli = cli_side.dev.evi(&["rewind", "--yes", "2"]);
     assert_eq!(cli.code, 1, "the skip: {}", cli.stderr);
     assert_eq!(web_side.state(), cli_side.state());
     let read = |r: &Rewound, f: &str| std::fs::read_to_string(r.path(f)).ok();

@@ -1,8 +1,9 @@
 //! `evi checkpoints forget SEQ…` (and `--older-than AGE`, `--dry-run`,
-//! `--json`): takes checkpoints of this device's journal back, here and on
-//! every device and the server (see
+//! `--yes`, `--json`): takes checkpoints of this device's journal back, here
+//! and on every device and the server (see
 //! [`crate::sync::engine::checkpoint_forget`] for what that promises). On a
-//! home not set up for sync, only here.
+//! home not set up for sync, only here. It asks first (`confirm`: on a
+//! terminal, or `--yes`), a dry run does not.
 
 use std::io::Write;
 use std::time::SystemTime;
@@ -14,7 +15,7 @@ use super::Ctx;
 use crate::checkpoints::forget::{Forgotten, Pick};
 use crate::command_error::{CommandResult, usage_error, user_error};
 use crate::commands::sessions::forget::parse_age;
-use crate::commands::shared::{finish, open_sync, stdout, sync_error, warn};
+use crate::commands::shared::{confirm, finish, open_sync, stdout, sync_error, warn};
 use crate::sync::progress::Quiet;
 
 #[derive(Debug, Args)]
@@ -29,6 +30,9 @@ pub struct ForgetArgs {
     /// Say what would be forgotten, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Do not ask first (needed without a terminal: scripts).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -63,6 +67,26 @@ pub fn cmd_checkpoints_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
         }
         None => None,
     };
+    if !args.dry_run {
+        let mut which: Vec<String> = Vec::new();
+        if !args.seqs.is_empty() {
+            let seqs: Vec<String> = args.seqs.iter().map(u64::to_string).collect();
+            which.push(format!("checkpoints {}", seqs.join(", ")));
+        }
+        if let Some(age) = &args.older_than {
+            which.push(format!("every checkpoint older than {age}"));
+        }
+        let what = format!(
+            "this forgets {} of this device's journal here, on the server and on every device \
+             that syncs, with the file contents they saved: `evi rewind` can no longer undo \
+             those writes",
+            which.join(" and ")
+        );
+        if !confirm(args.yes, &what, "Forget?", "forget anyway")? {
+            eprintln!("nothing forgotten");
+            return Ok(());
+        }
+    }
     let pick = Pick {
         seqs: args.seqs.clone(),
         before_ms,

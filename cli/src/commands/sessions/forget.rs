@@ -1,6 +1,8 @@
 //! `evi sessions forget ID…` (and `--older-than AGE`, `--agent NAME`,
-//! `--undo`, `--dry-run`, `--json`): takes sessions back from every device (see
-//! [`crate::sync::engine::forget`] for what that promises and what it cannot).
+//! `--undo`, `--dry-run`, `--yes`, `--json`): takes sessions back from every
+//! device (see [`crate::sync::engine::forget`] for what that promises and
+//! what it cannot). A forget asks first (`confirm`: on a terminal, or
+//! `--yes`); an undo and a dry run do not.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};
@@ -11,7 +13,7 @@ use serde::Serialize;
 use super::Ctx;
 use super::forget_targets::{self as targets, Target};
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{finish, open_sync, scan, stdout, sync_error, warn};
+use crate::commands::shared::{confirm, finish, open_sync, scan, stdout, sync_error, warn};
 use crate::source::Agent;
 use crate::sync::engine::forget::Applied;
 use crate::sync::engine::forget::local::{forget_here, send_outbox, undo_here};
@@ -39,6 +41,9 @@ pub struct ForgetArgs {
     /// Say what would be forgotten, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Do not ask first (needed without a terminal: scripts).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -110,6 +115,10 @@ pub fn cmd_sessions_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
     if args.dry_run {
         return print(&args, "forget", items, false, None);
     }
+    if !items.is_empty() && !confirm(args.yes, &what(&items), "Forget?", "forget anyway")? {
+        eprintln!("nothing forgotten");
+        return Ok(());
+    }
     let mut sync = open_sync(ctx)?;
     let mut applied = Applied::default();
     for stream in chosen.iter().flat_map(|t| &t.streams) {
@@ -125,6 +134,36 @@ pub fn cmd_sessions_forget(ctx: &Ctx, args: ForgetArgs) -> CommandResult {
         }
     };
     print(&args, "forget", items, sent, Some(applied))
+}
+
+/// What a forget of `items` does, as it is asked (see `confirm`).
+fn what(items: &[Item]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<&str> = items
+        .iter()
+        .take(SHOWN)
+        .map(|i| i.session.as_str())
+        .collect();
+    let more = items.len().saturating_sub(SHOWN).to_string();
+    if items.len() > SHOWN {
+        names.push(&more);
+    }
+    let list = match names.as_slice() {
+        [one] => format!("session {one}"),
+        [first @ .., last] if items.len() > SHOWN => {
+            format!(
+                "{} sessions ({} and {last} more)",
+                items.len(),
+                first.join(", ")
+            )
+        }
+        all => format!("{} sessions ({})", items.len(), all.join(", ")),
+    };
+    format!(
+        "this forgets {list} on this device, on the server and on every device that syncs \
+         (this device's trash keeps {} 7 days: `evi sessions forget --undo ID`)",
+        if items.len() == 1 { "it" } else { "them" }
+    )
 }
 
 fn undo(ctx: &Ctx, args: &ForgetArgs, agent: Option<Agent>) -> CommandResult {

@@ -2,9 +2,11 @@
 //! none of them owns, so command files never import each other for it:
 //! output (warnings, stdout, progress), the session a command names, sync
 //! and client failures as the user reads them, times, the web viewer's
-//! address, and the checkpoint journal `--device` names.
+//! address, the checkpoint journal `--device` names, and the one rule of
+//! asking before a destructive command (`confirm`).
 
 mod checkpoints;
+mod confirm;
 pub mod one_session;
 mod output;
 mod sessions;
@@ -13,6 +15,7 @@ mod time;
 mod web;
 
 pub use checkpoints::journal_of;
+pub use confirm::{ask, confirm, needs_terminal};
 pub use output::{finish, print_json, progress, stdout, warn, width};
 pub use sessions::{agent_arg, agent_file, load, load_tree, path_map, resolve, scan};
 pub use sync::{

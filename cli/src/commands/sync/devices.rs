@@ -1,14 +1,14 @@
 //! `evi sync devices` and `evi sync revoke`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use clap::Args;
 use evi_shared::api::Device;
 
 use super::Ctx;
 use super::transfer::JsonArgs;
-use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{client_error, finish, open_sync, stdout};
+use crate::command_error::{CommandError, CommandResult, user_error};
+use crate::commands::shared::{client_error, confirm, finish, open_sync, stdout};
 use crate::transcript::catalog::starts_with_ignore_case;
 
 #[derive(Debug, Args)]
@@ -70,7 +70,7 @@ pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
     let sync = open_sync(ctx)?;
     let list = sync.client.devices().map_err(client_error)?;
     let d = find_device(&list.devices, &args.device)?;
-    if d.current && !args.yes && !confirm_self(d)? {
+    if d.current && !confirm_self(d, args.yes)? {
         eprintln!("nothing revoked");
         return Ok(());
     }
@@ -89,23 +89,15 @@ pub fn cmd_sync_revoke(ctx: &Ctx, args: RevokeArgs) -> CommandResult {
 }
 
 /// Revoking the device it runs on cuts this home off at once (its token
-/// dies with the request), so that is asked on a terminal and refused
-/// without one unless `--yes` says it is meant: whether the user said yes.
-fn confirm_self(d: &Device) -> Result<bool, CommandError> {
+/// dies with the request), so that is asked first (see `confirm`): whether
+/// the user said yes.
+fn confirm_self(d: &Device, yes: bool) -> Result<bool, CommandError> {
     let what = format!(
         "{} ({}) is this device: revoking it stops its sync until you run `evi sync login` \
          here again",
         d.name, d.id
     );
-    if !std::io::stdin().is_terminal() {
-        return Err(usage_error(what)
-            .hinted("run it on a terminal to be asked, or pass --yes to revoke it anyway"));
-    }
-    eprint!("{what}. Revoke it? [y/N] ");
-    std::io::stderr().flush()?;
-    let mut answer = String::new();
-    std::io::stdin().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES"))
+    confirm(yes, &what, "Revoke it?", "revoke it anyway")
 }
 
 /// The device `wanted` names: its exact id, its name, or an unambiguous

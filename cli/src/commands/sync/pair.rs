@@ -8,7 +8,7 @@
 //! (or `--yes`); a device added for a pairing that then fails is revoked
 //! again, so a failed pairing leaves no device and no token behind.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 
 use clap::Args;
 use evi_shared::SessionId;
@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::Ctx;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{client_error, open_sync, warn};
+use crate::commands::shared::{ask, client_error, needs_terminal, open_sync, warn};
 use crate::sync::remote::client::{Client, ClientError};
 use crate::sync::seal::pairing::{Code, Creator, Grant, PairError, new_words};
 
@@ -99,17 +99,13 @@ fn revoke(client: &Client, auth: &AuthResponse) {
 /// device of the account pairing again after a key rotation).
 fn confirm(name: &str, again: bool, user: &str, server: &str) -> Result<bool, CommandError> {
     if again {
-        eprint!(
+        ask(&format!(
             "pair the device {name:?} again with {user} on {server} (in place of its device \
-             from before the key rotation)? [y/N] "
-        );
+             from before the key rotation)?"
+        ))
     } else {
-        eprint!("add the device {name:?} to {user} on {server}? [y/N] ");
+        ask(&format!("add the device {name:?} to {user} on {server}?"))
     }
-    std::io::stderr().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
 fn check_name(name: &str) -> Result<(), PairError> {
@@ -119,11 +115,11 @@ fn check_name(name: &str) -> Result<(), PairError> {
 }
 
 pub fn cmd_sync_pair(ctx: &Ctx, args: PairArgs) -> CommandResult {
-    if !args.yes && !std::io::stdin().is_terminal() {
-        return Err(usage_error(
+    if !args.yes {
+        needs_terminal(
             "`evi sync pair` asks before it adds the new device, and stdin is not a terminal",
-        )
-        .hinted("pass --yes to add whichever device joins with the code"));
+            "add whichever device joins with the code",
+        )?;
     }
     if let Some(n) = &args.name
         && check_name(n).is_err()

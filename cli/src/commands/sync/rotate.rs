@@ -3,15 +3,13 @@
 //! devices named revoked in the same step (see
 //! [`crate::sync::engine::rotate`] for what it promises after a kill).
 
-use std::io::{IsTerminal, Write};
-
 use clap::Args;
 use serde_json::json;
 
 use super::Ctx;
 use super::devices::find_device;
 use crate::command_error::{CommandError, CommandResult, usage_error, user_error};
-use crate::commands::shared::{client_error, open_sync, pairing_steps, sync_error};
+use crate::commands::shared::{client_error, confirm, open_sync, pairing_steps, sync_error};
 use crate::sync::engine::rotate::{self, RotateError};
 
 #[derive(Debug, Args)]
@@ -41,7 +39,7 @@ fn rotate_error(e: RotateError) -> CommandError {
     }
 }
 
-fn confirm(user: &str, revoke: &[String]) -> Result<bool, CommandError> {
+fn confirm_rotate(yes: bool, user: &str, revoke: &[String]) -> Result<bool, CommandError> {
     let what = format!(
         "this makes a new key for {user}, seals everything the server holds again under it, \
          {}and every other device must then pair again (`evi sync pair` here, `evi sync join` \
@@ -52,14 +50,7 @@ fn confirm(user: &str, revoke: &[String]) -> Result<bool, CommandError> {
             format!("revokes {}, ", revoke.join(", "))
         }
     );
-    if !std::io::stdin().is_terminal() {
-        return Err(usage_error(what).hinted("run it on a terminal to be asked, or pass --yes"));
-    }
-    eprint!("{what}. Rotate? [y/N] ");
-    std::io::stderr().flush()?;
-    let mut answer = String::new();
-    std::io::stdin().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES"))
+    confirm(yes, &what, "Rotate?", "rotate anyway")
 }
 
 pub fn cmd_key_rotate(ctx: &Ctx, args: RotateArgs) -> CommandResult {
@@ -78,7 +69,7 @@ pub fn cmd_key_rotate(ctx: &Ctx, args: RotateArgs) -> CommandResult {
         ids.push(d.id.clone());
         names.push(d.name.clone());
     }
-    if !args.yes && !confirm(&sync.account.user, &names)? {
+    if !confirm_rotate(args.yes, &sync.account.user, &names)? {
         eprintln!("nothing changed");
         return Ok(());
     }
