@@ -159,7 +159,12 @@ pub async fn login(
     let hash = creds.as_ref().map(|c| c.password_hash.clone());
     let ok = state.passwords.verify(req.password, hash).await?;
     let Some(creds) = creds.filter(|_| ok) else {
-        tracing::debug!(%ip, "login failed");
+        // At info, one line per failure with the name tried and the
+        // client's address (the limiter's, behind a trusted proxy too):
+        // what fail2ban matches (deploy/README.md). The limiter bounds how
+        // many such lines one address can cause; what it refuses is counted
+        // in the flood line instead.
+        tracing::info!(user = %req.user, %ip, "login failed");
         state.limiter.failed_shared(ip, &req.user).await?;
         return Err(ApiError::invalid_credentials());
     };

@@ -135,3 +135,34 @@ async fn wrong_old_passwords_limit_that_device_only() {
     );
     assert_eq!(owner.get("/api/v1/status").await.0, StatusCode::OK);
 }
+
+/// A failed login says, at the default level, who was tried and from
+/// where (the address the limiter counts: behind a trusted proxy, the
+/// client's), in the form deploy/README.md's fail2ban filter matches.
+#[tokio::test]
+async fn a_failed_login_is_logged_with_its_user_name_and_client_address() {
+    let srv = TestServer::start(&["--trust-forwarded-for"]);
+    srv.register("quinn").await;
+    let st = login_from(&srv, "203.0.113.9", "quinn", "wrong-password").await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let st = login_from(&srv, "198.51.100.4", "nobody-here", "wrong-password").await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    // The right password is no failure.
+    assert_eq!(
+        login_from(&srv, "203.0.113.9", "quinn", PASSWORD).await,
+        StatusCode::OK
+    );
+    let log = srv.log();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("login failed")).collect();
+    assert_eq!(failed.len(), 2, "{log}");
+    for (line, user, ip) in [
+        (failed[0], "quinn", "203.0.113.9"),
+        (failed[1], "nobody-here", "198.51.100.4"),
+    ] {
+        assert!(line.contains(" INFO "), "not at info: {line}");
+        assert!(
+            line.ends_with(&format!("login failed user={user} ip={ip}")),
+            "{line}"
+        );
+    }
+}
