@@ -116,7 +116,8 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
     }
     // Brings the source to the newest schema this binary knows, as its
     // start would: the copy reads that one.
-    crate::store::sqlite::SqliteStore::open(&db).map_err(anyhow::Error::from)?;
+    crate::store::sqlite::SqliteStore::open(&db)
+        .map_err(|e| anyhow::anyhow!("cannot open the embedded database {}: {e}", db.display()))?;
     let source = rusqlite::Connection::open_with_flags(
         &db,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,

@@ -4,6 +4,10 @@
 //! One writer connection behind a mutex (SQLite has a single writer anyway,
 //! which is what makes commit order equal seq order) and a few reader
 //! connections; every call runs on the blocking pool.
+//!
+//! The schema moves on by the steps of `MIGRATIONS` at open (the file's
+//! `user_version` counts those run); a file a newer server migrated further
+//! is refused at open, untouched, as a Postgres database is.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -127,8 +131,31 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     Ok(c)
 }
 
-fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
+/// Why the embedded database was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The file's `user_version` is past [`MIGRATIONS`]: a newer server
+    /// migrated it, and this one must not write rows to a schema it does
+    /// not know (as Postgres's [`super::postgres::migrate`] refuses).
+    #[error(
+        "it was migrated by a newer evi-server (schema version {found}; this one knows up to \
+         {known}); upgrade this one"
+    )]
+    NewerSchema { found: usize, known: usize },
+}
+
+/// Applies the steps the database lacks, or refuses a newer schema (read
+/// before anything is written).
+fn migrate(c: &mut Connection) -> Result<(), OpenError> {
     let version: usize = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > MIGRATIONS.len() {
+        return Err(OpenError::NewerSchema {
+            found: version,
+            known: MIGRATIONS.len(),
+        });
+    }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version) {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         match step {
@@ -228,8 +255,9 @@ fn parse_keyed(s: String) -> StoreResult<KeyedId> {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database and applies migrations.
-    pub fn open(path: &Path) -> StoreResult<Self> {
+    /// Opens (creating if needed) the database and applies migrations; a
+    /// database a newer server migrated is refused, untouched.
+    pub fn open(path: &Path) -> Result<Self, OpenError> {
         let mut writer = open_conn(path)?;
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         migrate(&mut writer)?;

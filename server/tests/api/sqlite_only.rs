@@ -244,3 +244,57 @@ async fn a_database_from_before_packs_still_serves_its_records() {
     want.extend([(6, 0, Some(32)), (7, 0, Some(32))]);
     assert_eq!(forms, want);
 }
+
+/// A data folder whose database a newer server migrated past what this
+/// binary knows is refused at start, saying so, as a Postgres database is
+/// (`replicas::a_database_migrated_by_a_newer_server_is_refused_at_start`),
+/// and left as it was; `invite` refuses it too.
+#[test]
+fn a_database_migrated_by_a_newer_server_is_refused_at_start() {
+    let mut srv = TestServer::start(&[]);
+    srv.stop();
+    let file = srv.data().join("evi-server.sqlite3");
+    let version = |db: &rusqlite::Connection| -> i64 {
+        db.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    };
+    let db = rusqlite::Connection::open(&file).unwrap();
+    let known = version(&db);
+    db.pragma_update(None, "user_version", known + 30).unwrap();
+    drop(db);
+    let want = format!(
+        "was migrated by a newer evi-server (schema version {}; this one knows up to \
+         {known}); upgrade this one",
+        known + 30
+    );
+    // Spawned, not run to its end: a server that starts anyway is killed
+    // after a while (and the test fails) instead of holding the test.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_evi-server"))
+        .args(["--listen", "127.0.0.1:0", "--data"])
+        .arg(srv.data())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.stdout.is_empty(),
+        "it started: {}{err}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&want), "{err}");
+    let out = srv.invite_cmd().output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&want), "{err}");
+    let db = rusqlite::Connection::open(&file).unwrap();
+    assert_eq!(version(&db), known + 30, "the database was changed");
+}
