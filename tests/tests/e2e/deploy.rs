@@ -269,3 +269,52 @@ fn the_deploy_files_set_only_variables_the_server_reads() {
     }
     assert!(seen > 10, "found only {seen} variables in the deploy files");
 }
+
+/// An HTTP server on `addr` that answers every request `200 ok`, as any
+/// other server left on a drill's old port would answer its `/healthz`;
+/// `None` if the port is taken already (by something else: just as good).
+fn impostor(addr: &str) -> Option<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr).ok()?;
+    let serving = listener.try_clone().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for conn in serving.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    Some(listener)
+}
+
+/// `deploy/drills/backup-restore.sh` runs its server on a free port and
+/// trusts only that server's own "listening on" line: another server on
+/// the port the drill once used (answering any `/healthz`) neither passes
+/// for it nor stops the drill.
+#[test]
+fn the_backup_drill_runs_its_own_server_beside_another_on_its_old_port() {
+    for (tool, install) in [
+        ("curl", "apt-get install curl"),
+        ("sqlite3", "apt-get install sqlite3"),
+        ("tar", "apt-get install tar"),
+    ] {
+        if !tool_present(tool, "--version", install) {
+            return;
+        }
+    }
+    let _other = impostor("127.0.0.1:18787");
+    let out = Command::new("bash")
+        .arg(deploy_path("drills/backup-restore.sh"))
+        .env("EVI_SERVER", bin("evi-server"))
+        .env("EVI", bin("evi"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("drill passed"),
+        "the drill failed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
