@@ -16,9 +16,11 @@
 //!   `key_rotated`, the answer its next request gets.
 //!
 //! SQLite has one server process, so the commits it sees are all there are.
-//! A backend shared by several replicas (Postgres) feeds
-//! [`Waiters::committed`] from its `LISTEN` connection too, so a push to one
-//! replica wakes the waits parked on another.
+//! A backend shared by several replicas (Postgres) wakes a user's waits
+//! from its `LISTEN` connection too, for every commit that ends or changes
+//! a wait (records, forgets, revocations, password changes, key rotations:
+//! see `store::postgres::listen`), so a commit through one replica ends
+//! the waits parked on another as soon as it would end them here.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -68,7 +68,8 @@ pub async fn commit(
             chrono::Utc::now().timestamp(),
         )
         .await?;
-    // Parked waits of the old account end now and ask again.
+    // Parked waits of the old account end now and ask again (here; on
+    // other replicas, by the commit's notice: `store::postgres::listen`).
     state.waiters.devices_changed(done.old_user);
     tracing::info!(user = %auth.user_name, device = %auth.device_id,
         generation = done.generation, revoked = done.revoked.len(), "key rotation committed");

@@ -195,15 +195,24 @@ impl TestServer {
         Replica { child, addr }
     }
 
+    /// A second server on this one's database and data folder, with
+    /// `--metrics-listen` on a free port (the second value) and `envs` on
+    /// top of this one's environment.
+    pub fn replica_with_metrics(&self, envs: &[(&str, &str)]) -> (Replica, String) {
+        assert!(self.db.is_some(), "replicas share a Postgres database");
+        let metrics = free_loopback();
+        let mut args = self.args.clone();
+        args.extend(["--metrics-listen".to_owned(), metrics.clone()]);
+        let mut all = self.envs.clone();
+        all.extend(envs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let (child, addr) = spawn(self.root.path(), &args, &all);
+        (Replica { child, addr }, metrics)
+    }
+
     /// Starts with `--metrics-listen` on a free port, plus `args`; the
     /// metrics address is the second value.
     pub fn start_with_metrics(args: &[&str]) -> (Self, String) {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let metrics = format!("127.0.0.1:{port}");
+        let metrics = free_loopback();
         let mut all = vec!["--metrics-listen", metrics.as_str()];
         all.extend_from_slice(args);
         (Self::start(&all), metrics)
@@ -327,6 +336,16 @@ impl TestServer {
         api.token = Some(v["token"].as_str().unwrap().to_owned());
         api
     }
+}
+
+/// A loopback address whose port was free a moment ago.
+fn free_loopback() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
 }
 
 pub fn spawn(root: &Path, args: &[String], envs: &[(String, String)]) -> (Child, String) {

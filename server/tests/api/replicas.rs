@@ -353,3 +353,81 @@ async fn a_commit_while_the_listener_is_cut_off_still_answers_the_wait() {
         .unwrap();
     assert_eq!((st, v), (StatusCode::OK, json!({"pending": 1})));
 }
+
+/// Opens a rotation of `api`'s account (with nothing to carry) and commits
+/// it, revoking `revoke`: what `evi sync key rotate` does on the server.
+async fn rotate(api: &Api, revoke: &[&str]) {
+    let (st, v) = api.post("/api/v1/rotation", json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let staging = api.with_token(v["token"].as_str().unwrap());
+    let (st, v) = staging
+        .call(
+            reqwest::Method::PUT,
+            "/api/v1/key-check",
+            Some(json!({"key_check": "a2V5IGNoZWNr"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = api
+        .post(
+            "/api/v1/rotation/commit",
+            json!({"through_seq": 0, "revoke": revoke}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+#[ignore = "on Postgres only: again_on_postgres runs it"]
+async fn a_rotation_through_one_replica_ends_the_waits_parked_on_the_other_at_once() {
+    let a = TestServer::start(&[]);
+    let (b, metrics) = a.replica_with_metrics(&[]);
+    let rotating = a.register("rotor").await;
+    let desktop = b.rebase(&login(&rotating, "rotor", "desktop").await);
+    let (st, v) = rotating
+        .post(
+            "/api/v1/login",
+            json!({"user": "rotor", "password": PASSWORD, "device": "stolen"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let stolen_id = v["device_id"].as_str().unwrap().to_owned();
+    let stolen = b.rebase(&rotating.with_token(v["token"].as_str().unwrap()));
+    let park = |api: &Api| {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let r = api.get("/api/v1/records/wait?after=0&timeout=30").await;
+            (r, Instant::now())
+        })
+    };
+    let (desktop_wait, stolen_wait) = (park(&desktop), park(&stolen));
+    crate::wait::parked(&metrics, 2.0).await;
+    rotate(&rotating, &[&stolen_id]).await;
+    let committed = Instant::now();
+    let ended = |w: tokio::task::JoinHandle<((StatusCode, serde_json::Value), Instant)>| async move {
+        let (r, at) = tokio::time::timeout(Duration::from_secs(5), w)
+            .await
+            .expect("the rotation ended the wait on the other replica")
+            .unwrap();
+        assert!(
+            at.saturating_duration_since(committed) < Duration::from_secs(1),
+            "ended {:?} after the commit",
+            at.saturating_duration_since(committed)
+        );
+        r
+    };
+    // The desktop holds the old key: told so at once, as its next call is.
+    let (st, v) = ended(desktop_wait).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("key_rotated")),
+        "{v}"
+    );
+    // The stolen laptop was revoked by the commit: 401, nothing more.
+    let (st, v) = ended(stolen_wait).await;
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+        "{v}"
+    );
+}

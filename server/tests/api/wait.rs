@@ -24,7 +24,7 @@ async fn login(srv: &TestServer, user: &str) -> Api {
 }
 
 /// Waits until the server holds `n` waits, reading its metrics.
-async fn parked(metrics: &str, n: f64) {
+pub async fn parked(metrics: &str, n: f64) {
     for _ in 0..200 {
         if metric(metrics, "waiters").await == n {
             return;

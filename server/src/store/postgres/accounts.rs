@@ -210,8 +210,8 @@ pub(super) async fn revoke_device(s: &PgStore, user: UserId, device_id: &str) ->
     if n == 0 {
         return Err(StoreError::NotFound);
     }
-    // Waits of the revoked device parked on other replicas end at once.
-    notify(&tx, user).await?;
+    // Waits of the revoked device parked on other replicas end at once:
+    // the delete announces itself (migration 7, `listen`).
     tx.commit().await?;
     Ok(())
 }
@@ -236,7 +236,6 @@ pub(super) async fn change_password(
             &[&user, &keep],
         )
         .await?;
-    notify(&tx, user).await?;
     tx.commit().await?;
     Ok(n)
 }

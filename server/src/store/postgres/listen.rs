@@ -1,11 +1,15 @@
 //! The cross-replica wake-up: one `LISTEN` connection per replica.
 //!
-//! Every transaction that commits records, or revokes devices, of a user
-//! sends `NOTIFY` on [`CHANNEL`] with the user id alone (sent inside the
-//! transaction, so Postgres delivers it at commit and never for a rollback;
-//! notices of one transaction with one payload are folded into one). This
-//! task wakes that user's waits here, which then read the store as a local
-//! commit would have them do.
+//! Every transaction that ends or changes a wait of a user (records or
+//! forgets pushed, a device revoked, a password changed, a key rotation
+//! committed) sends `NOTIFY` on [`CHANNEL`] with the user id alone. The
+//! schema's triggers send it (migration 7, `0007_change_notices.sql`: on
+//! the account's `newest_seq`, key generation and retirement, and on its
+//! devices deleted or moved), so no code path can commit such a change
+//! unannounced; Postgres delivers it at commit and never for a rollback,
+//! and folds notices of one transaction with one payload into one. This
+//! task wakes that user's waits here, which then read the store (their
+//! cursor, their token) as a local commit would have them do.
 //!
 //! A notice can be lost only while the connection is down. So after any
 //! reconnect every parked wait is woken ([`Waiters::wake_all`]) and re-checks

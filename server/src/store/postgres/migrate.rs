@@ -47,6 +47,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "blob_parts",
         sql: include_str!("../../../migrations/postgres/0006_blob_parts.sql"),
     },
+    Migration {
+        version: 7,
+        name: "change_notices",
+        sql: include_str!("../../../migrations/postgres/0007_change_notices.sql"),
+    },
 ];
 
 /// The table of applied versions.
@@ -136,4 +141,21 @@ pub async fn run(
     drop(client);
     let _ = driver.await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The triggers announce on the channel the listener takes.
+    #[test]
+    fn changes_are_announced_on_the_listeners_channel() {
+        let m = MIGRATIONS
+            .iter()
+            .find(|m| m.name == "change_notices")
+            .unwrap();
+        let channel = format!("pg_notify('{}',", super::super::CHANNEL);
+        assert_eq!(m.sql.matches("pg_notify(").count(), 3, "{}", m.sql);
+        assert_eq!(m.sql.matches(&channel).count(), 3, "{}", m.sql);
+    }
 }

@@ -36,8 +36,9 @@ mod rotation;
 mod store_impl;
 mod tls;
 
-/// The channel commits and revocations are announced on; the payload is
-/// the user id alone.
+/// The channel the schema's triggers announce every change that ends or
+/// changes a wait on (migration 7, see [`listen`]); the payload is the
+/// user id alone.
 pub const CHANNEL: &str = "evi_changes";
 
 /// Pool size when `--database-pool-size` is not given.
@@ -271,15 +272,6 @@ fn parse_keyed(s: String) -> StoreResult<KeyedId> {
 fn parse_pack(s: &str) -> StoreResult<PackName> {
     s.parse()
         .map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))
-}
-
-/// Announces a change of `user` to every replica's listener; run inside
-/// the transaction that makes the change, so it is delivered at commit
-/// (and not at all on a rollback).
-async fn notify(tx: &deadpool_postgres::Transaction<'_>, user: UserId) -> StoreResult<()> {
-    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &user.to_string()])
-        .await?;
-    Ok(())
 }
 
 /// Takes the user's row lock for the rest of the transaction.

@@ -207,7 +207,7 @@ pub(super) async fn push(
             ],
         )
         .await?;
-        notify(&tx, user).await?;
+        // The new newest_seq wakes waits on every replica (migration 7).
         tx.commit().await?;
     }
     Ok(PushOutcome {
