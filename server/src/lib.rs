@@ -115,6 +115,8 @@ impl AppState {
         let (store, pg): (Arc<dyn Store>, _) = match &config.database {
             Some(url) => {
                 let pg = PgStore::open(url, config.database_pool_size).await?;
+                // Not on a database an `evi-server migrate` is still filling.
+                migrate::record::refuse_unfinished(&pg).await?;
                 tracing::info!(database = %pg.target(), pool_size = config.database_pool_size, "using Postgres");
                 (Arc::new(pg.clone()), Some(pg))
             }

@@ -172,7 +172,8 @@ enum Command {
     Invite,
     /// Copy the embedded server in --data (stopped) into Postgres and, with
     /// --to-store, its bodies and blobs into object storage; devices keep
-    /// their tokens and cursors. Run it again to go on after an interruption.
+    /// their tokens and cursors. Run it again to go on after an interruption;
+    /// once it finished, the database says so and a second run is refused.
     Migrate {
         /// The Postgres database to move to: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.
         #[arg(long, env = "EVI_SERVER_MIGRATE_TO_DATABASE", hide_env_values = true)]
@@ -375,7 +376,13 @@ async fn migrate(
     };
     let report = evi_server::migrate::migrate(&opts, &|line| eprintln!("{line}"))
         .await
-        .map_err(|e| Failure::new(e.to_string()))?;
+        .map_err(|e| {
+            let f = Failure::new(e.to_string());
+            match e.hint() {
+                Some(h) => f.hinted(h),
+                None => f,
+            }
+        })?;
     let c = &report.checked;
     println!(
         "moved: {} accounts, {} devices, {} records, {} entries, {} blobs; copied {} packs \
@@ -548,7 +555,14 @@ fn open_failure(e: anyhow::Error) -> Failure {
         ),
         _ => match e.downcast_ref::<evi_server::storage::BucketError>() {
             Some(b) => Failure::new(e.to_string()).hinted(b.hint()),
-            None => e.into(),
+            None => match e.downcast_ref::<evi_server::migrate::record::Unfinished>() {
+                Some(u) => Failure::new(e.to_string()).hinted(format!(
+                    "run `evi-server migrate --data {} --to-database …` (with the same \
+                     --to-store) again: it goes on where it stopped; then start the server",
+                    u.folder
+                )),
+                None => e.into(),
+            },
         },
     }
 }

@@ -15,6 +15,12 @@
 //! source: the rows of every table counted, every record's metadata
 //! compared, and a SHA-256 of every body and blob read back from the target.
 //!
+//! A move happens once: the target records it as begun before anything is
+//! copied and as finished after the check ([`record`]). A finished move is
+//! not run again (that would bring back what the new server deleted since:
+//! a revoked device, a forgotten session), and no server starts on a
+//! target whose move is unfinished.
+//!
 //! The source is read under the data folder's lock, so the embedded server
 //! must be stopped (its devices too, or what they push meanwhile is not
 //! moved; they would send it again to the new server, by entry id).
@@ -29,6 +35,7 @@ use crate::bodies::{BodyStore, PackName};
 use crate::store::UserId;
 use crate::store::postgres::PgStore;
 
+pub mod record;
 mod rows;
 mod verify;
 
@@ -49,8 +56,10 @@ pub struct MigrateOptions {
     pub fault: Option<crate::fault::Fault>,
 }
 
-/// Why a move stopped; each says what to do. Nothing copied so far is
-/// wrong: running it again goes on.
+/// Why a move stopped; each says what to do ([`MigrateError::hint`]). An
+/// interruption leaves nothing wrong in the target: running the move again
+/// goes on. A target that does not match after the copy is not a copy of
+/// the source, and a move into it starts over.
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
     #[error("{0}")]
@@ -76,10 +85,57 @@ pub enum MigrateError {
     Bodies(#[from] crate::bodies::BodyError),
     #[error("blob storage: {0}")]
     Blobs(String),
+    #[error(
+        "the target database already holds the finished migrate of {folder} (at {at}): it is \
+         that server's database now, and copying the folder into it again would bring back \
+         what was deleted there since (revoked devices, forgotten sessions); nothing was changed"
+    )]
+    Finished { folder: String, at: String },
+    #[error(
+        "the target database holds {accounts} accounts and no migrate began there (a server ran \
+         on it, or an evi-server older than this one migrated into it and left no record): \
+         nothing was changed"
+    )]
+    NotEmpty { accounts: i64 },
     #[error("{0}")]
     Other(#[from] anyhow::Error),
-    #[error("the target does not match the source after the copy: {0}; run migrate again")]
+    #[error(
+        "the target does not match the source after the copy: {0}; the move is not finished, \
+         and no server starts on the target"
+    )]
     Mismatch(String),
+}
+
+impl MigrateError {
+    /// What the operator does next.
+    pub fn hint(&self) -> Option<&'static str> {
+        Some(match self {
+            MigrateError::Locked(_) => {
+                "stop the server on this data folder first (and its devices), then run \
+                 migrate again"
+            }
+            MigrateError::NoSource(_) | MigrateError::Source(_) => return None,
+            MigrateError::Finished { .. } => {
+                "the devices sync with the server on that database; to move this folder again, \
+                 migrate into a new, empty database (and store)"
+            }
+            MigrateError::NotEmpty { .. } | MigrateError::Foreign { .. } => {
+                "migrate into a new, empty database (createdb), with a store prefix of its own"
+            }
+            MigrateError::Mismatch(_) => {
+                "start over into a new, empty database and an empty store prefix: run migrate \
+                 again there (the data folder is untouched)"
+            }
+            MigrateError::Target(_)
+            | MigrateError::Database(_)
+            | MigrateError::Bodies(_)
+            | MigrateError::Blobs(_)
+            | MigrateError::Other(_) => {
+                "once that is fixed, run the same migrate again: it goes on where it stopped \
+                 (no server starts on the target until it has finished)"
+            }
+        })
+    }
 }
 
 /// What a move did.
@@ -153,6 +209,13 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
         target,
         target_bodies,
     };
+    let source = std::path::absolute(&opts.data_dir).unwrap_or_else(|_| opts.data_dir.clone());
+    match record::begin(&ends.target, &source.display().to_string(), now()).await? {
+        record::Begun::New => say("target: empty; the move is recorded as begun"),
+        record::Begun::Resumed { source, started } => say(&format!(
+            "target: the migrate of {source} begun at {started} did not finish; going on"
+        )),
+    }
     rows::refuse_foreign_accounts(&ends).await?;
     let mut report = Report::default();
     if let Some((bodies, blobs)) = &ends.target_bodies {
@@ -161,7 +224,13 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
     }
     rows::copy_all(&ends, &mut report, say, opts.fault).await?;
     report.checked = verify::check(&ends, say).await?;
+    record::finish(&ends.target, now()).await?;
+    say("target: the move is recorded as finished; servers may start on it");
     Ok(report)
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
 }
 
 /// The packs some record of the source points at, by owner.

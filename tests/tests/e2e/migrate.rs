@@ -3,7 +3,9 @@
 //! Postgres and a real S3-compatible bucket (s3s-fs); a new server on them,
 //! at the old address, then takes the devices' pushes and pulls with the
 //! tokens and cursors they had: no new login, no full pull. A move killed
-//! half-way goes on when run again.
+//! half-way goes on when run again (and no server starts on its target
+//! meanwhile); a finished one is not run again, so nothing the new server
+//! deleted comes back.
 //!
 //! Needs `EVI_TEST_POSTGRES_URL` (a database where this test may create
 //! and drop its own), `psql`, and `EVI_TEST_S3_SERVER` (the s3s-fs binary);
@@ -13,7 +15,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{Device, TestServer, bin, spawn_server, today, tool_present};
+use crate::common::{Device, TestServer, bin, session_files, spawn_server, today, tool_present};
 use crate::s3::S3Server;
 
 /// A database of its own on the test Postgres, from the pool of
@@ -111,6 +113,33 @@ fn get_json(url: &str, token: &str, path: &str) -> serde_json::Value {
         .expect("GET from the new server")
 }
 
+/// Starts the server with `args` and `env` where it must refuse to start:
+/// its exit code and stderr. One that starts anyway is killed after a while
+/// (and has no exit code).
+fn refused_start(args: &[&str], env: &[(&str, String)]) -> (Option<i32>, String) {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin("evi-server"))
+        .args(["--listen", "127.0.0.1:0", "--data"])
+        .arg(data.path())
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
 fn line(text: &str, n: usize) -> String {
     format!(
         "{{\"role\":\"user\",\"content\":\"{text} {n}\",\"ts\":\"{}T10:00:{n:02}Z\"}}\n",
@@ -161,6 +190,20 @@ fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_p
     assert!(
         packs_after_crash > 0,
         "nothing went to the bucket before the crash"
+    );
+    // No server starts on the half-moved database: what it changed there
+    // the move, run again, would undo.
+    let (store, env) = bucket.server_args("moved");
+    let url = db.url();
+    let (code, out) = refused_start(&["--database", &url, "--store", &store], &env);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("into this database began at") && out.contains("did not finish"),
+        "{out}"
+    );
+    assert!(
+        out.contains("hint: run `evi-server migrate --data"),
+        "{out}"
     );
 
     // Run again: it goes on, and checks everything.
@@ -241,4 +284,86 @@ fn a_moved_server_takes_its_devices_pushes_and_pulls_with_no_login_and_no_full_p
         6,
         "the blobs came from the bucket"
     );
+}
+
+#[test]
+fn a_second_migrate_is_refused_and_brings_back_nothing_the_new_server_deleted() {
+    const GONE: &str = "01JMOVEGONEAAAAAAAAAAAAAAA";
+    const KEPT: &str = "01JMOVEKEPTAAAAAAAAAAAAAAA";
+    let (Some(db), Some(bucket)) = (Database::create(), S3Server::start()) else {
+        return;
+    };
+    let mut old = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&old, "pat", "laptop");
+    b.join_copying_key(&a, &old.url, "pat", "desktop");
+    a.append(&file(GONE), line("forget this", 0).as_bytes());
+    a.append(&file(KEPT), line("keep this", 0).as_bytes());
+    a.sync_ok(&["push"]);
+    old.kill();
+    let addr = old.addr().to_owned();
+    let run = migrate(old.data.path(), &db, &bucket, None);
+    assert!(
+        run.status.success(),
+        "migrate: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    // On the new server: the desktop, stolen, is revoked, and a session is
+    // forgotten.
+    let fresh = tempfile::tempdir().unwrap();
+    let (store, env) = bucket.server_args("moved");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let url = db.url();
+    let args = ["--database", url.as_str(), "--store", store.as_str()];
+    let (child, new_url) = spawn_server(fresh.path(), &addr, &args, &env, None);
+    let new = Killed(child);
+    let run = a.sync(&["sync", "revoke", "desktop"]);
+    assert_eq!(run.code, 0, "revoke: {}", run.stderr);
+    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    drop(new);
+    let rows = |db: &Database| {
+        [
+            "SELECT count(*) FROM devices",
+            "SELECT count(*) FROM records",
+            "SELECT count(*) FROM entries",
+        ]
+        .map(|q| db.query(q))
+    };
+    let (rows_before, objects_before) = (rows(&db), objects(&bucket));
+
+    // The operator runs migrate again: refused, and nothing changed.
+    let run = migrate(old.data.path(), &db, &bucket, None);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "migrate ran again: {err}");
+    assert!(
+        err.contains("already holds the finished migrate of")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(err.contains("hint: "), "{err}");
+    assert_eq!(rows(&db), rows_before, "the second run changed rows");
+    assert!(
+        objects(&bucket) == objects_before,
+        "the second run changed the bucket"
+    );
+
+    // The new server again: the desktop stays revoked, and a new device
+    // gets no byte of the forgotten session.
+    let (child, new_url_again) = spawn_server(fresh.path(), &addr, &args, &env, None);
+    let _new = Killed(child);
+    assert_eq!(new_url_again, new_url);
+    let run = b.sync(&["sync", "pull"]);
+    assert_ne!(run.code, 0, "the revoked desktop pulled: {}", run.stdout);
+    let listed = a.sync_ok(&["devices"]);
+    assert!(!listed.contains("desktop"), "{listed}");
+    let c = Device::new();
+    c.join_copying_key(&a, &new_url, "pat", "third");
+    c.sync_ok(&["pull"]);
+    assert!(
+        session_files(&c, GONE).is_empty(),
+        "the forgotten session came back"
+    );
+    assert!(!session_files(&c, KEPT).is_empty());
 }

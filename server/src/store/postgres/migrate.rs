@@ -52,6 +52,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "change_notices",
         sql: include_str!("../../../migrations/postgres/0007_change_notices.sql"),
     },
+    Migration {
+        version: 8,
+        name: "moved_in",
+        sql: include_str!("../../../migrations/postgres/0008_moved_in.sql"),
+    },
 ];
 
 /// The table of applied versions.

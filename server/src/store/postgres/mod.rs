@@ -241,7 +241,7 @@ impl PgStore {
         (self.config.clone(), self.tls.clone())
     }
 
-    async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
+    pub(crate) async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         Ok(self.pool.get().await?)
     }
 }
