@@ -22,7 +22,8 @@ pub enum Fault {
     /// is gone and before its bytes are.
     CrashMidCollect,
     /// Pause every pull for [`SLOW_PULL`] between reading where its bodies
-    /// are and reading them: a compaction fits in between.
+    /// are and reading them (saying so in an INFO line first): a
+    /// compaction fits in between.
     SlowPullBodies,
 }
 

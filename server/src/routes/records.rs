@@ -364,6 +364,12 @@ pub async fn pull(
         .pull(auth.user_id, q.after, q.stream, limit, budget, cost)
         .await?;
     if state.config.fault == Some(crate::fault::Fault::SlowPullBodies) {
+        // The line a test waits for before it changes what the pull read.
+        tracing::info!(
+            records = page.records.len(),
+            "{}=slow-pull-bodies: holding a pull between reading where its bodies are and reading them",
+            crate::fault::FAULT_ENV
+        );
         tokio::time::sleep(crate::fault::SLOW_PULL).await;
     }
     let next_after = page.records.last().map_or(q.after, |r| r.seq);
