@@ -233,6 +233,10 @@ pub struct Config {
     /// Where bodies and blobs go (`--store`, see [`crate::storage`]):
     /// `None` for the data folder.
     pub store: Option<String>,
+    /// How long a pack a compaction replaced stays after the records were
+    /// pointed off it (`--compaction-grace-secs`, see
+    /// [`crate::bodies::compact`]); `None`: [`Config::compaction_grace`].
+    pub compaction_grace: Option<Duration>,
 }
 
 impl Config {
@@ -255,7 +259,20 @@ impl Config {
             database: None,
             database_pool_size: crate::store::postgres::DEFAULT_POOL_SIZE,
             store: None,
+            compaction_grace: None,
         }
+    }
+
+    /// The grace a replaced pack gets: as set, or by default none on the
+    /// embedded store (one process, whose own pulls the compaction waits
+    /// for) and [`crate::bodies::readers::MAX_WAIT`] on a database
+    /// replicas may share (their pulls cannot be seen from here; that is
+    /// as long as a compaction waits for its own).
+    pub fn compaction_grace(&self) -> Duration {
+        self.compaction_grace.unwrap_or(match self.database {
+            None => Duration::ZERO,
+            Some(_) => crate::bodies::readers::MAX_WAIT,
+        })
     }
 
     pub fn capabilities(&self) -> Capabilities {

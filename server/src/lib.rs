@@ -209,7 +209,12 @@ impl AppState {
                 (!config.trust_forwarded_for).then_some(config.connections.max_per_address),
             ),
             refusals: Arc::new(flood::Refusals::new()),
-            compactor: bodies::compact::Compactor::new(store.clone(), bodies.clone(), config.fault),
+            compactor: bodies::compact::Compactor::new(
+                store.clone(),
+                bodies.clone(),
+                config.fault,
+                config.compaction_grace(),
+            ),
             blob_collector: blobs::collect::Collector::new(
                 store.clone(),
                 blobs.clone(),

@@ -164,6 +164,12 @@ struct Cli {
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
     trust_forwarded_for: bool,
+    /// Seconds a body pack that a compaction after a forget replaced is kept
+    /// once no record points at it, for pulls on other replicas that read
+    /// its places before (the forgotten bodies stay until then)
+    /// [default: 600 with --database, 0 without]
+    #[arg(long, env = "EVI_SERVER_COMPACTION_GRACE_SECS")]
+    compaction_grace_secs: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -287,6 +293,9 @@ async fn main() -> std::process::ExitCode {
         ttl: std::time::Duration::from_secs(cli.pair_ttl.max(1)),
     };
     config.trust_forwarded_for = cli.trust_forwarded_for;
+    config.compaction_grace = cli
+        .compaction_grace_secs
+        .map(std::time::Duration::from_secs);
     let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
     config.timeouts = Timeouts {
         header: secs(cli.header_timeout),

@@ -14,7 +14,9 @@
 //! own timeouts end such a pull well before.
 //!
 //! This covers the pulls of one server process; replicas that share one
-//! Postgres database and bucket do not see each other's tickets.
+//! Postgres database and bucket do not see each other's tickets, and the
+//! compaction keeps an old pack for them for a grace after the repoint (see
+//! [`super::compact`]) as long as [`MAX_WAIT`].
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -150,8 +150,13 @@ const TABLES: &[Table] = &[
     },
     Table {
         name: "forget_compactions",
-        select: "SELECT user_id, pack FROM forget_compactions ORDER BY user_id, pack",
-        columns: &[("user_id", Col::Int), ("pack", Col::Text)],
+        select: "SELECT user_id, pack, repointed_at FROM forget_compactions
+                 ORDER BY user_id, pack",
+        columns: &[
+            ("user_id", Col::Int),
+            ("pack", Col::Text),
+            ("repointed_at", Col::Int),
+        ],
         overriding: false,
     },
     Table {

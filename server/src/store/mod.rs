@@ -266,6 +266,22 @@ pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
         .expect("a free suffix exists")
 }
 
+/// A pack on the compaction list (see [`crate::bodies::compact`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToCompact {
+    pub user: UserId,
+    pub pack: PackName,
+    /// How long ago the records were pointed off it, by the store's clock
+    /// (one clock for every replica); `None` before.
+    pub repointed_ago: Option<std::time::Duration>,
+}
+
+/// [`ToCompact::repointed_ago`] from the milliseconds of the repoint and of
+/// now, both read from the store's clock.
+pub(crate) fn repointed_ago(at: Option<i64>, now: i64) -> Option<std::time::Duration> {
+    at.map(|at| std::time::Duration::from_millis(now.saturating_sub(at).max(0) as u64))
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Creates a user and its first device (under the name asked for: the
@@ -328,7 +344,9 @@ pub trait Store: Send + Sync + 'static {
         max_bytes: u64,
         cost: PageCost,
     ) -> StoreResult<Page>;
-    /// Every (user, pack) some record points at: what the orphan sweep keeps.
+    /// Every (user, pack) some record points at, and every pack on the
+    /// compaction list (the compaction removes those, after its grace):
+    /// what the orphan sweep keeps.
     async fn referenced_packs(&self) -> StoreResult<HashSet<(UserId, PackName)>>;
     /// Whether any record of `user` points at `pack`.
     async fn pack_referenced(&self, user: UserId, pack: &PackName) -> StoreResult<bool>;
@@ -399,8 +417,9 @@ pub trait Store: Send + Sync + 'static {
     /// Marks the collection of `name` done (its bytes are gone).
     async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()>;
     /// Packs a forget left holding bodies of deleted records, with their
-    /// owner: what [`crate::bodies::compact`] rewrites.
-    async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>>;
+    /// owner and how long ago their records were pointed off them: what
+    /// [`crate::bodies::compact`] rewrites, then removes.
+    async fn packs_to_compact(&self) -> StoreResult<Vec<ToCompact>>;
     /// Where the bodies of `user`'s records still in `pack` are, by seq.
     async fn bodies_in_pack(
         &self,
@@ -408,8 +427,11 @@ pub trait Store: Send + Sync + 'static {
         pack: &PackName,
     ) -> StoreResult<Vec<(u64, BodyRef)>>;
     /// Points each record of `moved` that is still in `from` at its new
-    /// place, in one transaction; lists the new pack to compact when some
-    /// of them were deleted meanwhile (a forget while they were copied).
+    /// place, in one transaction, and records when (the store's clock) on
+    /// `from`'s line of the list, unless an earlier call did; lists the new
+    /// pack to compact when some of them were deleted meanwhile (a forget
+    /// while they were copied). `moved` may be empty: the time is still
+    /// recorded.
     async fn repoint_bodies(
         &self,
         user: UserId,

@@ -61,6 +61,9 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0011_key_rotation.sql"
     )),
     Migration::Sql(include_str!("../../migrations/sqlite/0012_blob_parts.sql")),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0013_compaction_grace.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -826,7 +829,8 @@ impl Store for SqliteStore {
     async fn referenced_packs(&self) -> StoreResult<HashSet<(UserId, PackName)>> {
         self.read(move |c| {
             let mut st = c.prepare_cached(
-                "SELECT DISTINCT user_id, body_pack FROM records WHERE body_pack IS NOT NULL",
+                "SELECT DISTINCT user_id, body_pack FROM records WHERE body_pack IS NOT NULL
+                 UNION SELECT user_id, pack FROM forget_compactions",
             )?;
             let rows =
                 st.query_map([], |r| Ok((r.get::<_, UserId>(0)?, r.get::<_, String>(1)?)))?;
@@ -1070,7 +1074,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
+    async fn packs_to_compact(&self) -> StoreResult<Vec<ToCompact>> {
         self.read(sqlite_forget::packs_to_compact).await
     }
 

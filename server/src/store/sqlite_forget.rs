@@ -7,7 +7,7 @@ use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, Transaction, params};
 
 use super::forget::Purged;
-use super::{StoreError, StoreResult, UserId, record_cost};
+use super::{StoreError, StoreResult, ToCompact, UserId, record_cost};
 use crate::bodies::{BodyRef, PackName};
 
 /// Whether `stream` of `user` is forgotten now (as this transaction sees it).
@@ -102,13 +102,30 @@ fn parse_pack(s: String) -> StoreResult<PackName> {
         .map_err(|e| StoreError::Backend(format!("corrupt pack name: {e}")))
 }
 
-pub(super) fn packs_to_compact(c: &Connection) -> StoreResult<Vec<(UserId, PackName)>> {
-    let mut st = c.prepare_cached("SELECT user_id, pack FROM forget_compactions")?;
-    let rows = st.query_map([], |r| Ok((r.get::<_, UserId>(0)?, r.get::<_, String>(1)?)))?;
+/// Now, in milliseconds since the epoch, by SQLite's clock (the one
+/// `repointed_at` is written with).
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+
+pub(super) fn packs_to_compact(c: &Connection) -> StoreResult<Vec<ToCompact>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT user_id, pack, repointed_at, {NOW_MS} FROM forget_compactions"
+    ))?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, UserId>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Option<i64>>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
     let mut out = Vec::new();
     for row in rows {
-        let (user, pack) = row?;
-        out.push((user, parse_pack(pack)?));
+        let (user, pack, at, now) = row?;
+        out.push(ToCompact {
+            user,
+            pack: parse_pack(pack)?,
+            repointed_ago: super::repointed_ago(at, now),
+        });
     }
     Ok(out)
 }
@@ -179,6 +196,13 @@ pub(super) fn repoint(
                 params![user, to.pack.as_str()],
             )?;
         }
+        tx.execute(
+            &format!(
+                "UPDATE forget_compactions SET repointed_at = {NOW_MS}
+                 WHERE user_id = ?1 AND pack = ?2 AND repointed_at IS NULL"
+            ),
+            params![user, from.as_str()],
+        )?;
     }
     tx.commit()?;
     Ok(())

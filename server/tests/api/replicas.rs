@@ -431,3 +431,118 @@ async fn a_rotation_through_one_replica_ends_the_waits_parked_on_the_other_at_on
         "{v}"
     );
 }
+
+/// A record of `stream` that forgets it (the server reads only its kind).
+fn forget_record(stream: u64, entry: u64) -> serde_json::Value {
+    let mut r = segment(stream, entry, 64);
+    r["kind"] = json!("forget");
+    r
+}
+
+/// Every body pack file of the shared store, with its bytes.
+fn pack_bytes(srv: &TestServer) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    srv.packs()
+        .into_iter()
+        .filter_map(|p| Some((p.clone(), std::fs::read(p).ok()?)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "on Postgres only: again_on_postgres runs it"]
+async fn a_pull_on_one_replica_is_answered_whole_while_the_other_compacts_its_pack() {
+    // Replica C compacts; replica R holds every pull between reading where
+    // its bodies are and reading them (3 s). Packs replaced by a compaction
+    // stay 8 s after the records moved off them.
+    let grace = [("EVI_SERVER_COMPACTION_GRACE_SECS", "8")];
+    let c = TestServer::start_env(&[], &grace);
+    let (r, _) = c.replica_with_metrics(&[("EVI_SERVER_FAULT", "slow-pull-bodies")]);
+    let writer = c.register("racer").await;
+    let reader = r.rebase(&login(&writer, "racer", "reader").await);
+    // One push, one pack: a session to forget (stream 1) and one to keep.
+    let mut pushed = vec![segment(1, 1, 3000)];
+    pushed.extend((2..=6).map(|e| segment(2, e, 3000)));
+    writer.push(pushed.clone()).await;
+    let gone_body = pushed[0]["ciphertext"].clone();
+    let before = pack_bytes(&c);
+    assert_eq!(before.len(), 1, "one pack");
+
+    let pull = tokio::spawn(async move { reader.get("/api/v1/records?after=0").await });
+    // R has read where the bodies are, and holds the pull.
+    let holding = "slow-pull-bodies: holding a pull";
+    let t = Instant::now();
+    while !c.log().contains(holding) {
+        assert!(t.elapsed() < Duration::from_secs(20), "{}", c.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // C commits the forget; its compaction copies the kept bodies to a new
+    // pack and points the records there while R's pull is held.
+    writer.push(vec![forget_record(1, 7)]).await;
+    let t = Instant::now();
+    while pack_bytes(&c).len() < 2 && pack_bytes(&c).iter().all(|(p, _)| *p == before[0].0) {
+        assert!(t.elapsed() < Duration::from_secs(3), "no compaction");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // R's pull reads the bodies where it was told they are: whole, and
+    // exactly what was pushed.
+    let (st, v) = tokio::time::timeout(Duration::from_secs(20), pull)
+        .await
+        .expect("the pull answered")
+        .unwrap();
+    assert_eq!(st, StatusCode::OK, "the pull during the compaction: {v}");
+    let got: Vec<(String, serde_json::Value)> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["stream"].as_str().unwrap().to_owned(),
+                r["ciphertext"].clone(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, serde_json::Value)> = pushed
+        .iter()
+        .map(|r| {
+            (
+                r["stream"].as_str().unwrap().to_owned(),
+                r["ciphertext"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // After the grace the old pack goes: no byte of the forgotten body is
+    // stored, and a pull on either replica reads the kept ones whole.
+    let gone = {
+        use base64::Engine as _;
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(gone_body.as_str().unwrap())
+            .unwrap();
+        b[..64].to_vec()
+    };
+    let t = Instant::now();
+    while pack_bytes(&c)
+        .iter()
+        .any(|(_, b)| b.windows(gone.len()).any(|w| w == gone.as_slice()))
+    {
+        assert!(t.elapsed() < Duration::from_secs(30), "the old pack stayed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for api in [&writer, &r.rebase(&writer)] {
+        let (st, v) = api.get("/api/v1/records?after=0").await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        let kept: Vec<serde_json::Value> = v["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "entries")
+            .map(|r| r["ciphertext"].clone())
+            .collect();
+        let want: Vec<serde_json::Value> = pushed[1..]
+            .iter()
+            .map(|r| r["ciphertext"].clone())
+            .collect();
+        assert_eq!(kept, want);
+    }
+}

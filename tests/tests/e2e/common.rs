@@ -303,6 +303,10 @@ impl TestServer {
         let mut flags: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         if let Some(db) = &db {
             flags.extend(["--database".to_owned(), db.url.clone()]);
+            // A pack a compaction replaced goes 1 s after, not 600 (the
+            // default, for other replicas' pulls): soon enough for the tests
+            // that wait for a forget's bytes to leave, through the same path.
+            flags.extend(["--compaction-grace-secs".to_owned(), "1".to_owned()]);
         }
         // The second backend is Postgres and object storage together.
         let s3 = db

@@ -125,13 +125,26 @@ pub(super) async fn lift(tx: &Tx<'_>, user: UserId, stream: &str) -> StoreResult
     Ok(())
 }
 
-pub(super) async fn packs_to_compact(s: &PgStore) -> StoreResult<Vec<(UserId, PackName)>> {
+/// Now, in milliseconds since the epoch, by the database's clock: one
+/// clock for every replica, whatever theirs say.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
+
+pub(super) async fn packs_to_compact(s: &PgStore) -> StoreResult<Vec<ToCompact>> {
     let c = s.client().await?;
-    c.query("SELECT user_id, pack FROM forget_compactions", &[])
-        .await?
-        .into_iter()
-        .map(|r| Ok((r.get::<_, UserId>(0), parse_pack(r.get(1))?)))
-        .collect()
+    c.query(
+        &format!("SELECT user_id, pack, repointed_at, {NOW_MS} FROM forget_compactions"),
+        &[],
+    )
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok(ToCompact {
+            user: r.get(0),
+            pack: parse_pack(r.get(1))?,
+            repointed_ago: crate::store::repointed_ago(r.get(2), r.get(3)),
+        })
+    })
+    .collect()
 }
 
 pub(super) async fn bodies_in_pack(
@@ -198,6 +211,14 @@ pub(super) async fn repoint(
         )
         .await?;
     }
+    tx.execute(
+        &format!(
+            "UPDATE forget_compactions SET repointed_at = {NOW_MS}
+             WHERE user_id = $1 AND pack = $2 AND repointed_at IS NULL"
+        ),
+        &[&user, &from.as_str()],
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }

@@ -57,6 +57,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "moved_in",
         sql: include_str!("../../../migrations/postgres/0008_moved_in.sql"),
     },
+    Migration {
+        version: 9,
+        name: "compaction_grace",
+        sql: include_str!("../../../migrations/postgres/0009_compaction_grace.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -347,7 +347,8 @@ pub(super) async fn referenced_packs(s: &PgStore) -> StoreResult<HashSet<(UserId
     let c = s.client().await?;
     let rows = c
         .query(
-            "SELECT DISTINCT user_id, body_pack FROM records WHERE body_pack IS NOT NULL",
+            "SELECT DISTINCT user_id, body_pack FROM records WHERE body_pack IS NOT NULL
+             UNION SELECT user_id, pack FROM forget_compactions",
             &[],
         )
         .await?;

@@ -135,7 +135,7 @@ impl Store for PgStore {
     async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()> {
         blob_refs::mark_done(self, user, name).await
     }
-    async fn packs_to_compact(&self) -> StoreResult<Vec<(UserId, PackName)>> {
+    async fn packs_to_compact(&self) -> StoreResult<Vec<ToCompact>> {
         forget::packs_to_compact(self).await
     }
     async fn bodies_in_pack(
