@@ -56,7 +56,8 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          ALTER TABLE users DROP COLUMN retired_at;
          ALTER TABLE devices DROP COLUMN key_generation;
          DROP INDEX IF EXISTS blobs_by_part_of;
-         ALTER TABLE blobs DROP COLUMN part_of;",
+         ALTER TABLE blobs DROP COLUMN part_of;
+         ALTER TABLE forget_compactions DROP COLUMN repointed_at;",
     )
     .unwrap();
     let version: i64 = db
