@@ -320,7 +320,7 @@ fn a_second_migrate_is_refused_and_brings_back_nothing_the_new_server_deleted() 
     let new = Killed(child);
     let run = a.sync(&["sync", "revoke", "desktop"]);
     assert_eq!(run.code, 0, "revoke: {}", run.stderr);
-    let run = a.evi(&["sessions", "forget", GONE, "--json"]);
+    let run = a.evi(&["sessions", "forget", "--yes", GONE, "--json"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     drop(new);
     let rows = |db: &Database| {
