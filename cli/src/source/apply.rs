@@ -138,11 +138,19 @@ fn plan(
         }
         n += 1;
         let own = agent.explicit_ids(&e.line);
-        let verbatim = match (&own.id, &own.parent) {
-            (Some(id), Some(parent)) => *id == e.id && *parent == e.parent,
-            (None, None) => e.parent == tip && derive_id(tip.as_deref(), &e.line) == e.id,
-            _ => false,
+        // As the line would read back here: its parent the one it names,
+        // else the tip; its id the one it names, else derived from that
+        // parent (a line naming its id and not its parent, as Claude Code's
+        // `api-request` lines do, continues the tip like any other).
+        let parent_reads_back = match &own.parent {
+            Some(parent) => *parent == e.parent,
+            None => e.parent == tip,
         };
+        let id_reads_back = match &own.id {
+            Some(id) => *id == e.id,
+            None => derive_id(e.parent.as_deref(), &e.line) == e.id,
+        };
+        let verbatim = parent_reads_back && id_reads_back;
         if verbatim {
             out.extend_from_slice(&agent.localize(&e.line, map));
             out.push(b'\n');
@@ -565,4 +573,71 @@ fn ends_in_newline(f: &mut std::fs::File, size: u64) -> io::Result<bool> {
     f.seek(SeekFrom::Start(size - 1))?;
     f.read_exact(&mut b)?;
     Ok(b[0] == b'\n')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, parent: Option<&str>, line: &str) -> Entry {
+        Entry {
+            id: id.to_owned(),
+            parent: parent.map(str::to_owned),
+            day: super::super::agent_day(),
+            line: line.as_bytes().to_vec(),
+            line_blob: None,
+        }
+    }
+
+    fn seen(tip: Option<&str>) -> Seen {
+        Seen {
+            known: HashSet::new(),
+            tip: tip.map(str::to_owned),
+            size: 0,
+            ino: 0,
+            partial: false,
+            whole: 0,
+            mtime: std::time::SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    /// Each line goes as the agent wrote it when it reads back here with the
+    /// same id and parent, whichever of them it names itself.
+    #[test]
+    fn lines_that_read_back_go_verbatim_and_move_the_tip_as_they_would() {
+        let map = PathMap::default();
+        let derived = r#"{"type":"last-prompt"}"#;
+        let d = derive_id(Some("t0"), derived.as_bytes());
+        let own_id = r#"{"type":"api-request","id":"req-1"}"#;
+        let both = r#"{"uuid":"u1","parentUuid":"req-1","type":"user"}"#;
+        let entries = [
+            entry(&d, Some("t0"), derived),
+            entry("req-1", Some(&d), own_id),
+            entry("u1", Some("req-1"), both),
+        ];
+        let (out, tip, n) = plan(Agent::ClaudeCode, &map, &seen(Some("t0")), &entries);
+        assert_eq!(n, 3);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{derived}\n{own_id}\n{both}\n")
+        );
+        assert_eq!(
+            tip.as_deref(),
+            Some("req-1"),
+            "a line naming its id only moves it"
+        );
+
+        // Not the tip's child: its parent is added.
+        let (out, tip, _) = plan(
+            Agent::ClaudeCode,
+            &map,
+            &seen(Some("other")),
+            &entries[1..2],
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{{\"parentId\":\"{d}\",\"type\":\"api-request\",\"id\":\"req-1\"}}\n")
+        );
+        assert_eq!(tip.as_deref(), Some("other"));
+    }
 }
