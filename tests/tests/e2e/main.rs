@@ -15,6 +15,7 @@ mod convergence;
 mod deploy;
 mod device_names;
 mod drift;
+mod fake_model;
 mod first_hour_account;
 mod first_hour_network;
 mod first_hour_rows;
@@ -34,6 +35,8 @@ mod one_session;
 mod pairing;
 mod pg_db;
 mod pg_pool;
+mod real_claude_code;
+mod real_clients;
 mod redact;
 mod replicas;
 mod rewind;
@@ -69,10 +72,12 @@ mod web_browser;
 /// The modules whose tests run again on Postgres and a bucket: those that
 /// start a server. Not here: those that start none (`deploy`, `link`,
 /// `rewind`, `sessions`, `vectors`, `web_browser`: the same on any backend,
-/// as there is none), `migrate` (it moves a SQLite server to Postgres and a
-/// bucket: both backends at once already), `sync_bucket` (SQLite with a
-/// bucket, a mix only the SQLite run has) and `replicas` (several servers
-/// on one Postgres, whatever the run).
+/// as there is none), `real_claude_code` (it judges what lands in the
+/// agent's folder, which no backend changes, with the agent's real client),
+/// `migrate` (it moves a SQLite server to Postgres and a bucket: both
+/// backends at once already), `sync_bucket` (SQLite with a bucket, a mix
+/// only the SQLite run has) and `replicas` (several servers on one
+/// Postgres, whatever the run).
 const ON_POSTGRES: &[&str] = &[
     "agents",
     "agents_git",

@@ -1,0 +1,340 @@
+//! The agents' own released clients as the judge of their sources: Claude
+//! Code (`@anthropic-ai/claude-code`) and Codex (`@openai/codex`) from the
+//! npm registry, pinned in `.ci/agents/package-lock.json`, run offline
+//! against [`FakeModel`] on loopback, each device with its own `HOME`,
+//! agent folders and eVi home.
+//!
+//! The fixture: a server and three devices of one account. A's project is
+//! a git checkout with an `origin` remote; B's checkout of the same
+//! repository is at another path, found by its remote (`[paths] search`);
+//! C has no map and uses A's path (these devices share a disk: C's project
+//! is A's very folder, as it would be at the same path on another
+//! machine). Each device has a time zone of its own (`TZ`, for eVi and the
+//! clients alike), so that what depends on local time shows.
+//!
+//! How the clients run offline (what `docs/agents.md` says of them):
+//!
+//! - Claude Code: `ANTHROPIC_BASE_URL` at the fake, a dummy
+//!   `ANTHROPIC_API_KEY`, and `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`
+//!   (without it, it looks up its API's host for more than the model
+//!   calls); `DISABLE_AUTOUPDATER`, `DISABLE_TELEMETRY` and
+//!   `DISABLE_ERROR_REPORTING` too, for good measure.
+//! - Codex: a model provider of its own in `$CODEX_HOME/config.toml` whose
+//!   `base_url` is the fake (`wire_api = "responses"`, its key from an
+//!   environment variable), `check_for_update_on_startup = false`,
+//!   analytics off, and the `plugins`, `remote_plugin` and `apps` features
+//!   off (else it clones its plugin repository with git and asks two other
+//!   hosts at start).
+//!
+//! Needs the clients (`EVI_AGENT_CLIENTS`, else `.ci/agents/node_modules/
+//! .bin`; `.ci/run` installs them with npm). Without them the tests are
+//! built ignored with that reason (`tests/build.rs`), except under CI,
+//! where a missing client fails them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::agents::{claude, codex, enable, project};
+use crate::common::{Device, Run, TestServer};
+use crate::fake_model::{FakeModel, answer, conversation};
+use crate::handoff_git::git;
+
+/// The folder holding `claude` and `codex` (see `tests/build.rs`).
+pub fn clients() -> PathBuf {
+    let dir = PathBuf::from(env!("EVI_AGENT_CLIENTS_DIR"));
+    assert!(
+        ["claude", "codex"].iter().all(|c| dir.join(c).is_file()),
+        "the agents' clients are not in {} (EVI_AGENT_CLIENTS): \
+         `cd .ci/agents && npm ci` installs them, as .ci/run does",
+        dir.display()
+    );
+    dir
+}
+
+/// How long one run of a client may take before the test gives up on it.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs `cmd` (stdin closed) to its end, or kills it after
+/// [`CLIENT_TIMEOUT`] and fails.
+fn run_bounded(mut cmd: Command, what: &str) -> Run {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let pid = child.id();
+    let started = std::time::Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(CLIENT_TIMEOUT) {
+        Ok(out) => {
+            eprintln!("{what}: {:?}", started.elapsed());
+            out.expect("wait for the client").into()
+        }
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("{what}: still running after {CLIENT_TIMEOUT:?}, killed");
+        }
+    }
+}
+
+/// One device as its user has it: the eVi home, the agents' folders, a
+/// time zone, the project.
+pub struct Host<'a> {
+    pub dev: &'a Device,
+    pub name: &'static str,
+    /// A POSIX `TZ` (fixed offsets: no time zone database needed).
+    pub tz: &'static str,
+    /// Its offset east of UTC, in seconds.
+    pub offset: i32,
+    pub project: String,
+    pub fake: &'a FakeModel,
+}
+
+impl Host<'_> {
+    /// The client `program` with this device's environment and no other,
+    /// run in `cwd`.
+    fn client(&self, program: &str, cwd: &str) -> Command {
+        let mut c = Command::new(clients().join(program));
+        c.current_dir(cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dev.dir.path())
+            .env("TZ", self.tz)
+            .env("LANG", "C.UTF-8")
+            .env("CLAUDE_CONFIG_DIR", claude(self.dev))
+            .env("CODEX_HOME", codex(self.dev))
+            .env("ANTHROPIC_BASE_URL", &self.fake.url)
+            .env("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("EVI_FAKE_MODEL_KEY", "not-a-key");
+        c
+    }
+
+    /// `evi sync ARGS` on this device (its time zone), which must succeed.
+    pub fn sync(&self, args: &[&str]) -> String {
+        let run: Run = self
+            .dev
+            .sync_cmd()
+            .env("TZ", self.tz)
+            .arg("sync")
+            .args(args)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(
+            run.code, 0,
+            "{}: evi sync {args:?}: {}",
+            self.name, run.stderr
+        );
+        run.stdout
+    }
+
+    /// `claude -p --output-format json ARGS` in `cwd`: the session it wrote
+    /// to.
+    pub fn claude(&self, cwd: &str, args: &[&str]) -> String {
+        let mut cmd = self.client("claude", cwd);
+        cmd.args(["-p", "--output-format", "json"]).args(args);
+        let what = format!("{}: claude {args:?}", self.name);
+        let run = run_bounded(cmd, &what);
+        assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
+        let out: Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("{what}: {e}: {}", run.stdout));
+        assert_eq!(out["is_error"], false, "{what}: {out}");
+        out["session_id"].as_str().expect("session_id").to_owned()
+    }
+
+    /// Codex's configuration on this device: the fake as its provider.
+    pub fn configure_codex(&self) {
+        let home = codex(self.dev);
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("config.toml"),
+            format!(
+                r#"model = "gpt-5.5"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "fake"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "EVI_FAKE_MODEL_KEY"
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+"#,
+                self.fake.url
+            ),
+        )
+        .unwrap();
+    }
+
+    /// `codex exec --json ARGS` in `cwd`: the thread it ran.
+    pub fn codex(&self, cwd: &str, args: &[&str]) -> String {
+        let mut cmd = self.client("codex", cwd);
+        cmd.args(["exec", "--json"]).args(args);
+        let what = format!("{}: codex exec {args:?}", self.name);
+        let run = run_bounded(cmd, &what);
+        assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
+        run.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["type"] == "thread.started")
+            .and_then(|e| e["thread_id"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("{what}: no thread.started in {}", run.stdout))
+    }
+}
+
+/// A server, the fake model, and devices A, B and C of one account.
+pub struct World {
+    /// Kept running while the world lives.
+    _server: TestServer,
+    pub fake: FakeModel,
+    pub a: Device,
+    pub b: Device,
+    pub c: Device,
+}
+
+/// A new repository at `dir` whose `origin` is `url`.
+fn checkout(dir: &str, url: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(Path::new(dir), &["init", "-q"]);
+    git(Path::new(dir), &["remote", "add", "origin", url]);
+}
+
+impl World {
+    pub fn new() -> Self {
+        let server = TestServer::start();
+        let (a, b, c) = (Device::new(), Device::new(), Device::new());
+        a.init(&server, "pat", "laptop");
+        b.join_copying_key(&a, &server.url, "pat", "desktop");
+        c.join_copying_key(&a, &server.url, "pat", "server");
+        let proj_a = project(&a, "work/app");
+        checkout(&proj_a, "git@github.com:pat/app.git");
+        let code_b = project(&b, "code");
+        checkout(&format!("{code_b}/app"), "https://github.com/pat/app");
+        enable(&a, "");
+        enable(&b, &format!("[paths]\nsearch = [\"{code_b}\"]\n"));
+        enable(&c, "");
+        Self {
+            _server: server,
+            fake: FakeModel::start(),
+            a,
+            b,
+            c,
+        }
+    }
+
+    /// The three devices as their users have them: A in UTC with its
+    /// project, B seven hours behind with its checkout elsewhere, C five and
+    /// a half ahead with A's path.
+    pub fn hosts(&self) -> [Host<'_>; 3] {
+        let proj_a = project(&self.a, "work/app");
+        [
+            self.host(&self.a, "A", ("UTC0", 0), proj_a.clone()),
+            self.host(
+                &self.b,
+                "B",
+                ("PDT+7", -7 * 3600),
+                project(&self.b, "code/app"),
+            ),
+            self.host(&self.c, "C", ("IST-5:30", 5 * 3600 + 1800), proj_a),
+        ]
+    }
+
+    /// `dev` as a host in the time zone `(TZ, offset east of UTC in
+    /// seconds)`, working in `project`.
+    pub fn host<'a>(
+        &'a self,
+        dev: &'a Device,
+        name: &'static str,
+        (tz, offset): (&'static str, i32),
+        project: String,
+    ) -> Host<'a> {
+        Host {
+            dev,
+            name,
+            tz,
+            offset,
+            project,
+            fake: &self.fake,
+        }
+    }
+
+    /// The model request of the turn whose prompt is `prompt` showed the
+    /// model every turn before it: each prompt of `earlier`, then its
+    /// answer, in order, then `prompt` (the context a client adds, such as
+    /// instructions and environment notes, aside).
+    pub fn assert_carried(&self, prompt: &str, earlier: &[&str]) {
+        let turns = self.fake.turns_for(prompt);
+        let Some(request) = turns.last() else {
+            panic!(
+                "no model request for {prompt:?}; the fake saw: {:?}",
+                self.fake
+                    .requests()
+                    .iter()
+                    .map(|r| format!("{} {}", r.method, r.path))
+                    .collect::<Vec<_>>()
+            );
+        };
+        let mut want: Vec<(String, String)> = Vec::new();
+        for p in earlier {
+            want.push(("user".into(), (*p).to_owned()));
+            want.push(("assistant".into(), answer(p)));
+        }
+        want.push(("user".into(), prompt.to_owned()));
+        let known: Vec<&String> = want.iter().map(|(_, t)| t).collect();
+        let shown: Vec<(String, String)> = conversation(&request.body)
+            .into_iter()
+            .filter(|(_, t)| known.contains(&t))
+            .collect();
+        assert_eq!(
+            shown, want,
+            "the request for {prompt:?} did not carry every earlier turn"
+        );
+    }
+}
+
+/// `text` with every `"cwd":"<from>"` (and below it) written for `to`: how a
+/// file of one device reads on another.
+pub fn cwd_swapped(text: &str, from: &str, to: &str) -> String {
+    let (from, to) = (format!("\"cwd\":\"{from}"), format!("\"cwd\":\"{to}"));
+    text.replace(&from, &to)
+}
+
+/// `got` is `want`, or a failure naming the first line that differs.
+pub fn assert_same_lines(got: &str, want: &str, what: &str) {
+    if got == want {
+        return;
+    }
+    let (g, w): (Vec<&str>, Vec<&str>) = (got.lines().collect(), want.lines().collect());
+    let at = g
+        .iter()
+        .zip(&w)
+        .position(|(x, y)| x != y)
+        .unwrap_or(g.len().min(w.len()));
+    let cut = |l: Option<&&str>| l.map(|l| l.chars().take(600).collect::<String>());
+    panic!(
+        "{what}: {} lines, {} wanted; line {} differs:\n  got:  {:?}\n  want: {:?}",
+        g.len(),
+        w.len(),
+        at + 1,
+        cut(g.get(at)),
+        cut(w.get(at))
+    );
+}
