@@ -405,16 +405,17 @@ fn enter_in_codex_index(
     let text = std::fs::read(rollout).ok()?;
     let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
     let meta = super::codex::meta(lines.iter().copied())?;
+    let facts = super::codex::facts(lines.iter().copied());
     let map = ctx.projects.map_for(&ctx.path_map, stream);
-    let cwd = map.local(meta.cwd.as_deref().unwrap_or(""));
-    let first = super::codex::first_user_message(lines.iter().copied());
+    // The file names the project as it is here (see `Agent::localize`),
+    // unless an older version wrote it before the rewrite: as it is here
+    // either way.
+    let cwd = map.local(&map.original(meta.cwd.as_deref().unwrap_or("")));
     let t = Thread {
         meta: &meta,
+        facts: &facts,
         rollout,
         cwd: &cwd,
-        model_provider: meta.model_provider.as_deref(),
-        cli_version: meta.cli_version.as_deref(),
-        first_user_message: first.as_deref(),
     };
     let session = &stream.session;
     match enter(root, &t) {

@@ -4,7 +4,10 @@
 //! first line is a `session_meta` record holding the id, the start time and
 //! the `cwd`. Lines carry no ids: every entry's is derived, as eVi's are.
 //! Pull writes a session this device lacks under the day and name its
-//! `session_meta` gives.
+//! `session_meta` gives, in this device's local time, as Codex names its
+//! files. Its `cwd`s are rewritten for a project that is elsewhere here, as
+//! Claude Code's are ([`super::Agent::localize`]): Codex's "latest in this
+//! folder" (`codex resume --last`, its picker) matches on them.
 
 use std::path::{Path, PathBuf};
 
@@ -84,6 +87,104 @@ pub fn meta<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Option<Meta> {
     })
 }
 
+/// What a rollout says of its thread, read as Codex's own import reads it
+/// into its index (`codex_index`): its `session_meta`, its last
+/// `turn_context`, its last token count, its first user message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// `session_meta` fields by name, as Codex writes them in its index: a
+    /// string as the string, anything else as its JSON text.
+    pub meta: std::collections::BTreeMap<String, String>,
+    /// `session_meta.git`: `commit_hash`, `branch`, `repository_url`.
+    pub git: std::collections::BTreeMap<String, String>,
+    /// The last `turn_context`'s permission profile (else its sandbox
+    /// policy), approval policy, model and reasoning effort.
+    pub sandbox_policy: Option<String>,
+    pub approval_mode: Option<String>,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<String>,
+    /// The last token count's total.
+    pub tokens_used: Option<i64>,
+    /// Whether a `user_message` event is there.
+    pub has_user_event: bool,
+    pub first_user_message: Option<String>,
+}
+
+/// A JSON value as Codex writes one in a text column: a string as itself,
+/// anything else as its JSON text (as the rollout holds it: the same bytes).
+fn column_text(raw: &serde_json::value::RawValue) -> String {
+    serde_json::from_str::<String>(raw.get()).unwrap_or_else(|_| raw.get().to_owned())
+}
+
+/// The [`Facts`] of a rollout's lines.
+pub fn facts<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Facts {
+    use serde_json::value::RawValue;
+    type Fields<'b> = std::collections::BTreeMap<String, &'b RawValue>;
+    #[derive(Deserialize)]
+    struct Line<'b> {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        #[serde(borrow)]
+        payload: Option<Fields<'b>>,
+    }
+    let mut out = Facts::default();
+    let mut kept: Vec<&'a [u8]> = Vec::new();
+    let mut seen_meta = false;
+    for l in lines {
+        kept.push(l);
+        let Ok(line) = serde_json::from_slice::<Line<'_>>(l) else {
+            continue;
+        };
+        let Some(p) = line.payload else { continue };
+        let text = |k: &str| {
+            p.get(k)
+                .filter(|v| v.get() != "null")
+                .map(|v| column_text(v))
+        };
+        match line.kind.as_deref() {
+            Some("session_meta") if !seen_meta => {
+                seen_meta = true;
+                for (k, v) in &p {
+                    if v.get() != "null" && k != "git" {
+                        out.meta.insert(k.clone(), column_text(v));
+                    }
+                }
+                if let Some(git) = p
+                    .get("git")
+                    .and_then(|g| serde_json::from_str::<Fields<'_>>(g.get()).ok())
+                {
+                    for (k, v) in git.iter().filter(|(_, v)| v.get() != "null") {
+                        out.git.insert(k.clone(), column_text(v));
+                    }
+                }
+            }
+            Some("turn_context") => {
+                out.sandbox_policy = text("permission_profile").or_else(|| text("sandbox_policy"));
+                out.approval_mode = text("approval_policy");
+                out.model = text("model");
+                out.reasoning_effort = text("effort");
+            }
+            Some("event_msg") => match text("type").as_deref() {
+                Some("token_count") => {
+                    let total = p.get("info").and_then(|i| {
+                        serde_json::from_str::<serde_json::Value>(i.get()).ok()?
+                            ["total_token_usage"]["total_tokens"]
+                            .as_i64()
+                    });
+                    if let Some(t) = total {
+                        out.tokens_used = Some(t.max(0));
+                    }
+                }
+                Some("user_message") => out.has_user_event = true,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    out.first_user_message = first_user_message(kept);
+    out
+}
+
 /// The first thing the user asked: an `event_msg` `user_message`, else the
 /// first user `input_text` that is not context Codex put there (`<…>`).
 pub fn first_user_message<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
@@ -116,16 +217,30 @@ pub fn first_user_message<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Opti
 }
 
 /// `sessions/YYYY/MM/DD/rollout-YYYY-MM-DDTHH-MM-SS-<id>.jsonl` from the
-/// start time in `session_meta` (UTC: the other device's local time is not
-/// known; Codex finds a rollout by its id, not its folder).
+/// start time in `session_meta`, in this device's local time: the name
+/// Codex gives a rollout it starts at that moment (the time in the name is
+/// the one `session_meta` records, to the second).
 pub fn target(root: &Path, stream: &StreamName, lines: &[&[u8]]) -> Option<PathBuf> {
+    target_in(root, stream, lines, &chrono::Local)
+}
+
+/// [`target`] in the time zone `tz`.
+fn target_in<Tz: chrono::TimeZone>(
+    root: &Path,
+    stream: &StreamName,
+    lines: &[&[u8]],
+    tz: &Tz,
+) -> Option<PathBuf>
+where
+    Tz::Offset: std::fmt::Display,
+{
     let meta = meta(lines.iter().copied())?;
     if meta.id != stream.session.as_str() {
         return None;
     }
     let t = chrono::DateTime::parse_from_rfc3339(&meta.timestamp)
         .ok()?
-        .with_timezone(&chrono::Utc);
+        .with_timezone(tz);
     Some(
         root.join("sessions")
             .join(t.format("%Y/%m/%d").to_string())
@@ -140,6 +255,55 @@ pub fn target(root: &Path, stream: &StreamName, lines: &[&[u8]]) -> Option<PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pulled_rollout_is_named_in_local_time() {
+        let stream = StreamName::parse("codex/01a24d55-8c2e-7723-9459-9259f26eecec").unwrap();
+        let meta = br#"{"timestamp":"2026-12-06T21:49:41.873Z","type":"session_meta","payload":{"id":"01a24d55-8c2e-7723-9459-9259f26eecec","timestamp":"2026-12-06T21:49:41.817Z","cwd":"/p"}}"#;
+        let east = chrono::FixedOffset::east_opt(5 * 3600 + 1800).unwrap();
+        assert_eq!(
+            target_in(Path::new("/c"), &stream, &[meta], &east).unwrap(),
+            Path::new(
+                "/c/sessions/2026/12/07/rollout-2026-12-07T03-19-41-01a24d55-8c2e-7723-9459-9259f26eecec.jsonl"
+            )
+        );
+        assert_eq!(
+            target_in(Path::new("/c"), &stream, &[meta], &chrono::Utc).unwrap(),
+            Path::new(
+                "/c/sessions/2026/12/06/rollout-2026-12-06T21-49-41-01a24d55-8c2e-7723-9459-9259f26eecec.jsonl"
+            )
+        );
+    }
+
+    #[test]
+    fn facts_are_read_as_codex_imports_them() {
+        let lines: [&[u8]; 5] = [
+            br#"{"type":"session_meta","payload":{"id":"t","timestamp":"2026-12-06T21:49:41.817Z","cwd":"/p","source":"exec","thread_source":"user","agent_role":null,"git":{"repository_url":"https://github.com/pat/app","branch":null}}}"#,
+            br#"{"type":"turn_context","payload":{"cwd":"/p","approval_policy":"on-request","permission_profile":{"type":"managed","network":"restricted"},"model":"m1","sandbox_policy":{"type":"read-only"}}}"#,
+            br#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context/>"},{"type":"input_text","text":"first"}]}}"#,
+            br#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"total_tokens":30}}}}"#,
+            br#"{"type":"turn_context","payload":{"cwd":"/p","approval_policy":"never","sandbox_policy":"read-only","model":"m2","effort":"high"}}"#,
+        ];
+        let f = facts(lines);
+        assert_eq!(f.meta["source"], "exec");
+        assert_eq!(f.meta["thread_source"], "user");
+        assert!(!f.meta.contains_key("agent_role"));
+        assert_eq!(f.git["repository_url"], "https://github.com/pat/app");
+        assert!(!f.git.contains_key("branch"));
+        assert_eq!(f.sandbox_policy.as_deref(), Some("read-only"));
+        assert_eq!(f.approval_mode.as_deref(), Some("never"));
+        assert_eq!(f.model.as_deref(), Some("m2"));
+        assert_eq!(f.reasoning_effort.as_deref(), Some("high"));
+        assert_eq!(f.tokens_used, Some(30));
+        assert!(!f.has_user_event);
+        assert_eq!(f.first_user_message.as_deref(), Some("first"));
+        let f = facts(lines[..2].iter().copied());
+        assert_eq!(
+            f.sandbox_policy.as_deref(),
+            Some(r#"{"type":"managed","network":"restricted"}"#),
+            "the profile's JSON as the rollout holds it"
+        );
+    }
 
     #[test]
     fn ids_of_names() {

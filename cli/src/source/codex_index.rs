@@ -7,19 +7,32 @@
 //!
 //! - Only a row for a thread the index does not have is added, in one
 //!   transaction; an existing row is left to Codex. Nothing else is touched.
+//! - The row is the one Codex's own import of the rollout writes (what it
+//!   does for every rollout when it first creates its database): the
+//!   `session_meta`'s fields (`source`, `originator`, `thread_source`,
+//!   `history_mode`, git origin, ...), the last `turn_context`'s (the
+//!   permission profile's JSON as `sandbox_policy`, `approval_mode`,
+//!   `model`), the last token count, the first user message, the start time
+//!   and the rollout's time of last change; a column the rollout says
+//!   nothing of keeps the table's default. `history_mode` matters most:
+//!   Codex resumes a thread marked `legacy` whose rollout is paginated (its
+//!   lines carry `ordinal`) only to fail with "list_turns is not supported
+//!   yet". `tests/tests/e2e/real_codex.rs` holds the row against Codex's
+//!   own import, column by column.
 //! - The columns are read from the database first (`PRAGMA table_info`).
 //!   The row is written only when every column that needs a value (NOT NULL
 //!   without a default) is one whose meaning is known here (the `threads`
 //!   table of Codex's `0001_threads.sql` migration and the later columns
 //!   named in [`KNOWN`]); any other schema is left alone and
 //!   [`Outcome::UnknownSchema`] says which column, for the user to be told.
-//! - No database: nothing is written ([`Outcome::NoDatabase`]).
+//! - No database: nothing is written ([`Outcome::NoDatabase`]); Codex
+//!   imports every rollout itself when it creates one.
 
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use super::codex::Meta;
+use super::codex::{Facts, Meta};
 
 /// What entering a session in the index came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,9 +48,9 @@ pub enum Outcome {
     },
 }
 
-/// Columns whose values are known, and the Codex defaults for what a
-/// rollout's `session_meta` does not say (`ThreadMetadataBuilder::new`:
-/// a read-only sandbox, approvals on request, a CLI session).
+/// Columns whose values are known (from the rollout, or Codex's defaults
+/// for what it does not say: a read-only sandbox, approvals on request, a
+/// CLI session).
 const KNOWN: &[&str] = &[
     "id",
     "rollout_path",
@@ -58,6 +71,17 @@ const KNOWN: &[&str] = &[
     "updated_at_ms",
     "memory_mode",
     "preview",
+    "git_sha",
+    "git_branch",
+    "git_origin_url",
+    "model",
+    "reasoning_effort",
+    "thread_source",
+    "history_mode",
+    "originator",
+    "agent_nickname",
+    "agent_role",
+    "agent_path",
 ];
 
 /// The columns `0001_threads.sql` creates that need a value.
@@ -98,12 +122,11 @@ pub fn database(codex_root: &Path) -> Option<PathBuf> {
 /// A session as the index needs it.
 pub struct Thread<'a> {
     pub meta: &'a Meta,
+    /// What its rollout says (see [`super::codex::facts`]).
+    pub facts: &'a Facts,
     pub rollout: &'a Path,
     /// The project as it is on this device.
     pub cwd: &'a str,
-    pub model_provider: Option<&'a str>,
-    pub cli_version: Option<&'a str>,
-    pub first_user_message: Option<&'a str>,
 }
 
 /// Enters `t` in the index of the Codex folder `root`.
@@ -168,43 +191,65 @@ pub fn enter(root: &Path, t: &Thread<'_>) -> rusqlite::Result<Outcome> {
         .ok()
         .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(created, |d| d.as_millis() as i64);
-    let first = t.first_user_message.unwrap_or("");
-    let value = |col: &str| -> rusqlite::types::Value {
+    let f = t.facts;
+    let first = f.first_user_message.as_deref().unwrap_or("");
+    let meta = |k: &str| f.meta.get(k).cloned();
+    let value = |col: &str| -> Option<rusqlite::types::Value> {
         use rusqlite::types::Value::{Integer, Text};
+        let text = |v: Option<String>| v.map(Text);
         match col {
-            "id" => Text(t.meta.id.clone()),
-            "rollout_path" => Text(t.rollout.display().to_string()),
-            "created_at" => Integer(created / 1000),
-            "updated_at" => Integer(updated / 1000),
-            "created_at_ms" => Integer(created),
-            "updated_at_ms" => Integer(updated),
-            "source" => Text("cli".into()),
-            "model_provider" => Text(t.model_provider.unwrap_or("openai").into()),
-            "cwd" => Text(t.cwd.into()),
-            "title" | "first_user_message" | "preview" => Text(first.into()),
-            "sandbox_policy" => Text("read-only".into()),
-            "approval_mode" => Text("on-request".into()),
-            "tokens_used" | "archived" => Integer(0),
-            "has_user_event" => Integer(i64::from(!first.is_empty())),
-            "cli_version" => Text(t.cli_version.unwrap_or("").into()),
-            "memory_mode" => Text("enabled".into()),
-            _ => rusqlite::types::Value::Null,
+            "id" => Some(Text(t.meta.id.clone())),
+            "rollout_path" => Some(Text(t.rollout.display().to_string())),
+            "created_at" => Some(Integer(created / 1000)),
+            "updated_at" => Some(Integer(updated / 1000)),
+            "created_at_ms" => Some(Integer(created)),
+            "updated_at_ms" => Some(Integer(updated)),
+            "source" => Some(Text(meta("source").unwrap_or_else(|| "cli".into()))),
+            "model_provider" => Some(Text(
+                meta("model_provider").unwrap_or_else(|| "openai".into()),
+            )),
+            "cwd" => Some(Text(t.cwd.into())),
+            "title" | "first_user_message" | "preview" => Some(Text(first.into())),
+            "sandbox_policy" => Some(Text(
+                f.sandbox_policy
+                    .clone()
+                    .unwrap_or_else(|| "read-only".into()),
+            )),
+            "approval_mode" => Some(Text(
+                f.approval_mode
+                    .clone()
+                    .unwrap_or_else(|| "on-request".into()),
+            )),
+            "tokens_used" => Some(Integer(f.tokens_used.unwrap_or(0))),
+            "archived" => Some(Integer(0)),
+            "has_user_event" => Some(Integer(i64::from(f.has_user_event))),
+            "cli_version" => Some(Text(meta("cli_version").unwrap_or_default())),
+            "git_sha" => text(f.git.get("commit_hash").cloned()),
+            "git_branch" => text(f.git.get("branch").cloned()),
+            "git_origin_url" => text(f.git.get("repository_url").cloned()),
+            "model" => text(f.model.clone()),
+            "reasoning_effort" => text(f.reasoning_effort.clone()),
+            "memory_mode" | "thread_source" | "history_mode" | "originator" | "agent_nickname"
+            | "agent_role" | "agent_path" => text(meta(col)),
+            _ => None,
         }
     };
-    let names: Vec<&str> = cols
+    // A column the rollout says nothing of keeps the table's default.
+    let row: Vec<(&str, rusqlite::types::Value)> = cols
         .iter()
         .map(|(n, ..)| n.as_str())
         .filter(|n| KNOWN.contains(n))
+        .filter_map(|n| Some((n, value(n)?)))
         .collect();
     let sql = format!(
         "INSERT INTO threads ({}) VALUES ({})",
-        names.join(", "),
-        (1..=names.len())
+        row.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+        (1..=row.len())
             .map(|i| format!("?{i}"))
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let values: Vec<rusqlite::types::Value> = names.iter().map(|n| value(n)).collect();
+    let values: Vec<rusqlite::types::Value> = row.into_iter().map(|(_, v)| v).collect();
     tx.execute(&sql, rusqlite::params_from_iter(values))?;
     tx.commit()?;
     Ok(Outcome::Added(db))

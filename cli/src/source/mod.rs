@@ -67,22 +67,28 @@ impl Agent {
         crate::transcript::line::parse_head(raw).ids
     }
 
-    /// A line of this device as every device agrees on it: for Claude Code,
-    /// `cwd` values mapped back through `[paths]` (see
-    /// [`claude_code::map_cwd`]); every other line as it is. Ids are taken
+    /// A line of this device as every device agrees on it: for Claude Code
+    /// and Codex, `cwd` values mapped back through `[paths]` (see
+    /// [`claude_code::map_cwd`]); eVi's lines as they are. Ids are taken
     /// from, and content pushed as, this form.
     pub fn canonical<'a>(self, raw: &'a [u8], map: &paths::PathMap) -> std::borrow::Cow<'a, [u8]> {
         match self {
-            Self::ClaudeCode if !map.is_empty() => claude_code::map_cwd(raw, |p| map.original(p)),
+            Self::ClaudeCode | Self::Codex if !map.is_empty() => {
+                claude_code::map_cwd(raw, |p| map.original(p))
+            }
             _ => std::borrow::Cow::Borrowed(raw),
         }
     }
 
     /// A canonical line as this device writes it: the inverse of
-    /// [`Self::canonical`].
+    /// [`Self::canonical`]. Each agent resumes a session only as one of the
+    /// folder it runs in by the `cwd`s its lines name (Claude Code's
+    /// `--resume`, Codex's `resume --last` and picker).
     pub fn localize<'a>(self, raw: &'a [u8], map: &paths::PathMap) -> std::borrow::Cow<'a, [u8]> {
         match self {
-            Self::ClaudeCode if !map.is_empty() => claude_code::map_cwd(raw, |p| map.local(p)),
+            Self::ClaudeCode | Self::Codex if !map.is_empty() => {
+                claude_code::map_cwd(raw, |p| map.local(p))
+            }
             _ => std::borrow::Cow::Borrowed(raw),
         }
     }

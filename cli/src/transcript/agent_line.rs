@@ -40,7 +40,7 @@ impl AgentLine {
             _ if !want_project => None,
             Agent::Codex => line
                 .project
-                .map(|cwd| cwd.map(|c| map.local(&c)).unwrap_or_default()),
+                .map(|cwd| cwd.map(|c| here(map, &c)).unwrap_or_default()),
             _ => line.project.flatten(),
         };
         Self {
@@ -63,7 +63,7 @@ impl AgentLine {
             _ if !want_project => None,
             Agent::ClaudeCode => crate::source::claude_code::cwd([raw]),
             Agent::Codex => crate::source::codex::meta([raw])
-                .map(|m| m.cwd.map(|c| map.local(&c)).unwrap_or_default()),
+                .map(|m| m.cwd.map(|c| here(map, &c)).unwrap_or_default()),
             Agent::Evi => None,
         };
         let outline = match Message::read_whole(agent, raw) {
@@ -82,6 +82,12 @@ impl AgentLine {
             project,
         }
     }
+}
+
+/// A Codex `cwd` as it is here: the file names it so (pull writes it
+/// mapped), unless a version before that rewrite wrote it.
+fn here(map: &PathMap, cwd: &str) -> String {
+    map.local(&map.original(cwd))
 }
 
 #[cfg(test)]

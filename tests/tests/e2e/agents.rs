@@ -204,8 +204,15 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
             .replace(&cwd(&proj_a), &cwd(&proj_b))
     );
     assert!(!claude_file(&b, &proj_a).exists(), "not under A's path");
+    // Codex's rollout too, its `cwd`s B's (`codex resume --last` in B's
+    // checkout finds it by them).
     let cx_b = codex(&b).join(CODEX_REL);
-    assert_eq!(std::fs::read(&cx_b).unwrap(), std::fs::read(&cx_a).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(&cx_b).unwrap(),
+        std::fs::read_to_string(&cx_a)
+            .unwrap()
+            .replace(&cwd(&proj_a), &cwd(&proj_b))
+    );
     // Codex's index on B lists it, at B's rollout and B's project path.
     assert_eq!(
         codex_threads(&index_b),
@@ -310,7 +317,7 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
     }
     for (pa, pb, n, swap) in [
         (&cc_a, &cc_b, 6, (proj_b.as_str(), proj_a.as_str())),
-        (&cx_a, &cx_b, 5, ("", "")),
+        (&cx_a, &cx_b, 5, (proj_b.as_str(), proj_a.as_str())),
     ] {
         let (ea, eb) = (entries(pa), entries(pb));
         assert_eq!(ea.len(), n, "{}", std::fs::read_to_string(pa).unwrap());
@@ -806,7 +813,10 @@ fn watchers_carry_claude_code_and_codex_sessions_as_they_are_written() {
     until(
         "B's watcher lands both sessions where its agents look",
         30,
-        || read(&cx_b) == read(&cx_a) && read(&cc_b) == mapped(read(&cc_a), &proj_a, &proj_b),
+        || {
+            read(&cx_b) == mapped(read(&cx_a), &proj_a, &proj_b)
+                && read(&cc_b) == mapped(read(&cc_a), &proj_a, &proj_b)
+        },
     );
 
     // B's Claude Code continues the session; A's watcher brings the line
