@@ -37,6 +37,7 @@ mod pg_db;
 mod pg_pool;
 mod real_claude_code;
 mod real_clients;
+mod real_codex;
 mod redact;
 mod replicas;
 mod rewind;
@@ -72,12 +73,12 @@ mod web_browser;
 /// The modules whose tests run again on Postgres and a bucket: those that
 /// start a server. Not here: those that start none (`deploy`, `link`,
 /// `rewind`, `sessions`, `vectors`, `web_browser`: the same on any backend,
-/// as there is none), `real_claude_code` (it judges what lands in the
-/// agent's folder, which no backend changes, with the agent's real client),
-/// `migrate` (it moves a SQLite server to Postgres and a bucket: both
-/// backends at once already), `sync_bucket` (SQLite with a bucket, a mix
-/// only the SQLite run has) and `replicas` (several servers on one
-/// Postgres, whatever the run).
+/// as there is none), `real_claude_code` and `real_codex` (they judge what
+/// lands in the agents' folders, which no backend changes, with the
+/// agents' real clients), `migrate` (it moves a SQLite server to Postgres
+/// and a bucket: both backends at once already), `sync_bucket` (SQLite with
+/// a bucket, a mix only the SQLite run has) and `replicas` (several servers
+/// on one Postgres, whatever the run).
 const ON_POSTGRES: &[&str] = &[
     "agents",
     "agents_git",
