@@ -10,10 +10,12 @@
 //!   Code the folder of its project as mapped here). Nothing is written
 //!   outside the agent's folder: every path component below it is a checked
 //!   id or a sanitized project folder name.
-//! - **Verbatim** when the line names its own id (Claude Code's `uuid`), or
-//!   when its parent is the file's implicit tip and its derived id comes
-//!   out the same here; every other entry gets `id` and `parentId` in front
-//!   (or the `eviRawLine` wrapper), which never moves the implicit chain.
+//! - **Verbatim** when the line reads back here as the same entry: its
+//!   parent the one it names (Claude Code's `parentUuid`), else the file's
+//!   implicit tip; its id the one it names (`uuid`, or an `id` of its own,
+//!   as Claude Code's `api-request` lines have), else derived from that
+//!   parent. Every other entry gets `id` and `parentId` in front (or the
+//!   `eviRawLine` wrapper), which never moves the implicit chain.
 //! - **A subagent transcript goes beside its session**: a Claude Code
 //!   stream `claude-code/<session>/<stem>` this device has no file of is
 //!   written to `<session>/subagents/<stem>.jsonl` in the folder of the
