@@ -87,6 +87,11 @@ impl ApiError {
                 ErrorCode::RotationNotReady,
                 r.to_string(),
             ),
+            CommitRefused::NotYours => Self::new(
+                StatusCode::CONFLICT,
+                ErrorCode::RotationAbandoned,
+                r.to_string(),
+            ),
         }
     }
     pub fn invalid_credentials() -> Self {

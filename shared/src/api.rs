@@ -164,6 +164,12 @@ pub enum ErrorCode {
     /// (it holds no key check value yet): run the rotation again, which
     /// sets it before committing (nothing was changed).
     RotationNotReady,
+    /// 409: the staging account being filled is another device's rotation:
+    /// the one the calling device began was abandoned when that device
+    /// began its own (any device with the current key may abandon a
+    /// rotation left unfinished). Nothing was changed; running the
+    /// rotation again begins it anew, abandoning the other in turn.
+    RotationAbandoned,
     /// A code this version does not know (sent by a newer server).
     #[serde(other)]
     Unknown,
@@ -706,6 +712,24 @@ pub struct PurgeResponse {
 /// the staging account's one device (an earlier one stops working): it
 /// pushes records and uploads blobs like any device, and they stay out of
 /// sight of the account's devices until `POST /api/v1/rotation/commit`.
+///
+/// An account has one staging account, held by the device that began it
+/// for one new key. A begin from that device with that key resumes it;
+/// any other abandons it (its token stops working, what it staged is
+/// deleted) and opens a new one: a rotation left unfinished on a lost
+/// device never blocks the account. Revoking the device that began a
+/// rotation abandons it too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RotationBeginRequest {
+    /// The new key's check value: the staging account takes it at once,
+    /// and a begin with another one is another rotation. Absent from older
+    /// clients (then the device alone says whose rotation it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_check: Option<Base64Bytes>,
+}
+
+/// Answer to `POST /api/v1/rotation`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct RotationBeginResponse {
@@ -713,12 +737,28 @@ pub struct RotationBeginResponse {
     pub token: String,
     /// The key generation the commit will make current.
     pub generation: u64,
+    /// Whether the staging account is new: nothing is staged, and the
+    /// rotation carries everything from the first record (false from older
+    /// servers, which said nothing).
+    #[serde(default)]
+    pub fresh: bool,
+    /// Whether a rotation another device began and left unfinished was
+    /// abandoned to open this one.
+    #[serde(default)]
+    pub abandoned: bool,
+    /// The name of the device that began it (absent when no device of the
+    /// account has its id any more, a revoked one say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abandoned_by: Option<String>,
 }
 
 impl fmt::Debug for RotationBeginResponse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RotationBeginResponse")
             .field("generation", &self.generation)
+            .field("fresh", &self.fresh)
+            .field("abandoned", &self.abandoned)
+            .field("abandoned_by", &self.abandoned_by)
             .finish_non_exhaustive()
     }
 }

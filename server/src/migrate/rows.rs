@@ -48,7 +48,8 @@ const TABLES: &[Table] = &[
         name: "users",
         select: "SELECT id, name, password_hash, key_check, created_at, newest_seq,
                         record_count, entry_count, blob_count, bytes_used,
-                        key_generation, rotated_at, rotated_by, staging_of, retired_at
+                        key_generation, rotated_at, rotated_by, staging_of, retired_at,
+                        staging_by
                  FROM users ORDER BY id",
         columns: &[
             ("id", Col::Int),
@@ -68,6 +69,7 @@ const TABLES: &[Table] = &[
             ("rotated_by", Col::Text),
             ("staging_of", Col::Int),
             ("retired_at", Col::Int),
+            ("staging_by", Col::Text),
         ],
         overriding: true,
     },

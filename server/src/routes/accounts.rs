@@ -213,6 +213,8 @@ pub async fn change_password(
         .await?;
     state.waiters.devices_changed(auth.user_id);
     tracing::info!(user = %auth.user_name, revoked_devices, "password changed");
+    // A key rotation another device began ended with its device.
+    super::rotation::spawn_purge(&state);
     Ok(Json(PasswordChangeResponse { revoked_devices }))
 }
 

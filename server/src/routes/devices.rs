@@ -36,7 +36,8 @@ pub async fn list(State(state): State<AppState>, auth: Authed) -> ApiResult<Json
     Ok(Json(DevicesResponse { devices }))
 }
 
-/// Revokes one of the account's devices (its token gets 401 from now on).
+/// Revokes one of the account's devices (its token gets 401 from now on),
+/// and ends a key rotation it began (that token too).
 #[utoipa::path(delete, path = "/api/v1/devices/{id}", tag = "devices", security(("bearer" = [])),
     params(("id" = String, Path, description = "device id")),
     responses((status = 204), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -46,16 +47,21 @@ pub async fn revoke(
     auth: Authed,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    state
-        .store
-        .revoke_device(auth.user_id, &id)
-        .await
-        .map_err(|e| match e {
-            crate::store::StoreError::NotFound => crate::error::ApiError::not_found("device"),
-            e => e.into(),
-        })?;
+    let ended_rotation =
+        state
+            .store
+            .revoke_device(auth.user_id, &id)
+            .await
+            .map_err(|e| match e {
+                crate::store::StoreError::NotFound => crate::error::ApiError::not_found("device"),
+                e => e.into(),
+            })?;
     // Its parked long polls end now (401), not at the next push.
     state.waiters.devices_changed(auth.user_id);
-    tracing::info!(user = %auth.user_name, device = %id, "device revoked");
+    tracing::info!(user = %auth.user_name, device = %id, ended_rotation, "device revoked");
+    if ended_rotation {
+        // What its rotation staged goes with it.
+        super::rotation::spawn_purge(&state);
+    }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -4,7 +4,8 @@
 use axum::Json;
 use axum::extract::State;
 use evi_shared::api::{
-    ErrorBody, RotationBeginResponse, RotationCommitRequest, RotationCommitResponse,
+    ErrorBody, RotationBeginRequest, RotationBeginResponse, RotationCommitRequest,
+    RotationCommitResponse,
 };
 
 use super::ApiJson;
@@ -14,29 +15,50 @@ use crate::error::{ApiError, ApiResult};
 use crate::store::StoreError;
 
 /// Opens (or opens again, to resume) the staging account of a rotation of
-/// the caller's account, with a fresh token of its one device.
+/// the caller's account, with a fresh token of its one device; abandons
+/// another device's unfinished one (see [`crate::store::rotation`]).
 #[utoipa::path(post, path = "/api/v1/rotation", tag = "rotation", security(("bearer" = [])),
+    request_body = RotationBeginRequest,
     responses((status = 200, body = RotationBeginResponse), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "the caller is a staging account's device"),
         (status = 409, body = ErrorBody, description = "`key_rotated`: the caller's key is not the account's")))]
 pub async fn begin(
     State(state): State<AppState>,
     auth: Authed,
+    ApiJson(req): ApiJson<RotationBeginRequest>,
 ) -> ApiResult<Json<RotationBeginResponse>> {
     let (device, token) = super::accounts::new_device("rotation".to_owned())?;
-    let generation = state
+    let key_check = req.key_check.map(|k| k.0);
+    let begun = state
         .store
-        .rotation_begin(auth.user_id, device)
+        .rotation_begin(auth.user_id, device, &auth.device_id, key_check)
         .await
         .map_err(|e| match e {
             StoreError::NotFound => ApiError::not_found("account to rotate"),
             e => e.into(),
         })?;
-    tracing::info!(user = %auth.user_name, device = %auth.device_id, generation, "key rotation staged");
+    if begun.abandoned {
+        tracing::info!(user = %auth.user_name, device = %auth.device_id,
+            began_by = begun.abandoned_by.as_deref().unwrap_or("?"),
+            "an unfinished key rotation of another device abandoned");
+        spawn_purge(&state);
+    }
+    tracing::info!(user = %auth.user_name, device = %auth.device_id,
+        generation = begun.generation, fresh = begun.fresh, "key rotation staged");
     Ok(Json(RotationBeginResponse {
         token,
-        generation: generation as u64,
+        generation: begun.generation as u64,
+        fresh: begun.fresh,
+        abandoned: begun.abandoned,
+        abandoned_by: begun.abandoned_by,
     }))
+}
+
+/// Deletes, in the background, what retired accounts hold (an abandoned
+/// staging account, the old account after a commit).
+pub fn spawn_purge(state: &AppState) {
+    let purging = state.clone();
+    tokio::spawn(async move { crate::rotation::purge(&purging).await });
 }
 
 /// Swaps the staging account in, revokes the devices named, and leaves
@@ -46,7 +68,7 @@ pub async fn begin(
     responses((status = 200, body = RotationCommitResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "no rotation was begun"),
-        (status = 409, body = ErrorBody, description = "`rotation_behind`: records after `through_seq`; `rotation_not_ready`: the staging account has no key check value yet; nothing changed")))]
+        (status = 409, body = ErrorBody, description = "`rotation_behind`: records after `through_seq`; `rotation_not_ready`: the staging account has no key check value yet; `rotation_abandoned`: the staging account is another device's rotation; nothing changed")))]
 pub async fn commit(
     State(state): State<AppState>,
     auth: Authed,
@@ -73,8 +95,7 @@ pub async fn commit(
     state.waiters.devices_changed(done.old_user);
     tracing::info!(user = %auth.user_name, device = %auth.device_id,
         generation = done.generation, revoked = done.revoked.len(), "key rotation committed");
-    let purging = state.clone();
-    tokio::spawn(async move { crate::rotation::purge(&purging).await });
+    spawn_purge(&state);
     Ok(Json(RotationCommitResponse {
         generation: done.generation as u64,
         revoked: done.revoked,

@@ -309,10 +309,13 @@ pub trait Store: Send + Sync + 'static {
     async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>>;
     async fn touch_device(&self, device_id: &str, now: i64) -> StoreResult<()>;
     async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>>;
-    /// Deletes the device and so its token; `NotFound` if it is not this user's.
-    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<()>;
-    /// Sets a new password hash and deletes every device but `keep`; returns
-    /// how many were deleted.
+    /// Deletes the device and so its token; `NotFound` if it is not this
+    /// user's. A key rotation it began is abandoned in the same step (see
+    /// [`rotation`]): whether one was (its staging account is to purge).
+    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<bool>;
+    /// Sets a new password hash and deletes every device but `keep`
+    /// (abandoning a key rotation another device began, see [`rotation`]);
+    /// returns how many were deleted.
     async fn change_password(&self, user: UserId, hash: String, keep: &str) -> StoreResult<u64>;
     async fn key_check(&self, user: UserId) -> StoreResult<Option<Vec<u8>>>;
     /// Sets the value if unset; `KeyCheckMismatch` if a different one is set.
@@ -440,12 +443,19 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// Takes `pack` off the packs to compact (it is gone).
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()>;
-    /// Opens the staging account of a key rotation of `user` (see
-    /// [`rotation`]), or finds the one opened before, and gives it
-    /// `device` as its only device (an earlier token stops working).
-    /// Returns the generation the commit will make current. `NotFound`
+    /// Opens the staging account of a key rotation of `user` that device
+    /// `by` begins, for the new key whose check value is `key_check` (an
+    /// older client sends none), or finds the one it opened before (see
+    /// [`rotation`]: another device's is abandoned), and gives it `device`
+    /// as its only device (an earlier token stops working). `NotFound`
     /// when `user` is itself a staging account.
-    async fn rotation_begin(&self, user: UserId, device: NewDevice) -> StoreResult<i64>;
+    async fn rotation_begin(
+        &self,
+        user: UserId,
+        device: NewDevice,
+        by: &str,
+        key_check: Option<Vec<u8>>,
+    ) -> StoreResult<rotation::Begun>;
     /// Swaps the staging account in, in one transaction (see [`rotation`]).
     async fn rotation_commit(
         &self,

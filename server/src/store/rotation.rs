@@ -12,6 +12,24 @@
 //! quotas work as for any account, and a rerun after a kill finds what it
 //! staged (uploads are idempotent by keyed id).
 //!
+//! # One rotation at a time, held by the device that began it
+//!
+//! The staging account names the device that began it (`staging_by`) and
+//! holds the new key's check value from the start (the begin carries it).
+//! A begin from that device with that key resumes it; any other begin (a
+//! device with the current key whose own rotation this is not, or the
+//! same device with another new key) *abandons* it: its device (and so
+//! its token) is deleted and the account is retired like one a commit
+//! replaced, its rows and files purged, and a new staging account is
+//! opened for the caller. So a rotation cut off on a device that was then
+//! lost never blocks the account: the lost-device case is what rotation
+//! is for. A revoke of the device that began a rotation (or a password
+//! change, which revokes every other device) abandons it the same way,
+//! in the revoke's transaction: no staging token outlives its device. A
+//! commit from any device but the one that began the staging account is
+//! refused ([`CommitRefused::NotYours`]), so a device whose rotation was
+//! abandoned can never swap in another's.
+//!
 //! [`Store::rotation_commit`](super::Store::rotation_commit) then, in one
 //! transaction: checks that the staging account holds a key check value
 //! and that the old account has no record after the `through_seq` the
@@ -64,6 +82,42 @@ pub struct Rotated {
     pub by: String,
 }
 
+/// What a begin did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Begun {
+    /// The generation the commit will make current.
+    pub generation: i64,
+    /// Whether the staging account is new (nothing staged): the caller
+    /// carries everything from the start.
+    pub fresh: bool,
+    /// Whether a rotation another device began and left unfinished was
+    /// abandoned by this begin.
+    pub abandoned: bool,
+    /// The name of the device that began it (none when no device of the
+    /// account has its id any more).
+    pub abandoned_by: Option<String>,
+}
+
+/// Which rotation a revoke or a password change abandons, by the device
+/// that began it.
+#[derive(Debug, Clone, Copy)]
+pub enum Began<'a> {
+    /// The one this device began (it is revoked).
+    By(&'a str),
+    /// Any but one this device began (every other device is revoked); one
+    /// from before owners were kept too.
+    NotBy(&'a str),
+}
+
+impl Began<'_> {
+    pub fn matches(self, owner: Option<&str>) -> bool {
+        match self {
+            Self::By(d) => owner == Some(d),
+            Self::NotBy(d) => owner != Some(d),
+        }
+    }
+}
+
 /// What a commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
@@ -85,4 +139,52 @@ pub enum CommitRefused {
     NoKeyCheck,
     #[error("the account holds records up to seq {newest}, after the {through} carried")]
     Behind { newest: u64, through: u64 },
+    #[error(
+        "the rotation being staged is another device's: the one this device began was \
+         abandoned when that one began (nothing was changed)"
+    )]
+    NotYours,
+}
+
+/// Whether a begin from device `by` with the new key's check value
+/// `key_check` goes on with the staging account that device `owner`
+/// began, holding `staged_check`: the same key when both are known, else
+/// the same device (a staging account from before owners were kept has
+/// none, and any device resumes it, as then).
+pub fn resumes(
+    staged_check: Option<&[u8]>,
+    owner: Option<&str>,
+    key_check: Option<&[u8]>,
+    by: &str,
+) -> bool {
+    match (staged_check, key_check) {
+        (Some(a), Some(b)) => a == b,
+        _ => owner.is_none_or(|o| o == by),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resumes;
+
+    #[test]
+    fn a_begin_resumes_only_its_own_rotation() {
+        // The same key: resumed, whoever began it (a rerun on the device).
+        assert!(resumes(Some(b"k1"), Some("laptop"), Some(b"k1"), "laptop"));
+        // Another key: another rotation, abandoned.
+        assert!(!resumes(
+            Some(b"k1"),
+            Some("laptop"),
+            Some(b"k2"),
+            "desktop"
+        ));
+        assert!(!resumes(Some(b"k1"), Some("laptop"), Some(b"k2"), "laptop"));
+        // An older client sends no key: the device decides.
+        assert!(resumes(Some(b"k1"), Some("laptop"), None, "laptop"));
+        assert!(!resumes(Some(b"k1"), Some("laptop"), None, "desktop"));
+        // Nothing staged under a key yet: the device decides.
+        assert!(!resumes(None, Some("laptop"), Some(b"k2"), "desktop"));
+        // A staging account from before owners were kept.
+        assert!(resumes(Some(b"k1"), None, None, "desktop"));
+    }
 }

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use evi_shared::KeyedId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::rotation::{Committed, Rotated};
+use super::rotation::{Began, Begun, Committed, Rotated};
 use super::sqlite_forget;
 use super::*;
 use crate::bodies::{BodyRef, PackName};
@@ -63,6 +63,9 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("../../migrations/sqlite/0012_blob_parts.sql")),
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0013_compaction_grace.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0014_rotation_owner.sql"
     )),
 ];
 
@@ -565,18 +568,21 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<()> {
+    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<bool> {
         let id = device_id.to_owned();
         self.write(move |c| {
-            let n = c.execute(
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let n = tx.execute(
                 "DELETE FROM devices WHERE id = ?1 AND user_id = ?2",
                 params![id, user],
             )?;
             if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
+                return Err(StoreError::NotFound);
             }
+            let now = chrono::Utc::now().timestamp();
+            let ended = super::sqlite_rotation::abandon(&tx, user, Began::By(&id), now)?;
+            tx.commit()?;
+            Ok(ended)
         })
         .await
     }
@@ -593,6 +599,8 @@ impl Store for SqliteStore {
                 "DELETE FROM devices WHERE user_id = ?1 AND id != ?2",
                 params![user, keep],
             )?;
+            let now = chrono::Utc::now().timestamp();
+            super::sqlite_rotation::abandon(&tx, user, Began::NotBy(&keep), now)?;
             tx.commit()?;
             Ok(n as u64)
         })
@@ -1121,8 +1129,14 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn rotation_begin(&self, user: UserId, device: NewDevice) -> StoreResult<i64> {
-        super::sqlite_rotation::begin(self, user, device).await
+    async fn rotation_begin(
+        &self,
+        user: UserId,
+        device: NewDevice,
+        by: &str,
+        key_check: Option<Vec<u8>>,
+    ) -> StoreResult<Begun> {
+        super::sqlite_rotation::begin(self, user, device, by.to_owned(), key_check).await
     }
     async fn rotation_commit(
         &self,

@@ -6,12 +6,19 @@ use evi_shared::KeyedId;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::rotation::{
-    ACCOUNT_TABLES, CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name,
+    ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, resumes, retired_name,
+    staging_name,
 };
 use super::sqlite::SqliteStore;
 use super::{NewDevice, StoreError, StoreResult, UserId};
 
-pub(super) async fn begin(s: &SqliteStore, user: UserId, d: NewDevice) -> StoreResult<i64> {
+pub(super) async fn begin(
+    s: &SqliteStore,
+    user: UserId,
+    d: NewDevice,
+    by: String,
+    key_check: Option<Vec<u8>>,
+) -> StoreResult<Begun> {
     s.write(move |c| {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (generation, staging_of): (i64, Option<i64>) = tx
@@ -27,20 +34,42 @@ pub(super) async fn begin(s: &SqliteStore, user: UserId, d: NewDevice) -> StoreR
             return Err(StoreError::NotFound);
         }
         let next = generation + 1;
-        let staging: Option<i64> = tx
+        let found: Option<(i64, Option<Vec<u8>>, Option<String>)> = tx
             .query_row(
-                "SELECT id FROM users WHERE staging_of = ?1",
+                "SELECT id, key_check, staging_by FROM users WHERE staging_of = ?1",
                 [user],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        let staging = match staging {
-            Some(id) => id,
-            None => {
+        let mut begun = Begun {
+            generation: next,
+            fresh: true,
+            abandoned: false,
+            abandoned_by: None,
+        };
+        let staging = match found {
+            Some((id, kcv, owner))
+                if resumes(kcv.as_deref(), owner.as_deref(), key_check.as_deref(), &by) =>
+            {
+                begun.fresh = false;
                 tx.execute(
-                    "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![staging_name(user), NO_PASSWORD, d.now, next, user],
+                    "UPDATE users SET staging_by = ?1, key_check = COALESCE(key_check, ?2)
+                     WHERE id = ?3",
+                    params![by, key_check, id],
+                )?;
+                id
+            }
+            found => {
+                if let Some((id, _, owner)) = found {
+                    begun.abandoned = true;
+                    begun.abandoned_by = device_name(&tx, user, owner.as_deref())?;
+                    retire_staging(&tx, id, d.now)?;
+                }
+                tx.execute(
+                    "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of,
+                                        staging_by, key_check)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![staging_name(user), NO_PASSWORD, d.now, next, user, by, key_check],
                 )?;
                 tx.last_insert_rowid()
             }
@@ -52,9 +81,61 @@ pub(super) async fn begin(s: &SqliteStore, user: UserId, d: NewDevice) -> StoreR
             params![d.id, staging, d.name, &d.token_hash[..], d.now, next],
         )?;
         tx.commit()?;
-        Ok(next)
+        Ok(begun)
     })
     .await
+}
+
+/// The name of `user`'s device `id`, when it has one.
+fn device_name(
+    tx: &rusqlite::Transaction<'_>,
+    user: UserId,
+    id: Option<&str>,
+) -> StoreResult<Option<String>> {
+    let Some(id) = id else { return Ok(None) };
+    Ok(tx
+        .query_row(
+            "SELECT name FROM devices WHERE id = ?1 AND user_id = ?2",
+            params![id, user],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
+/// Abandons the staging account `staging`: its device (and token) goes,
+/// and it is retired, for [`crate::rotation::purge`] to delete.
+fn retire_staging(tx: &rusqlite::Transaction<'_>, staging: UserId, now: i64) -> StoreResult<()> {
+    tx.execute("DELETE FROM devices WHERE user_id = ?1", [staging])?;
+    tx.execute(
+        "UPDATE users SET name = ?1, staging_of = NULL, retired_at = ?2 WHERE id = ?3",
+        params![retired_name(staging), now, staging],
+    )?;
+    Ok(())
+}
+
+/// Abandons the rotation of `user` that `began_by` names, if one is
+/// staged: what a revoke and a password change do in their transaction.
+/// Whether one was.
+pub(super) fn abandon(
+    tx: &rusqlite::Transaction<'_>,
+    user: UserId,
+    began_by: Began<'_>,
+    now: i64,
+) -> StoreResult<bool> {
+    let found: Option<(i64, Option<String>)> = tx
+        .query_row(
+            "SELECT id, staging_by FROM users WHERE staging_of = ?1",
+            [user],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match found {
+        Some((id, owner)) if began_by.matches(owner.as_deref()) => {
+            retire_staging(tx, id, now)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 pub(super) async fn commit(
@@ -67,14 +148,17 @@ pub(super) async fn commit(
 ) -> StoreResult<Committed> {
     s.write(move |c| {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (staging, kcv): (i64, Option<Vec<u8>>) = tx
+        let (staging, kcv, owner): (i64, Option<Vec<u8>>, Option<String>) = tx
             .query_row(
-                "SELECT id, key_check FROM users WHERE staging_of = ?1",
+                "SELECT id, key_check, staging_by FROM users WHERE staging_of = ?1",
                 [user],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?
             .ok_or(CommitRefused::NotBegun)?;
+        if owner.is_some_and(|o| o != device_id) {
+            return Err(CommitRefused::NotYours.into());
+        }
         if kcv.is_none() {
             return Err(CommitRefused::NoKeyCheck.into());
         }
@@ -120,7 +204,7 @@ pub(super) async fn commit(
         )?;
         tx.execute(
             "UPDATE users SET name = ?1, password_hash = ?2, created_at = ?3, staging_of = NULL,
-                    key_generation = ?4, rotated_at = ?5, rotated_by = ?6
+                    staging_by = NULL, key_generation = ?4, rotated_at = ?5, rotated_by = ?6
              WHERE id = ?7",
             params![name, password, created, next, now, by, staging],
         )?;

@@ -33,6 +33,7 @@ mod quota;
 mod read_ahead;
 mod records;
 mod replicas;
+mod rotation;
 mod s3;
 mod secrets;
 mod sqlite_only;
@@ -64,6 +65,7 @@ const ON_POSTGRES: &[&str] = &[
     "read_ahead",
     "records",
     "replicas",
+    "rotation",
     "secrets",
     "streams",
     "timeouts",

@@ -447,3 +447,97 @@ fn a_watcher_told_of_a_rotation_says_so_once_asks_nothing_and_syncs_on_once_pair
     assert_eq!(w.count("key_rotated"), 1, "{:?}", w.events());
     assert!(w.child_running(), "{}", w.stderr());
 }
+
+/// A laptop and a desktop of one account, a few sessions pushed from the
+/// laptop in records of their own, and the laptop's rotation killed after
+/// its first page (pages of two records): what it staged stays on the
+/// server. The sessions, as both devices hold them.
+fn rotation_cut_off_on_the_laptop() -> (TestServer, Device, Device, BTreeSet<String>) {
+    let srv = TestServer::start_env(&[], &[("EVI_SERVER_MAX_PAGE_RECORDS", "2")]);
+    let (laptop, desktop) = (Device::new(), Device::new());
+    laptop.init(&srv, "pat", "laptop");
+    desktop.join(&laptop, &srv, "pat", "desktop");
+    let day = today();
+    for i in 0..4 {
+        let line = format!("{{\"role\":\"user\",\"content\":\"session {i}\"}}\n");
+        laptop.write(&day, &format!("s{i}"), line.as_bytes());
+        laptop.sync_ok(&["push"]);
+    }
+    desktop.sync_ok(&["pull"]);
+    let want = sessions(&desktop);
+    assert_eq!(want.len(), 4);
+    let r = rotate(&laptop, &[], &[("EVI_ROTATE_KILL_AT", "page:1")]);
+    assert_ne!(r.code, 0, "the kill point was not reached: {}", r.stderr);
+    (srv, laptop, desktop, want)
+}
+
+#[test]
+fn a_rotation_cut_off_on_a_lost_laptop_leaves_the_desktop_free_to_revoke_it_and_rotate() {
+    let (srv, laptop, desktop, want) = rotation_cut_off_on_the_laptop();
+    // The laptop is lost: the desktop revokes it, then rotates.
+    desktop.sync_ok(&["revoke", "laptop"]);
+    let out = rotate_ok(&desktop, &[]);
+    assert_eq!(out["outcome"], "rotated", "{out}");
+    assert_eq!(out["generation"], 2, "{out}");
+    assert_eq!(out["resumed"], false, "{out}");
+    // The desktop goes on under the new key with everything; the laptop
+    // can do nothing.
+    desktop.sync_ok(&["pull"]);
+    desktop.sync_ok(&["push"]);
+    assert_eq!(sessions(&desktop), want);
+    assert_each_once(&stored_entry_ids(&srv, &desktop.token()), "after");
+    let r = laptop.sync(&["sync", "key", "rotate", "--yes"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("revoked"), "{}", r.stderr);
+    // A new device paired from the desktop gets it all.
+    let phone = Device::new();
+    repair(&desktop, &phone, &srv, "phone");
+    phone.sync_ok(&["pull"]);
+    assert_eq!(sessions(&phone), want);
+}
+
+#[test]
+fn a_device_with_the_current_key_abandons_a_rotation_another_left_unfinished() {
+    let (srv, laptop, desktop, want) = rotation_cut_off_on_the_laptop();
+    // The laptop is not revoked: the desktop, which holds the current key
+    // too, abandons the laptop's rotation and runs its own.
+    let r = rotate(&desktop, &[], &[]);
+    assert_eq!(r.code, 0, "key rotate on the desktop: {}", r.stderr);
+    let out: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(out["outcome"], "rotated", "{out}");
+    assert_eq!(out["abandoned"], true, "{out}");
+    assert_eq!(out["abandoned_by"], "laptop", "{out}");
+    desktop.sync_ok(&["pull"]);
+    assert_eq!(sessions(&desktop), want);
+    if tool_present("age", "--version", "apt-get install age") {
+        for ct in ciphertexts(&srv, &desktop.token()) {
+            age_open(&desktop.identity_path(), &ct);
+        }
+    }
+    // The laptop's rerun is told the key was rotated elsewhere, and how to
+    // go on; nothing blames its key.
+    let r = laptop.sync(&["sync", "key", "rotate", "--yes"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rotated") && r.stderr.contains("desktop"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("this device has another key"),
+        "{}",
+        r.stderr
+    );
+    repair(&desktop, &laptop, &srv, "laptop");
+    assert_whole(
+        &desktop,
+        &laptop,
+        &srv,
+        &want,
+        "after the laptop paired again",
+    );
+    // Once paired again, the laptop's own leftovers do not stand in the
+    // way of a rotation from there.
+    let out = rotate_ok(&laptop, &[]);
+    assert_eq!(out["generation"], 3, "{out}");
+}

@@ -35,6 +35,14 @@ fn rotate_error(e: RotateError) -> CommandError {
             "pair this device again from the device that rotated ({})",
             pairing_steps("there", "here", "URL")
         )),
+        RotateError::Abandoned => user_error(RotateError::Abandoned).hinted(
+            "let the other device finish, then pair this one again; or run `evi sync key rotate` \
+             again here to begin anew (which abandons the other's)",
+        ),
+        RotateError::OlderServer => user_error(RotateError::OlderServer).hinted(
+            "upgrade evi-server (a newer one lets any device with the current key abandon it), \
+             or finish that rotation on the device that began it",
+        ),
         e => user_error(e).hinted(again),
     }
 }
@@ -83,9 +91,16 @@ pub fn cmd_key_rotate(ctx: &Ctx, args: RotateArgs) -> CommandResult {
             json!({"outcome": "rotated", "generation": done.generation, "records": done.records,
                    "blobs": done.blobs, "blobs_missing": done.blobs_missing,
                    "revoked": done.revoked, "key_fingerprint": done.fingerprint,
-                   "resumed": done.resumed})
+                   "resumed": done.resumed, "abandoned": done.abandoned,
+                   "abandoned_by": done.abandoned_by})
         );
     } else {
+        if done.abandoned {
+            eprintln!(
+                "abandoned the unfinished key rotation {} began",
+                done.abandoned_by.as_deref().unwrap_or("another device")
+            );
+        }
         println!(
             "rotated: key generation {} (key {}); {} records and {} blobs sealed again{}",
             done.generation,

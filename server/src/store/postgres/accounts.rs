@@ -1,6 +1,7 @@
 //! Users, devices, key checks and invites.
 
 use super::*;
+use crate::store::rotation::Began;
 
 /// Inserts the device under a name no other device of the account has (see
 /// [`unique_device_name`]) and returns it; the caller holds the user's row
@@ -198,9 +199,10 @@ pub(super) async fn devices(s: &PgStore, user: UserId) -> StoreResult<Vec<Device
     .collect())
 }
 
-pub(super) async fn revoke_device(s: &PgStore, user: UserId, device_id: &str) -> StoreResult<()> {
+pub(super) async fn revoke_device(s: &PgStore, user: UserId, device_id: &str) -> StoreResult<bool> {
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
+    lock_user(&tx, user).await?;
     let n = tx
         .execute(
             "DELETE FROM devices WHERE id = $1 AND user_id = $2",
@@ -210,10 +212,12 @@ pub(super) async fn revoke_device(s: &PgStore, user: UserId, device_id: &str) ->
     if n == 0 {
         return Err(StoreError::NotFound);
     }
+    let now = chrono::Utc::now().timestamp();
+    let ended = super::rotation::abandon(&tx, user, Began::By(device_id), now).await?;
     // Waits of the revoked device parked on other replicas end at once:
     // the delete announces itself (migration 7, `listen`).
     tx.commit().await?;
-    Ok(())
+    Ok(ended)
 }
 
 pub(super) async fn change_password(
@@ -236,6 +240,8 @@ pub(super) async fn change_password(
             &[&user, &keep],
         )
         .await?;
+    let now = chrono::Utc::now().timestamp();
+    super::rotation::abandon(&tx, user, Began::NotBy(keep), now).await?;
     tx.commit().await?;
     Ok(n)
 }

@@ -62,6 +62,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "compaction_grace",
         sql: include_str!("../../../migrations/postgres/0009_compaction_grace.sql"),
     },
+    Migration {
+        version: 10,
+        name: "rotation_owner",
+        sql: include_str!("../../../migrations/postgres/0010_rotation_owner.sql"),
+    },
 ];
 
 /// The table of applied versions.

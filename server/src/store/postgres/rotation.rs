@@ -4,10 +4,17 @@
 
 use super::*;
 use crate::store::rotation::{
-    ACCOUNT_TABLES, CommitRefused, Committed, NO_PASSWORD, retired_name, staging_name,
+    ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, resumes, retired_name,
+    staging_name,
 };
 
-pub(super) async fn begin(s: &PgStore, user: UserId, d: NewDevice) -> StoreResult<i64> {
+pub(super) async fn begin(
+    s: &PgStore,
+    user: UserId,
+    d: NewDevice,
+    by: &str,
+    key_check: Option<Vec<u8>>,
+) -> StoreResult<Begun> {
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
     let row = tx
@@ -22,19 +29,58 @@ pub(super) async fn begin(s: &PgStore, user: UserId, d: NewDevice) -> StoreResul
         return Err(StoreError::NotFound);
     }
     let next = row.get::<_, i64>(0) + 1;
-    let staging: i64 = match tx
-        .query_opt("SELECT id FROM users WHERE staging_of = $1", &[&user])
-        .await?
-    {
-        Some(r) => r.get(0),
-        None => tx
-            .query_one(
-                "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of)
-                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                &[&staging_name(user), &NO_PASSWORD, &d.now, &next, &user],
+    let found = tx
+        .query_opt(
+            "SELECT id, key_check, staging_by FROM users WHERE staging_of = $1 FOR UPDATE",
+            &[&user],
+        )
+        .await?;
+    let mut begun = Begun {
+        generation: next,
+        fresh: true,
+        abandoned: false,
+        abandoned_by: None,
+    };
+    let resumed = found.as_ref().and_then(|r| {
+        let kcv: Option<Vec<u8>> = r.get(1);
+        let owner: Option<String> = r.get(2);
+        resumes(kcv.as_deref(), owner.as_deref(), key_check.as_deref(), by)
+            .then(|| r.get::<_, i64>(0))
+    });
+    let staging: i64 = match resumed {
+        Some(id) => {
+            begun.fresh = false;
+            tx.execute(
+                "UPDATE users SET staging_by = $1, key_check = COALESCE(key_check, $2) WHERE id = $3",
+                &[&by, &key_check, &id],
+            )
+            .await?;
+            id
+        }
+        None => {
+            if let Some(r) = &found {
+                begun.abandoned = true;
+                let owner: Option<String> = r.get(2);
+                begun.abandoned_by = device_name(&tx, user, owner.as_deref()).await?;
+                retire_staging(&tx, r.get(0), d.now).await?;
+            }
+            tx.query_one(
+                "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of,
+                                    staging_by, key_check)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                &[
+                    &staging_name(user),
+                    &NO_PASSWORD,
+                    &d.now,
+                    &next,
+                    &user,
+                    &by,
+                    &key_check,
+                ],
             )
             .await?
-            .get(0),
+            .get(0)
+        }
     };
     tx.execute("DELETE FROM devices WHERE user_id = $1", &[&staging])
         .await?;
@@ -45,7 +91,58 @@ pub(super) async fn begin(s: &PgStore, user: UserId, d: NewDevice) -> StoreResul
     )
     .await?;
     tx.commit().await?;
-    Ok(next)
+    Ok(begun)
+}
+
+type Tx<'a> = deadpool_postgres::Transaction<'a>;
+
+/// The name of `user`'s device `id`, when it has one.
+async fn device_name(tx: &Tx<'_>, user: UserId, id: Option<&str>) -> StoreResult<Option<String>> {
+    let Some(id) = id else { return Ok(None) };
+    Ok(tx
+        .query_opt(
+            "SELECT name FROM devices WHERE id = $1 AND user_id = $2",
+            &[&id, &user],
+        )
+        .await?
+        .map(|r| r.get(0)))
+}
+
+/// Abandons the staging account `staging`: its device (and token) goes,
+/// and it is retired, for [`crate::rotation::purge`] to delete.
+async fn retire_staging(tx: &Tx<'_>, staging: UserId, now: i64) -> StoreResult<()> {
+    tx.execute("DELETE FROM devices WHERE user_id = $1", &[&staging])
+        .await?;
+    tx.execute(
+        "UPDATE users SET name = $1, staging_of = NULL, retired_at = $2 WHERE id = $3",
+        &[&retired_name(staging), &now, &staging],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Abandons the rotation of `user` that `began_by` names, if one is
+/// staged: what a revoke and a password change do in their transaction
+/// (which holds the user's row lock, as a begin does). Whether one was.
+pub(super) async fn abandon(
+    tx: &Tx<'_>,
+    user: UserId,
+    began_by: Began<'_>,
+    now: i64,
+) -> StoreResult<bool> {
+    let found = tx
+        .query_opt(
+            "SELECT id, staging_by FROM users WHERE staging_of = $1 FOR UPDATE",
+            &[&user],
+        )
+        .await?;
+    match found {
+        Some(r) if began_by.matches(r.get::<_, Option<String>>(1).as_deref()) => {
+            retire_staging(tx, r.get(0), now).await?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 pub(super) async fn commit(
@@ -67,12 +164,18 @@ pub(super) async fn commit(
         .await?;
     let staging = tx
         .query_opt(
-            "SELECT id, key_check FROM users WHERE staging_of = $1 FOR UPDATE",
+            "SELECT id, key_check, staging_by FROM users WHERE staging_of = $1 FOR UPDATE",
             &[&user],
         )
         .await?
         .ok_or(CommitRefused::NotBegun)?;
     let staging_id: i64 = staging.get(0);
+    if staging
+        .get::<_, Option<String>>(2)
+        .is_some_and(|o| o != device_id)
+    {
+        return Err(CommitRefused::NotYours.into());
+    }
     if staging.get::<_, Option<Vec<u8>>>(1).is_none() {
         return Err(CommitRefused::NoKeyCheck.into());
     }
@@ -123,7 +226,7 @@ pub(super) async fn commit(
     .await?;
     tx.execute(
         "UPDATE users SET name = $1, password_hash = $2, created_at = $3, staging_of = NULL,
-                key_generation = $4, rotated_at = $5, rotated_by = $6
+                staging_by = NULL, key_generation = $4, rotated_at = $5, rotated_by = $6
          WHERE id = $7",
         &[&name, &password, &created, &next, &now, &by, &staging_id],
     )

@@ -43,7 +43,7 @@ impl Store for PgStore {
     async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>> {
         accounts::devices(self, user).await
     }
-    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<()> {
+    async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<bool> {
         accounts::revoke_device(self, user, device_id).await
     }
     async fn change_password(&self, user: UserId, hash: String, keep: &str) -> StoreResult<u64> {
@@ -156,8 +156,14 @@ impl Store for PgStore {
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()> {
         forget::done(self, user, pack).await
     }
-    async fn rotation_begin(&self, user: UserId, device: NewDevice) -> StoreResult<i64> {
-        rotation::begin(self, user, device).await
+    async fn rotation_begin(
+        &self,
+        user: UserId,
+        device: NewDevice,
+        by: &str,
+        key_check: Option<Vec<u8>>,
+    ) -> StoreResult<crate::store::rotation::Begun> {
+        rotation::begin(self, user, device, by, key_check).await
     }
     async fn rotation_commit(
         &self,

@@ -23,6 +23,16 @@
 //!   (`sync/rotation.json`, see [`local`]); a rerun after a kill goes on
 //!   from there, and whatever it sends again the server drops by keyed id.
 //!   A rerun after the commit only finishes the local swap.
+//! - **Never stuck on another device's rotation.** The server holds one
+//!   staging account per account, for the device that began it and its new
+//!   key (the begin carries the key's check value). A rotation another
+//!   device left unfinished (it was killed there, the device is lost) is
+//!   abandoned by this one's begin, and the outcome says so; revoking the
+//!   device that began one abandons it too. When the server answers that
+//!   the staging account is new, the progress starts over: nothing this
+//!   device staged before is there any more. A rotation of this device
+//!   that another abandoned stops with [`RotateError::Abandoned`], the
+//!   account as it was.
 //! - **Bounded memory**: one page of records and one blob at a time, and
 //!   the names of the blobs carried.
 //!
@@ -73,6 +83,16 @@ pub enum RotateError {
          one: another device rotated the key"
     )]
     Foreign,
+    #[error(
+        "another device began a key rotation of its own, and this one was abandoned (nothing \
+         changed on the account)"
+    )]
+    Abandoned,
+    #[error(
+        "the server keeps the staging area of an unfinished key rotation another device began, \
+         and this evi-server cannot abandon it (nothing changed on the account)"
+    )]
+    OlderServer,
 }
 
 impl From<ClientError> for RotateError {
@@ -99,6 +119,10 @@ pub struct Rotated {
     pub fingerprint: String,
     /// Whether it went on from an earlier, interrupted run.
     pub resumed: bool,
+    /// Whether an unfinished rotation another device began was abandoned.
+    pub abandoned: bool,
+    /// The name of the device that began it, when the server knows it.
+    pub abandoned_by: Option<String>,
 }
 
 /// A test hook: `EVI_ROTATE_KILL_AT=<point>` ends the process at once (as a
@@ -125,6 +149,32 @@ fn kill_point(point: &str, count: &mut u64) {
 /// Runs (or resumes) a rotation of the account `ctx` syncs with, revoking
 /// the devices `revoke` names (server ids) in the commit.
 pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, RotateError> {
+    rotate_inner(ctx, revoke).map_err(|e| {
+        // The staging token stopped working while this device's own still
+        // works: another device's begin abandoned this rotation.
+        if staging_refused(&e) && ctx.client.devices().is_ok() {
+            RotateError::Abandoned
+        } else {
+            e
+        }
+    })
+}
+
+/// Whether `e` is a 401 (from the staging account's device, if this
+/// device's own token still works) or the commit's `rotation_abandoned`.
+fn staging_refused(e: &RotateError) -> bool {
+    use crate::sync::remote::client::is_unauthorized;
+    match e {
+        RotateError::Sync(SyncError::Client(c)) => is_unauthorized(c),
+        RotateError::Blob {
+            source: TransferError::Client(c),
+            ..
+        } => is_unauthorized(c),
+        _ => false,
+    }
+}
+
+fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, RotateError> {
     let paths = ctx.paths.clone();
     let new_path = local::new_identity(&paths);
     let mut hits = 0u64;
@@ -177,9 +227,27 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
         fresh
     };
     let new_keys = SyncKeys::derive(&new);
-    let begun = ctx.client.rotation_begin()?;
+    let begun = ctx.client.rotation_begin(&new_keys.key_check_value())?;
+    if begun.fresh && progress.through_seq + progress.verified_seq + progress.records > 0 {
+        // What an earlier run staged is gone (another device abandoned
+        // it, or a revoke or a commit ended it): carry everything again.
+        progress = Progress {
+            fingerprint: progress.fingerprint,
+            ..Progress::default()
+        };
+        progress
+            .save(&paths)
+            .ctx(|| "cannot save sync/rotation.json".into())?;
+    }
     let staging = ctx.client.with_token(begun.token.clone());
-    staging.set_key_check(&new_keys.key_check_value())?;
+    // The begin set it already; an older server needs it set here.
+    match staging.set_key_check(&new_keys.key_check_value()) {
+        Err(ClientError::Api {
+            code: ErrorCode::KeyCheckMismatch,
+            ..
+        }) => return Err(RotateError::OlderServer),
+        r => r?,
+    }
     let caps = ctx.client.capabilities()?;
     let keys = Keys {
         old: &ctx.identity,
@@ -266,6 +334,10 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
                 code: ErrorCode::RotationBehind,
                 ..
             }) => continue,
+            Err(ClientError::Api {
+                code: ErrorCode::RotationAbandoned,
+                ..
+            }) => return Err(RotateError::Abandoned),
             Err(e) => return Err(e.into()),
         }
     };
@@ -281,6 +353,8 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
         revoked: committed.revoked,
         fingerprint: new.fingerprint(),
         resumed,
+        abandoned: begun.abandoned,
+        abandoned_by: begun.abandoned_by,
     })
 }
 
