@@ -541,3 +541,58 @@ fn a_device_with_the_current_key_abandons_a_rotation_another_left_unfinished() {
     let out = rotate_ok(&laptop, &[]);
     assert_eq!(out["generation"], 3, "{out}");
 }
+
+#[test]
+fn a_forget_undone_before_a_rotation_stays_undone_on_every_device() {
+    let srv = TestServer::start();
+    let (a, b) = (Device::new(), Device::new());
+    a.init(&srv, "pat", "laptop");
+    b.join(&a, &srv, "pat", "desktop");
+    let day = today();
+    a.write(
+        &day,
+        "kept-after-all",
+        b"{\"role\":\"user\",\"ts\":\"2020-01-01T00:00:00Z\",\"content\":\"undone\"}\n",
+    );
+    a.write(
+        &day,
+        "ordinary",
+        b"{\"role\":\"user\",\"content\":\"ordinary\"}\n",
+    );
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    let want = sessions(&a);
+    assert_eq!(want.len(), 2);
+
+    // Forgotten, then brought back, on the laptop; the desktop follows
+    // both.
+    let run = a.evi(&["sessions", "forget", "kept-after-all"]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    b.sync_ok(&["pull"]);
+    assert!(!sessions(&b).contains("kept-after-all"));
+    let run = a.evi(&["sessions", "forget", "--undo", "kept-after-all"]);
+    assert_eq!(run.code, 0, "undo: {}", run.stderr);
+    b.sync_ok(&["pull"]);
+    assert_eq!(sessions(&b), want);
+
+    // The rotation carries the forget and its undo: no device forgets the
+    // session again, the rotating one included.
+    rotate_ok(&a, &[]);
+    let pulled: Value = serde_json::from_str(&a.sync_ok(&["pull", "--json"])).unwrap();
+    assert!(
+        pulled["forget"]["trashed"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{pulled}"
+    );
+    assert_eq!(sessions(&a), want, "on the rotating device");
+    repair(&a, &b, &srv, "desktop");
+    b.sync_ok(&["pull"]);
+    assert_eq!(sessions(&b), want, "on the device paired again");
+    assert_whole(&a, &b, &srv, &want, "after the rotation");
+    // A device new to the account gets the session too.
+    let c = Device::new();
+    repair(&a, &c, &srv, "phone");
+    c.sync_ok(&["pull"]);
+    assert_eq!(sessions(&c), want, "on a new device");
+}

@@ -183,6 +183,13 @@ pub fn apply_pulled(
             return Ok(None);
         }
     };
+    // Applied here before under other ids (a key rotation sealed it
+    // again): what came after it here stands, an undo above all.
+    if l.knows(&t) {
+        l.applied.insert(id.to_string());
+        save(ctx, &l)?;
+        return Ok(None);
+    }
     apply(ctx, &mut l, &t, id.as_str(), applied)?;
     l.applied.insert(id.to_string());
     save(ctx, &l)?;
@@ -220,6 +227,7 @@ fn apply(
             unsent: false,
         },
     );
+    l.remember(t);
     Ok(())
 }
 

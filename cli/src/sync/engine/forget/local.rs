@@ -62,6 +62,7 @@ fn queue(ctx: &mut SyncContext, l: &mut Ledger, t: &Tombstone) -> Result<(), Syn
     ctx.state.high_water.forgot();
     let (_, entry) = t.ids(&ctx.keys);
     l.applied.insert(entry.to_string());
+    l.remember(t);
     l.sessions.insert(
         t.stream.clone(),
         SessionMark {

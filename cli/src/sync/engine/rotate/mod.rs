@@ -36,6 +36,15 @@
 //! - **Bounded memory**: one page of records and one blob at a time, and
 //!   the names of the blobs carried.
 //!
+//! - **Forgets and undos stay as they were.** Tombstones are carried like
+//!   any record, in seq order, so the new account forgets and brings back
+//!   what the old one did. Each device's forget ledger knows the tombstones
+//!   it applied by what they say, not by their ids (which the rotation
+//!   changes): a forget the user undid before the rotation, pulled again
+//!   under its new id, changes nothing (the rotating device learns what
+//!   each tombstone it carries says as it carries it; a device paired
+//!   again knows from its own ledger, see [`rekey_ledger`]).
+//!
 //! Blobs no record names are not carried: nothing could ever ask for them.
 
 pub mod local;
@@ -46,7 +55,7 @@ use std::collections::HashSet;
 use evi_shared::api::ErrorCode;
 
 use crate::sync::SyncKeys;
-use crate::sync::engine::forget::{Ledger, Tombstone};
+use crate::sync::engine::forget::{Action, Ledger, Tombstone};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::remote::blob_transfer::{BlobTransfer, TransferError, UploadOutcome};
 use crate::sync::remote::client::{Client, ClientError};
@@ -259,6 +268,9 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
         .with_max_blob_bytes(caps.max_blob_bytes);
     let new_blobs = BlobTransfer::new(&staging, &new, &new_keys, &paths.dir)
         .with_max_blob_bytes(caps.max_blob_bytes);
+    // The forget ledger learns what each tombstone it applied says, so
+    // none applies again under its new ids (see `rekey_ledger`).
+    let mut ledger = Ledger::load(&paths.dir).ctx(|| "cannot read sync/forget.json".into())?;
     let mut carried_blobs: HashSet<String> = HashSet::new();
     let mut blobs_missing = 0u64;
     let mut lost_blobs: HashSet<String> = HashSet::new();
@@ -268,8 +280,17 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
             let page = ctx.client.pull(progress.through_seq, caps.frames)?;
             let mut batch = OutBatch::new(caps.frames, caps.max_batch_bytes);
             let mut bytes = 0u64;
+            let mut learned = false;
             for r in &page.records {
                 let mut out = reseal(&keys, r)?;
+                if let Some(t) = &out.tombstone
+                    && (r.head.entry_ids.first())
+                        .is_some_and(|id| ledger.applied.contains(id.as_str()))
+                    && !ledger.knows(t)
+                {
+                    ledger.remember(t);
+                    learned = true;
+                }
                 // Blobs first, then the record that names them: the server
                 // refuses a record whose declared blob it does not hold.
                 for sha in &out.blobs {
@@ -312,6 +333,11 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
             }
             if !batch.is_empty() {
                 push_batch(&staging, batch)?;
+            }
+            if learned {
+                ledger
+                    .save(&paths.dir)
+                    .ctx(|| "cannot save sync/forget.json".into())?;
             }
             progress.records += page.records.len() as u64;
             kill_point("page", &mut hits);
@@ -516,12 +542,18 @@ pub fn reset_for_rejoin(state: &mut crate::sync::state::SyncState) {
     };
 }
 
-/// Adds to the forget ledger the ids its tombstones have under `keys`, so
-/// pulling them again (sealed under the new key) changes nothing here.
+/// Adds to the forget ledger the ids every tombstone it knows has under
+/// `keys` (forgets and undos alike), so pulling them again sealed under
+/// the new key changes nothing here: a session forgotten and brought back
+/// before the rotation stays back.
 pub fn rekey_ledger(sync_dir: &std::path::Path, keys: &SyncKeys) -> Result<(), SyncError> {
     let mut ledger = Ledger::load(sync_dir).ctx(|| "cannot read sync/forget.json".into())?;
     if ledger.sessions.is_empty() {
         return Ok(());
+    }
+    for known in ledger.contents() {
+        let id = known.tombstone().ids(keys).1.to_string();
+        ledger.applied.insert(id);
     }
     for (stream, mark) in ledger.sessions.iter_mut() {
         let t = Tombstone {
@@ -530,12 +562,23 @@ pub fn rekey_ledger(sync_dir: &std::path::Path, keys: &SyncKeys) -> Result<(), S
             at_ms: mark.at_ms,
             device: mark.device.clone(),
         };
-        let id = t.ids(keys).1.to_string();
-        ledger.applied.insert(id.clone());
         if !mark.unsent {
-            mark.tombstone = id;
+            mark.tombstone = t.ids(keys).1.to_string();
         }
     }
+    // A ledger from an older evi kept only each session's newest
+    // tombstone: the forget an undo took back is known by its time.
+    let undone: Vec<(String, i64)> = (ledger.sessions.iter())
+        .filter(|(s, m)| {
+            m.action == Action::Undo
+                && !ledger
+                    .known
+                    .iter()
+                    .any(|k| k.stream == **s && k.action == Action::Forget)
+        })
+        .map(|(s, m)| (s.clone(), m.at_ms))
+        .collect();
+    ledger.undone_before.extend(undone);
     ledger
         .save(sync_dir)
         .ctx(|| "cannot save sync/forget.json".into())

@@ -25,6 +25,9 @@ pub struct Keys<'a> {
 pub struct Resealed {
     pub segment: OutSegment,
     pub blobs: Vec<String>,
+    /// What a forget or undo says (the forget ledger learns it, see
+    /// [`super::rotate`]).
+    pub tombstone: Option<Tombstone>,
 }
 
 /// Why a record could not be carried: nothing is uploaded for it, and the
@@ -69,6 +72,7 @@ pub fn reseal(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
                 ciphertext: s.ciphertext,
             },
             blobs: Vec::new(),
+            tombstone: Some(t),
         });
     }
     if h.kind == FORGET_LINES_KIND {
@@ -120,6 +124,7 @@ pub fn reseal(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
             ciphertext: sealed.ciphertext,
         },
         blobs,
+        tombstone: None,
     })
 }
 
@@ -159,6 +164,7 @@ fn reseal_lines_forget(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, Resea
             ciphertext,
         },
         blobs: Vec::new(),
+        tombstone: None,
     })
 }
 
