@@ -119,6 +119,7 @@ fn batch_body(s: &Sizes, device: u64, batch_no: usize, template: &[u8]) -> Vec<u
                 .map(|e| id(device, n * s.entries as u64 + e, 2))
                 .collect(),
             refs: Default::default(),
+            group: None,
         };
         ct[..8].copy_from_slice(&device.to_be_bytes());
         ct[8..16].copy_from_slice(&n.to_be_bytes());

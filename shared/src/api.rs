@@ -416,6 +416,11 @@ pub struct Segment {
     /// Of a `forget-lines` record: keyed blob names forgotten.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forget_blobs: Vec<KeyedId>,
+    /// Keyed id of the stream whose forget takes this one too (see
+    /// [`crate::forget`]): a Claude Code subagent transcript's session.
+    /// Absent from older clients, and on every other segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<KeyedId>,
 }
 
 /// `POST /api/v1/records`: stores a batch; answered once it is durable.

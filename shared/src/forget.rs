@@ -15,6 +15,27 @@
 //! The kinds are visible to the server on purpose: it must know when to
 //! delete, and it learns nothing it could not see anyway (a stream's
 //! records disappearing).
+//!
+//! # Groups: a session of several streams
+//!
+//! A Claude Code session is one stream for its file and one per subagent
+//! transcript beside it, and a device that forgets it may never have seen
+//! some of them (written on another device, or offline, later). So a
+//! segment of such a stream carries, in the clear, a `group`: the keyed
+//! stream id of its session
+//! ([`crate::frames::SegmentHead::group`], [`crate::api::Segment::group`]).
+//! A forget of a stream deletes the records of its group with its own, and
+//! while it stands the server refuses records whose stream *or* group is
+//! forgotten; an undo lifts both. The group is a keyed id like the stream's
+//! (HMAC under the account's key, never a name or hash a server could
+//! confirm), and it is not MAC-bound: clients never act on it (a device
+//! relates a pulled record to its session by the stream name inside the
+//! sealed, MAC-bound segment), so a server that moved or dropped it could
+//! only delete or keep what it could delete or keep anyway. What it shows
+//! the server: which streams belong to one session (their timing said as
+//! much). Records an older client pushed without it, or an older server
+//! stored without it, are not in the group: every device passes over them
+//! when their session is forgotten, but the server keeps them.
 
 /// Record kind of a tombstone: forget this stream everywhere.
 pub const FORGET_KIND: &str = "forget";

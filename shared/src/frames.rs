@@ -71,6 +71,11 @@ pub struct SegmentHead {
     /// [`crate::blob_refs`]). Empty from older clients.
     #[serde(default, flatten)]
     pub refs: crate::blob_refs::SegmentRefs,
+    /// Keyed id of the stream whose forget takes this one too (see
+    /// [`crate::forget`]): a Claude Code subagent transcript's session.
+    /// Absent from older clients, and on every other segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<KeyedId>,
 }
 
 /// A record's metadata in a pull frame (its ciphertext is the frame body).

@@ -6,7 +6,10 @@
 //! Another agent's session is `<agent>/<session id>` (Claude Code
 //! subagent transcripts `claude-code/<session id>/<file stem>`): an eVi
 //! session id never holds a `/`, so the two can never name the same stream,
-//! and the same id under two agents names two streams.
+//! and the same id under two agents names two streams. A subagent's stream
+//! belongs to its session's ([`StreamName::session_stream`]): a forget of
+//! the session takes it too ([`StreamName::covers`]), and its segments say
+//! so to the server (their `group`, see [`evi_shared::forget`]).
 
 use std::fmt;
 
@@ -62,6 +65,25 @@ impl StreamName {
     pub fn state_key(&self) -> String {
         format!("{self}.jsonl")
     }
+
+    /// The stream of the session this one belongs to: itself, or for a
+    /// transcript kept beside a session (a subagent's), the session's.
+    pub fn session_stream(&self) -> Self {
+        Self {
+            sub: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a forget of this stream takes `other` too: the same stream,
+    /// or, this being a session's own stream, a transcript beside it.
+    pub fn covers(&self, other: &Self) -> bool {
+        self == other
+            || (self.sub.is_none()
+                && other.agent == self.agent
+                && other.session == self.session
+                && other.sub.is_some())
+    }
 }
 
 impl fmt::Display for StreamName {
@@ -113,6 +135,15 @@ mod tests {
         ] {
             assert_eq!(StreamName::parse(s).unwrap().to_string(), s);
         }
+        let (session, sub) = (
+            StreamName::parse("claude-code/a").unwrap(),
+            StreamName::parse("claude-code/a/agent-1").unwrap(),
+        );
+        assert_eq!(sub.session_stream(), session);
+        assert!(session.covers(&sub) && session.covers(&session));
+        assert!(!sub.covers(&session));
+        assert!(!session.covers(&StreamName::parse("claude-code/b/agent-1").unwrap()));
+        assert!(!session.covers(&StreamName::parse("codex/a").unwrap()));
         for s in [
             "evi/abc",
             "codex/a/b",

@@ -105,7 +105,8 @@ const TABLES: &[Table] = &[
         // no pack holds it.
         select: "SELECT user_id, seq, stream, kind, entry_id_bytes, entry_ids, device_id,
                         body_pack, body_offset, body_len,
-                        CASE WHEN body_pack IS NULL THEN ciphertext END, created_at
+                        CASE WHEN body_pack IS NULL THEN ciphertext END, created_at,
+                        group_stream
                  FROM records ORDER BY user_id, seq",
         columns: &[
             ("user_id", Col::Int),
@@ -119,6 +120,7 @@ const TABLES: &[Table] = &[
             ("body_len", Col::Int),
             ("ciphertext", Col::Bytes),
             ("created_at", Col::Int),
+            ("group_stream", Col::Text),
         ],
         overriding: false,
     },

@@ -25,6 +25,7 @@ pub struct Incoming {
     pub kind: String,
     pub entry_ids: Vec<evi_shared::KeyedId>,
     pub refs: evi_shared::blob_refs::SegmentRefs,
+    pub group: Option<evi_shared::KeyedId>,
     pub body: Bytes,
 }
 
@@ -87,6 +88,7 @@ pub fn read_push(body: &[u8]) -> Result<Vec<Incoming>, ApiError> {
                     kind: head.kind,
                     entry_ids: head.entry_ids,
                     refs: head.refs,
+                    group: head.group,
                     body: Bytes::from(f.body),
                 });
             }

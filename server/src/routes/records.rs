@@ -128,6 +128,7 @@ pub async fn push(
                         forgets: s.forgets,
                         forget_blobs: s.forget_blobs,
                     },
+                    group: s.group,
                     body: s.ciphertext.0.into(),
                 })
                 .collect()
@@ -267,6 +268,7 @@ async fn store_segments(
             kind: s.kind,
             entry_ids: s.entry_ids,
             refs: s.refs,
+            group: s.group,
             body,
         })
         .collect();

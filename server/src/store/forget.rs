@@ -4,16 +4,19 @@
 //! # Promises
 //!
 //! - A `forget` record is stored like any record, and in the same
-//!   transaction every other record of its stream (of kinds other than
-//!   `forget` and `unforget`) is deleted with its known entry ids and
-//!   damaged mark, the account's counters are lowered by what they cost,
-//!   and the stream is marked forgotten. What stays of the stream is its
-//!   keyed id and its tombstones.
-//! - While a stream is forgotten, a push's records of it are refused (their
-//!   index in [`super::PushOutcome::forgotten`]), decided inside the
-//!   push's transaction, so no record of an old copy commits after the
-//!   forget whatever the interleaving. An `unforget` record lifts the mark;
-//!   records after it are taken again.
+//!   transaction every other record of its stream and of its group (the
+//!   records pushed with that stream as their `group`: a Claude Code
+//!   session's subagent transcripts, see [`evi_shared::forget`]), of kinds
+//!   other than `forget` and `unforget`, is deleted with its known entry
+//!   ids and damaged mark, the account's counters are lowered by what they
+//!   cost, and the stream is marked forgotten. What stays of the stream is
+//!   its keyed id and its tombstones.
+//! - While a stream is forgotten, a push's records of it, or of its group,
+//!   are refused (their index in [`super::PushOutcome::forgotten`]),
+//!   decided inside the push's transaction, so no record of an old copy
+//!   commits after the forget whatever the interleaving, whichever device
+//!   wrote it and whether or not the forgetting device knew of it. An
+//!   `unforget` record lifts the mark; records after it are taken again.
 //! - The packs that held the deleted bodies are listed, in that same
 //!   transaction, for [`crate::bodies::compact`] to rewrite without them: a
 //!   crash at any point leaves the list, and the next start resumes it.

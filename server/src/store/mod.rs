@@ -153,6 +153,8 @@ pub struct NewRecord {
     pub entry_ids: Vec<KeyedId>,
     /// Blobs it refers to, and what it forgets (see [`blob_refs`]).
     pub refs: evi_shared::blob_refs::SegmentRefs,
+    /// The stream whose forget takes this record too (see [`forget`]).
+    pub group: Option<KeyedId>,
     pub body: BodyRef,
 }
 

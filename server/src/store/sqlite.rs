@@ -67,6 +67,9 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0014_rotation_owner.sql"
     )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0014_stream_groups.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -671,8 +674,9 @@ impl Store for SqliteStore {
                     .prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
                 let mut ins_rec = tx.prepare_cached(
                     "INSERT INTO records (user_id, seq, stream, kind, entry_ids, entry_id_bytes,
-                     ciphertext, created_at, device_id, body_pack, body_offset, body_len)
-                     VALUES (?1, ?2, ?3, ?4, '', ?5, x'', ?6, ?7, ?8, ?9, ?10)",
+                     ciphertext, created_at, device_id, body_pack, body_offset, body_len,
+                     group_stream)
+                     VALUES (?1, ?2, ?3, ?4, '', ?5, x'', ?6, ?7, ?8, ?9, ?10, ?11)",
                 )?;
                 let mut ins_entry = tx.prepare_cached(
                     "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
@@ -686,7 +690,11 @@ impl Store for SqliteStore {
                         blob_missing.push(i as u32);
                         continue;
                     }
-                    let gone = sqlite_forget::is_forgotten(&tx, user, r.stream.as_str())?;
+                    let gone = sqlite_forget::is_forgotten(&tx, user, r.stream.as_str())?
+                        || match &r.group {
+                            Some(g) => sqlite_forget::is_forgotten(&tx, user, g.as_str())?,
+                            None => false,
+                        };
                     if !super::forget::takes(&r.kind, gone) {
                         forgotten.push(i as u32);
                         continue;
@@ -726,6 +734,7 @@ impl Store for SqliteStore {
                         r.body.pack.as_str(),
                         r.body.offset as i64,
                         r.body.len as i64,
+                        r.group.as_ref().map(KeyedId::as_str),
                     ])?;
                     for k in &keys {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;

@@ -60,9 +60,9 @@ pub(super) fn delete_records(
     Ok(purged)
 }
 
-/// After the tombstone `seq` of `stream` was inserted: deletes the stream's
-/// records before it (not its tombstones), as [`delete_records`] does, and
-/// marks the stream forgotten.
+/// After the tombstone `seq` of `stream` was inserted: deletes the records
+/// of the stream and of its group before it (not their tombstones), as
+/// [`delete_records`] does, and marks the stream forgotten.
 pub(super) fn purge(
     tx: &Transaction<'_>,
     user: UserId,
@@ -73,7 +73,8 @@ pub(super) fn purge(
     let rows: Vec<PurgedRow> = tx
         .prepare_cached(
             "SELECT seq, entry_ids, entry_id_bytes, COALESCE(body_len, length(ciphertext)), body_pack
-             FROM records WHERE user_id = ?1 AND stream = ?2 AND seq < ?5 AND kind NOT IN (?3, ?4)",
+             FROM records WHERE user_id = ?1 AND (stream = ?2 OR group_stream = ?2) AND seq < ?5
+               AND kind NOT IN (?3, ?4)",
         )?
         .query_map(params![user, stream, FORGET_KIND, UNFORGET_KIND, seq], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))

@@ -17,6 +17,7 @@ mod crash;
 mod crosssite;
 mod data_folder;
 mod empty_database;
+mod forget_groups;
 mod framed;
 mod hardening;
 mod hygiene;
@@ -53,6 +54,7 @@ const ON_POSTGRES: &[&str] = &[
     "crash",
     "crosssite",
     "empty_database",
+    "forget_groups",
     "framed",
     "hardening",
     "hygiene",

@@ -28,6 +28,7 @@ pub fn seg(stream: u64, entry: u64, len: usize) -> Seg {
             kind: "entries".into(),
             entry_ids: vec![id(2, entry)],
             refs: Default::default(),
+            group: None,
         },
         body,
     }

@@ -226,6 +226,7 @@ async fn push(http: &reqwest::Client, dev: &Device, rng: &mut Rng) -> Result<u64
             refs: Vec::new(),
             forgets: Vec::new(),
             forget_blobs: Vec::new(),
+            group: None,
         }],
     };
     let resp: PushResponse = checked(

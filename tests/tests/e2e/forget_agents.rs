@@ -98,10 +98,14 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
     assert_eq!(run.code, 0, "forget codex: {}", run.stderr);
     assert!(!cc_a.exists() && !sub(&a, &proj_a).exists() && !cx_a.exists());
     assert!(kept_a.exists(), "the other Claude Code session stays");
-    let trash = trash_dirs(&a);
-    for s in [&cc_stream, &sub_stream, &cx_stream] {
-        assert!(trash.contains(&s.replace('/', "+")), "{s} in {trash:?}");
-    }
+    // The subagent's transcript is in its session's trash folder.
+    let mut trash = trash_dirs(&a);
+    trash.sort();
+    let want: Vec<String> = [&cc_stream, &cx_stream]
+        .iter()
+        .map(|s| s.replace('/', "+"))
+        .collect();
+    assert_eq!(trash, want);
 
     // The server holds their tombstones alone.
     for s in [&cc_stream, &sub_stream, &cx_stream] {
@@ -113,8 +117,8 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
     // B drops its copies, where it keeps them, into its trash.
     let pulled: Value = serde_json::from_str(&b.sync_ok(&["pull", "--json"])).unwrap();
     assert_eq!(
-        pulled["forget"]["trashed"].as_array().unwrap().len(),
-        3,
+        pulled["forget"]["trashed"],
+        serde_json::json!([cc_stream, cx_stream]),
         "{pulled}"
     );
     // Fewer records on the server is the forget, not a history that went
@@ -127,7 +131,7 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
         claude_file(&b, &proj_b).exists(),
         "B keeps the other session"
     );
-    assert_eq!(trash_dirs(&b).len(), 3, "{:?}", trash_dirs(&b));
+    assert_eq!(trash_dirs(&b).len(), 2, "{:?}", trash_dirs(&b));
     // B sends nothing of them back.
     let pushed: Value = serde_json::from_str(&b.sync_ok(&["push", "--json"])).unwrap();
     assert!(
@@ -190,4 +194,125 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
         run.stdout
     );
     assert!(kept_a.exists(), "a dry run moves nothing");
+}
+
+/// Where `d` keeps the subagent transcript `stem` of the Claude Code
+/// session `TOOLS_ID` of `project`.
+fn subagent(d: &Device, project: &str, stem: &str) -> std::path::PathBuf {
+    claude_session(d, project, TOOLS_ID)
+        .with_file_name(TOOLS_ID)
+        .join(format!("subagents/{stem}.jsonl"))
+}
+
+/// The fixture's subagent transcript as another subagent `tag` (eight hex
+/// digits) of the same session wrote it: its own agent id and uuids.
+fn other_subagent(project: &str, tag: &str) -> String {
+    fixture("claude-code-subagent.jsonl", project)
+        .replace("a1b2c3d4", tag)
+        .replace("c2d3e4f5a6", &format!("{tag}aa"))
+}
+
+/// Records of `stream` on the server that are not its tombstones.
+fn content_records(server: &crate::common::TestServer, d: &Device, stream: &str) -> Vec<Value> {
+    stream_records(server, d, stream)
+        .into_iter()
+        .filter(|r| r["kind"] != "forget" && r["kind"] != "unforget")
+        .collect()
+}
+
+#[test]
+fn a_forgotten_claude_code_session_takes_subagent_transcripts_the_forgetting_device_never_saw() {
+    let (server, a, b, proj_a, proj_b) = mapped_devices();
+    // A third device, offline for a while later.
+    let c = Device::new();
+    c.join_copying_key(&a, &server.url, "pat", "travel");
+    let proj_c = crate::agents::project(&c, "work/c/proj");
+    crate::agents::enable(&c, &format!("[paths]\n\"{proj_a}\" = \"{proj_c}\"\n"));
+    put(
+        &claude_session(&a, &proj_a, TOOLS_ID),
+        &fixture("claude-code-tools.jsonl", &proj_a),
+    );
+    put(
+        &subagent(&a, &proj_a, SUB_STEM),
+        &fixture("claude-code-subagent.jsonl", &proj_a),
+    );
+    a.sync_ok(&["push"]);
+    b.sync_ok(&["pull"]);
+    c.sync_ok(&["pull"]);
+    assert!(subagent(&c, &proj_c, SUB_STEM).is_file());
+    let session = format!("claude-code/{TOOLS_ID}");
+
+    // B's Claude Code runs another subagent in the session and B pushes
+    // it; A never pulls it. C, offline, runs one of its own.
+    let (b_stem, c_stem) = ("agent-b0b0b0b0", "agent-c0c0c0c0");
+    let b_sub = subagent(&b, &proj_b, b_stem);
+    put(&b_sub, &other_subagent(&proj_b, "b0b0b0b0"));
+    b.sync_ok(&["push"]);
+    let b_stream = format!("{session}/{b_stem}");
+    let c_stream = format!("{session}/{c_stem}");
+    assert!(!content_records(&server, &a, &b_stream).is_empty());
+    let c_sub = subagent(&c, &proj_c, c_stem);
+    put(&c_sub, &other_subagent(&proj_c, "c0c0c0c0"));
+
+    // A forgets the session: the server keeps nothing of B's subagent.
+    let run = a.evi(&["sessions", "forget", &session]);
+    assert_eq!(run.code, 0, "forget: {}", run.stderr);
+    assert!(
+        content_records(&server, &a, &b_stream).is_empty(),
+        "{:?}",
+        stream_records(&server, &a, &b_stream)
+    );
+    // B drops it with the rest; A never gets it.
+    b.sync_ok(&["pull"]);
+    assert!(!b_sub.exists(), "B keeps its subagent's transcript");
+    assert!(!claude_session(&b, &proj_b, TOOLS_ID).exists());
+    a.sync_ok(&["pull"]);
+    assert!(!subagent(&a, &proj_a, b_stem).exists());
+    // C comes back and pushes: its subagent is refused, and goes to its
+    // trash with the rest.
+    let pushed: Value = serde_json::from_str(&c.sync_ok(&["push", "--json"])).unwrap();
+    assert!(
+        content_records(&server, &a, &c_stream).is_empty(),
+        "the server stored the offline device's subagent: {pushed}"
+    );
+    c.sync_ok(&["pull"]);
+    assert!(!c_sub.exists(), "C keeps its subagent's transcript");
+    assert!(!claude_session(&c, &proj_c, TOOLS_ID).exists());
+    for d in [&a, &b, &c] {
+        d.sync_ok(&["push"]);
+    }
+    for d in [&a, &b, &c] {
+        d.sync_ok(&["pull"]);
+    }
+    for (d, p) in [(&a, &proj_a), (&b, &proj_b), (&c, &proj_c)] {
+        for stem in [SUB_STEM, b_stem, c_stem] {
+            assert!(!subagent(d, p, stem).exists(), "{stem} came back");
+        }
+        let listed = d.evi(&["sessions", "list", "--agent", "claude-code", "--json"]);
+        assert!(!listed.stdout.contains(TOOLS_ID), "{}", listed.stdout);
+    }
+    for s in [&b_stream, &c_stream] {
+        assert!(content_records(&server, &a, s).is_empty(), "{s}");
+    }
+
+    // The undo brings every subagent back, on every device that had it,
+    // and then to the others.
+    let run = a.evi(&["sessions", "forget", "--undo", &session]);
+    assert_eq!(run.code, 0, "undo: {}", run.stderr);
+    assert!(subagent(&a, &proj_a, SUB_STEM).is_file());
+    b.sync_ok(&["pull"]);
+    c.sync_ok(&["pull"]);
+    assert_eq!(read(&b_sub), other_subagent(&proj_b, "b0b0b0b0"));
+    assert_eq!(read(&c_sub), other_subagent(&proj_c, "c0c0c0c0"));
+    b.sync_ok(&["push"]);
+    c.sync_ok(&["push"]);
+    for d in [&a, &b, &c] {
+        d.sync_ok(&["pull"]);
+    }
+    for (d, p) in [(&a, &proj_a), (&b, &proj_b), (&c, &proj_c)] {
+        assert!(claude_session(d, p, TOOLS_ID).is_file());
+        for stem in [SUB_STEM, b_stem, c_stem] {
+            assert!(subagent(d, p, stem).is_file(), "{stem} is missing");
+        }
+    }
 }

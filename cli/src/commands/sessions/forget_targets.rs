@@ -60,10 +60,16 @@ pub fn agent_target(all: &[AgentFile], file: &AgentFile) -> Target {
             None => f.stream.agent == file.stream.agent && f.stream.session == file.stream.session,
         })
         .collect();
+    // The session's own stream first: its forget takes every subagent
+    // transcript beside it into its trash folder (and, on the server, their
+    // records however many devices wrote them); each known one still gets
+    // a tombstone of its own, for servers older than groups.
+    let mut streams: Vec<StreamName> = of_it.iter().map(|f| f.stream.clone()).collect();
+    streams.sort();
     Target {
         name: file.stream.to_string(),
         agent: file.stream.agent,
-        streams: of_it.iter().map(|f| f.stream.clone()).collect(),
+        streams,
         files: of_it.len() as u64,
         bytes: of_it
             .iter()
@@ -168,7 +174,8 @@ pub fn older_than(
 /// The streams an undo of `id` brings back: those in this device's trash
 /// that it names (an eVi session id; `claude-code/<id>` or `codex/<id>`,
 /// or the id with `--agent`; a Claude Code session with its subagents'
-/// transcripts).
+/// transcripts, those in its trash folder and those forgotten by
+/// tombstones of their own).
 pub fn in_trash(
     ctx: &Ctx,
     agent: Option<Agent>,
@@ -200,6 +207,23 @@ pub fn in_trash(
             .filter(|s| s.agent != Agent::Evi && s.session == stream.session)
             .collect();
     }
+    // Subagent transcripts of the session forgotten by tombstones of their
+    // own (an older evi sent one each): each needs its undo, wherever its
+    // file is in the trash.
+    if let Some(session) = out
+        .iter()
+        .find(|s| s.sub.is_none() && s.agent != Agent::Evi)
+    {
+        let ledger = crate::sync::engine::forget::Ledger::load(&ctx.home.sync_dir())
+            .map_err(|e| user_error(format!("cannot read sync/forget.json: {e}")))?;
+        let subs: Vec<StreamName> = (ledger.sessions.keys())
+            .filter(|s| ledger.is_forgotten_alone(s))
+            .filter_map(|s| StreamName::parse(s))
+            .filter(|s| session.covers(s) && s.sub.is_some())
+            .collect();
+        out.extend(subs);
+    }
     out.sort();
+    out.dedup();
     Ok((named, out))
 }

@@ -317,6 +317,7 @@ impl Uploader {
                         refs: seg.refs,
                         ..Default::default()
                     },
+                    group: seg.group,
                 },
                 ciphertext: seg.ciphertext,
             };

@@ -120,6 +120,7 @@ pub fn json_batch(segments: Vec<OutSegment>) -> PushRequest {
                 refs: s.head.refs.refs,
                 forgets: s.head.refs.forgets,
                 forget_blobs: s.head.refs.forget_blobs,
+                group: s.head.group,
             })
             .collect(),
     }
@@ -189,6 +190,7 @@ mod tests {
                 kind: "entries".into(),
                 entry_ids: (0..ids).map(|_| id('b')).collect(),
                 refs: Default::default(),
+                group: None,
             },
             ciphertext: vec![7; body],
         }

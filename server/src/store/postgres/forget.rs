@@ -74,8 +74,8 @@ pub(super) async fn delete_records(
     Ok((entries, true))
 }
 
-/// After the tombstone `seq` of `stream` was inserted: deletes the
-/// stream's records before it (not its tombstones), as
+/// After the tombstone `seq` of `stream` was inserted: deletes the records
+/// of the stream and of its group before it (not their tombstones), as
 /// [`delete_records`] does, and marks the stream forgotten.
 pub(super) async fn purge(
     tx: &Tx<'_>,
@@ -87,7 +87,7 @@ pub(super) async fn purge(
     let rows = tx
         .query(
             "SELECT seq, entry_id_bytes, COALESCE(body_len, length(ciphertext))::BIGINT, body_pack
-             FROM records WHERE user_id = $1 AND stream = $2 AND seq < $3
+             FROM records WHERE user_id = $1 AND (stream = $2 OR group_stream = $2) AND seq < $3
                AND kind <> $4 AND kind <> $5",
             &[&user, &stream, &seq, &FORGET_KIND, &UNFORGET_KIND],
         )

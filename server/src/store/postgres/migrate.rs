@@ -67,6 +67,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "rotation_owner",
         sql: include_str!("../../../migrations/postgres/0010_rotation_owner.sql"),
     },
+    Migration {
+        version: 8,
+        name: "stream_groups",
+        sql: include_str!("../../../migrations/postgres/0008_stream_groups.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -59,7 +59,10 @@ pub(super) async fn push(
     let mut purged = crate::store::forget::Purged::default();
     let mut over_quota = Vec::new();
     let mut refused_streams = HashSet::new();
-    let streams: Vec<&str> = records.iter().map(|r| r.stream.as_str()).collect();
+    let streams: Vec<&str> = (records.iter())
+        .flat_map(|r| std::iter::once(&r.stream).chain(&r.group))
+        .map(KeyedId::as_str)
+        .collect();
     let mut forgotten_now = super::forget::forgotten_among(&tx, user, &streams).await?;
     // Blobs the records refer to that are stored (see `blob_refs`); a
     // record referring to another is refused, and its stream's later ones.
@@ -72,6 +75,7 @@ pub(super) async fn push(
     // Columns of the rows to insert, sent as arrays in one statement each.
     let (mut r_seq, mut r_stream, mut r_kind, mut r_ids) = (vec![], vec![], vec![], vec![]);
     let (mut r_dev, mut r_pack, mut r_off, mut r_len) = (vec![], vec![], vec![], vec![]);
+    let mut r_group: Vec<Option<&str>> = vec![];
     let (mut e_id, mut e_seq): (Vec<Vec<u8>>, Vec<i64>) = (vec![], vec![]);
     for (i, (r, keys)) in records.iter().zip(&all_keys).enumerate() {
         if refused_streams.contains(r.stream.as_str()) {
@@ -82,7 +86,8 @@ pub(super) async fn push(
             blob_missing.push(i as u32);
             continue;
         }
-        let gone = forgotten_now.contains(r.stream.as_str());
+        let gone = forgotten_now.contains(r.stream.as_str())
+            || (r.group.as_ref()).is_some_and(|g| forgotten_now.contains(g.as_str()));
         if !crate::store::forget::takes(&r.kind, gone) {
             forgotten.push(i as u32);
             continue;
@@ -117,6 +122,7 @@ pub(super) async fn push(
         r_pack.push(r.body.pack.as_str());
         r_off.push(r.body.offset as i64);
         r_len.push(r.body.len as i64);
+        r_group.push(r.group.as_ref().map(KeyedId::as_str));
         for k in keys {
             // The first record to hold an id keeps it, as SQLite's
             // INSERT OR IGNORE does.
@@ -160,11 +166,12 @@ pub(super) async fn push(
     if stored > 0 {
         tx.execute(
             "INSERT INTO records (user_id, seq, stream, kind, entry_id_bytes, device_id,
-                                  body_pack, body_offset, body_len, created_at)
-             SELECT $1::BIGINT, *, $10::BIGINT FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BYTEA[],
-                                          $6::TEXT[], $7::TEXT[], $8::BIGINT[], $9::BIGINT[])",
+                                  body_pack, body_offset, body_len, group_stream, created_at)
+             SELECT $1::BIGINT, *, $11::BIGINT FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BYTEA[],
+                                          $6::TEXT[], $7::TEXT[], $8::BIGINT[], $9::BIGINT[], $10::TEXT[])",
             &[
-                &user, &r_seq, &r_stream, &r_kind, &r_ids, &r_dev, &r_pack, &r_off, &r_len, &now,
+                &user, &r_seq, &r_stream, &r_kind, &r_ids, &r_dev, &r_pack, &r_off, &r_len,
+                &r_group, &now,
             ],
         )
         .await?;

@@ -223,6 +223,7 @@ pub fn send_outbox(ctx: &mut SyncContext, done: &mut Done) -> Result<(), SyncErr
                     forgets: q.line_ids.clone(),
                     forget_blobs: q.blob_ids.clone(),
                 },
+                group: None,
             },
             ciphertext,
         });

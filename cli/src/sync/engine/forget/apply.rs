@@ -231,10 +231,11 @@ fn apply(
     Ok(())
 }
 
-/// Applies the newest tombstone of each stream a push was refused for:
-/// the server says it is forgotten (another device forgot it, or this one
-/// did and eVi wrote to it again). Returns whether lines were kept as a new
-/// session (the caller pushes again to send them).
+/// Applies the newest tombstone of each stream a push was refused for,
+/// and of its session (a subagent transcript's is refused when its session
+/// is forgotten): the server says it is forgotten (another device forgot
+/// it, or this one did and eVi wrote to it again). Returns whether lines
+/// were kept as a new session (the caller pushes again to send them).
 pub fn apply_refused(
     ctx: &mut SyncContext,
     streams: &[String],
@@ -242,7 +243,14 @@ pub fn apply_refused(
 ) -> Result<bool, SyncError> {
     let before = applied.revived.len();
     let framed = ctx.client.capabilities()?.frames;
-    for stream in streams {
+    let mut asked = std::collections::BTreeSet::new();
+    for name in streams {
+        asked.insert(name.clone());
+        if let Some(s) = StreamName::parse(name).filter(|s| s.sub.is_some()) {
+            asked.insert(s.session_stream().to_string());
+        }
+    }
+    for stream in &asked {
         let key = ctx.keys.stream_key(stream);
         let mut after = 0;
         let mut newest: Option<(Tombstone, String)> = None;
@@ -358,27 +366,36 @@ fn trash_session(
     Ok(())
 }
 
-/// Brings back the newest trash folder of `stream` (to the day folders, or
-/// to where another agent's file was); its files are read again whole by
-/// the next push. `false` when there is none.
+/// Brings back the trash folders of `stream` (to the day folders, or to
+/// where another agent's files were: a session's with its subagents'),
+/// newest first (a file whose place is taken again stays in the trash);
+/// its files are read again whole by the next push. `false` when there is
+/// none.
 pub(super) fn restore_stream(
     ctx: &mut SyncContext,
     stream: &StreamName,
     applied: &mut Applied,
 ) -> Result<bool, SyncError> {
     let name = stream.to_string();
-    let Some((dir, meta)) = trash::newest(&ctx.home, &name)
-        .ctx(|| format!("cannot read the trash of session {name}"))?
-    else {
+    let folders =
+        trash::all(&ctx.home, &name).ctx(|| format!("cannot read the trash of session {name}"))?;
+    if folders.is_empty() {
         return Ok(false);
-    };
-    trash::restore(&ctx.home, &dir, &meta)
-        .ctx(|| format!("cannot bring session {name} back from sync/trash/"))?;
-    for rel in &meta.files {
-        ctx.state.files.remove(rel);
     }
-    if !meta.agent_files.is_empty() {
-        ctx.state.files.remove(&stream.state_key());
+    for (dir, meta) in folders {
+        trash::restore(&ctx.home, &dir, &meta)
+            .ctx(|| format!("cannot bring session {name} back from sync/trash/"))?;
+        for rel in &meta.files {
+            ctx.state.files.remove(rel);
+        }
+        if !meta.agent_files.is_empty() {
+            // The session's own file, and its subagents'.
+            ctx.state.files.retain(|key, _| {
+                !(key.strip_suffix(".jsonl"))
+                    .and_then(StreamName::parse)
+                    .is_some_and(|s| stream.agent != Agent::Evi && stream.covers(&s))
+            });
+        }
     }
     applied.restored.push(name);
     Ok(true)

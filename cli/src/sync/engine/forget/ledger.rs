@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::tombstone::{Action, Tombstone};
+use crate::source::StreamName;
 
 const FILE: &str = "forget.json";
 
@@ -103,10 +104,21 @@ impl Ledger {
         crate::sync::state::json_file::save(&Self::path(sync_dir), self)
     }
 
-    /// Whether `session` is forgotten here.
-    pub fn is_forgotten(&self, session: &str) -> bool {
+    /// Whether stream `stream` (an eVi session's id, another agent's stream
+    /// name) is forgotten here: by its own tombstone, or by its session's
+    /// (a subagent transcript's, see [`StreamName::covers`]).
+    pub fn is_forgotten(&self, stream: &str) -> bool {
+        let marked = |s: &str| self.sessions.get(s).is_some_and(SessionMark::forgotten);
+        marked(stream)
+            || StreamName::parse(stream)
+                .filter(|s| s.sub.is_some())
+                .is_some_and(|s| marked(&s.session_stream().to_string()))
+    }
+
+    /// Whether `stream` is forgotten here by a tombstone of its own.
+    pub fn is_forgotten_alone(&self, stream: &str) -> bool {
         self.sessions
-            .get(session)
+            .get(stream)
             .is_some_and(SessionMark::forgotten)
     }
 
@@ -183,5 +195,29 @@ mod tests {
         assert!(old.knows(&forget));
         assert!(!old.knows(&t(Action::Forget, 30)));
         assert_eq!(old.contents().len(), 1);
+    }
+
+    #[test]
+    fn a_forgotten_session_takes_its_subagents_streams() {
+        let mut l = Ledger::default();
+        let mark = |action| SessionMark {
+            action,
+            at_ms: 1,
+            device: "d".into(),
+            tombstone: String::new(),
+            unsent: false,
+        };
+        l.sessions
+            .insert("claude-code/s".into(), mark(Action::Forget));
+        assert!(l.is_forgotten("claude-code/s/agent-1"));
+        assert!(!l.is_forgotten_alone("claude-code/s/agent-1"));
+        assert!(!l.is_forgotten("claude-code/t/agent-1"));
+        l.sessions
+            .insert("claude-code/s".into(), mark(Action::Undo));
+        assert!(!l.is_forgotten("claude-code/s/agent-1"));
+        l.sessions
+            .insert("claude-code/s/agent-2".into(), mark(Action::Forget));
+        assert!(l.is_forgotten("claude-code/s/agent-2"));
+        assert!(!l.is_forgotten("claude-code/s"));
     }
 }

@@ -33,17 +33,19 @@ pub fn forget_here(
     ctx.save_state()
 }
 
-/// Undoes the forget of `stream` here: the newest trash folder back, an
-/// undo queued to send, and the session's files read again whole by the
-/// next push (the server deleted what it had). `false` when the trash
-/// holds nothing of it.
+/// Undoes the forget of `stream` here: its trash folders back (a
+/// session's with its subagents' transcripts), an undo queued to send, and
+/// the session's files read again whole by the next push (the server
+/// deleted what it had). `false` when the trash holds nothing of it and it
+/// is not forgotten here by a tombstone of its own (a subagent transcript
+/// forgotten with its session has its files in the session's folder).
 pub fn undo_here(
     ctx: &mut SyncContext,
     stream: &StreamName,
     applied: &mut Applied,
 ) -> Result<bool, SyncError> {
     let mut l = ledger(ctx)?;
-    if !restore_stream(ctx, stream, applied)? {
+    if !restore_stream(ctx, stream, applied)? && !l.is_forgotten_alone(&stream.to_string()) {
         return Ok(false);
     }
     let t = Tombstone {
@@ -126,6 +128,7 @@ pub fn send_outbox(ctx: &mut SyncContext, applied: &mut Applied) -> Result<(), S
                 kind: sealed.kind.to_owned(),
                 entry_ids: vec![sealed.entry_id],
                 refs: Default::default(),
+                group: None,
             },
             ciphertext: sealed.ciphertext,
         });

@@ -214,11 +214,18 @@ pub fn move_in(
 /// The newest trash folder of `stream` (an eVi session's id, or another
 /// agent's stream name), with what it holds.
 pub fn newest(home: &EviHome, stream: &str) -> io::Result<Option<(PathBuf, TrashMeta)>> {
+    Ok(all(home, stream)?.into_iter().next())
+}
+
+/// Every trash folder of `stream`, newest first, with what it holds (a
+/// session trashed again after its forget: eVi or its agent wrote to it,
+/// and a push learned it was forgotten).
+pub fn all(home: &EviHome, stream: &str) -> io::Result<Vec<(PathBuf, TrashMeta)>> {
     let mut found: Vec<(i64, PathBuf)> = Vec::new();
     let dir = root(home).join(dir_name(stream));
     let read = match fs::read_dir(&dir) {
         Ok(r) => r,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     for ent in read {
@@ -228,11 +235,14 @@ pub fn newest(home: &EviHome, stream: &str) -> io::Result<Option<(PathBuf, Trash
         }
     }
     found.sort();
-    let Some((_, path)) = found.pop() else {
-        return Ok(None);
-    };
-    let meta = read_meta(&path)?;
-    Ok(Some((path, meta)))
+    found
+        .into_iter()
+        .rev()
+        .map(|(_, path)| {
+            let meta = read_meta(&path)?;
+            Ok((path, meta))
+        })
+        .collect()
 }
 
 /// The streams the trash holds something of.

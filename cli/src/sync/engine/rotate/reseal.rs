@@ -68,6 +68,7 @@ pub fn reseal(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
                     kind: s.kind.to_owned(),
                     entry_ids: vec![s.entry_id],
                     refs: SegmentRefs::default(),
+                    group: None,
                 },
                 ciphertext: s.ciphertext,
             },
@@ -120,6 +121,7 @@ pub fn reseal(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, ResealError> {
                     refs: sealed.refs,
                     ..SegmentRefs::default()
                 },
+                group: sealed.group,
             },
             ciphertext: sealed.ciphertext,
         },
@@ -160,6 +162,7 @@ fn reseal_lines_forget(k: &Keys<'_>, r: &PulledRecord) -> Result<Resealed, Resea
                     forget_blobs: t.blobs.iter().map(|b| k.new_keys.blob_key(b)).collect(),
                     ..SegmentRefs::default()
                 },
+                group: None,
             },
             ciphertext,
         },
@@ -260,6 +263,7 @@ mod tests {
                 kind: "entries".into(),
                 entry_ids: s.entry_ids.clone(),
                 refs: SegmentRefs::default(),
+                group: None,
             },
             s.ciphertext,
         );
@@ -282,6 +286,7 @@ mod tests {
                 kind: "journal".into(),
                 entry_ids: j.entry_ids.clone(),
                 refs: SegmentRefs::default(),
+                group: None,
             },
             j.ciphertext,
         );
@@ -300,6 +305,7 @@ mod tests {
                 kind: t.kind.into(),
                 entry_ids: vec![t.entry_id.clone()],
                 refs: SegmentRefs::default(),
+                group: None,
             },
             t.ciphertext,
         );
@@ -318,6 +324,7 @@ mod tests {
                 kind: FORGET_LINES_KIND.into(),
                 entry_ids: vec![entry],
                 refs: SegmentRefs::default(),
+                group: None,
             },
             lines.seal(&old_keys, &old).unwrap(),
         );
@@ -365,6 +372,7 @@ mod tests {
                 kind: "entries".into(),
                 entry_ids: foreign.entry_ids,
                 refs: SegmentRefs::default(),
+                group: None,
             },
             foreign.ciphertext,
         );

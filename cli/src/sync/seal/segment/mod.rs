@@ -213,6 +213,10 @@ pub struct SealedSegment {
     /// The keyed names of the blobs it refers to, declared to the server
     /// (see [`evi_shared::blob_refs`]).
     pub refs: Vec<KeyedId>,
+    /// Of a stream that belongs to a session (a Claude Code subagent
+    /// transcript): the session's keyed stream id, declared to the server
+    /// so a forget of the session takes it too (see [`evi_shared::forget`]).
+    pub group: Option<KeyedId>,
 }
 
 /// The verified content of a segment.

@@ -121,6 +121,19 @@ impl BodyRef<'_> {
         shas.iter().map(|s| keys.blob_key(s)).collect()
     }
 
+    /// The group the stream belongs to, declared in the clear (see
+    /// [`evi_shared::forget`]): the session's stream of a subagent
+    /// transcript's.
+    fn group(&self, keys: &SyncKeys) -> Option<KeyedId> {
+        let Self::Entries { session, .. } = self else {
+            return None;
+        };
+        let name = crate::source::StreamName::parse(std::str::from_utf8(session).ok()?)?;
+        name.sub
+            .is_some()
+            .then(|| keys.stream_key(&name.session_stream().to_string()))
+    }
+
     fn write_body<W: Write>(&self, w: &mut W, version: u8) -> io::Result<()> {
         let invalid = |m: &'static str| io::Error::new(io::ErrorKind::InvalidInput, m);
         match self {
@@ -273,6 +286,7 @@ fn seal_body(
         entry_ids,
         ciphertext,
         refs: body.refs(keys),
+        group: body.group(keys),
     })
 }
 
