@@ -68,7 +68,7 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0014_rotation_owner.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0014_stream_groups.sql"
+        "../../migrations/sqlite/0015_stream_groups.sql"
     )),
 ];
 

@@ -57,7 +57,10 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          ALTER TABLE devices DROP COLUMN key_generation;
          DROP INDEX IF EXISTS blobs_by_part_of;
          ALTER TABLE blobs DROP COLUMN part_of;
-         ALTER TABLE forget_compactions DROP COLUMN repointed_at;",
+         ALTER TABLE forget_compactions DROP COLUMN repointed_at;
+         ALTER TABLE users DROP COLUMN staging_by;
+         DROP INDEX IF EXISTS records_by_group;
+         ALTER TABLE records DROP COLUMN group_stream;",
     )
     .unwrap();
     let version: i64 = db

@@ -68,9 +68,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/postgres/0010_rotation_owner.sql"),
     },
     Migration {
-        version: 8,
+        version: 11,
         name: "stream_groups",
-        sql: include_str!("../../../migrations/postgres/0008_stream_groups.sql"),
+        sql: include_str!("../../../migrations/postgres/0011_stream_groups.sql"),
     },
 ];
 
