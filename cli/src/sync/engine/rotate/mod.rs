@@ -169,8 +169,9 @@ pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, Rot
     })
 }
 
-/// Whether `e` is a 401 (from the staging account's device, if this
-/// device's own token still works) or the commit's `rotation_abandoned`.
+/// Whether `e` is a 401: from the staging account's device when this
+/// device's own token still works (a commit refused as another device's
+/// rotation is told apart where it is made).
 fn staging_refused(e: &RotateError) -> bool {
     use crate::sync::remote::client::is_unauthorized;
     match e {
