@@ -255,7 +255,7 @@ fn a_forgotten_claude_code_session_takes_subagent_transcripts_the_forgetting_dev
     put(&c_sub, &other_subagent(&proj_c, "c0c0c0c0"));
 
     // A forgets the session: the server keeps nothing of B's subagent.
-    let run = a.evi(&["sessions", "forget", &session]);
+    let run = a.evi(&["sessions", "forget", "--yes", &session]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     assert!(
         content_records(&server, &a, &b_stream).is_empty(),

@@ -566,7 +566,7 @@ fn a_forget_undone_before_a_rotation_stays_undone_on_every_device() {
 
     // Forgotten, then brought back, on the laptop; the desktop follows
     // both.
-    let run = a.evi(&["sessions", "forget", "kept-after-all"]);
+    let run = a.evi(&["sessions", "forget", "--yes", "kept-after-all"]);
     assert_eq!(run.code, 0, "forget: {}", run.stderr);
     b.sync_ok(&["pull"]);
     assert!(!sessions(&b).contains("kept-after-all"));
