@@ -106,7 +106,7 @@ pub(super) fn trash_agent_stream(
 ) -> Result<(), SyncError> {
     let name = stream.to_string();
     crate::source::apply::discard_waiting(ctx, stream)?;
-    for (waiting, _) in crate::source::apply::waiting_ids(ctx) {
+    for (waiting, _) in crate::source::apply::waiting(ctx)? {
         if stream.covers(&waiting) {
             crate::source::apply::discard_waiting(ctx, &waiting)?;
         }
