@@ -28,6 +28,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         crate::crosssite::require_json(req.headers())?;
         let bytes = body_bytes(req, state).await?;
+        // Every body of this API is an object; serde would also read a
+        // struct from an array (`[]` as a request whose fields are all
+        // optional), which the OpenAPI document says is refused.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::bad_request(
+                "invalid JSON body: expected an object (`{...}`), as the API's document says",
+            ));
+        }
         serde_json::from_slice(&bytes)
             .map(ApiJson)
             .map_err(|e| json_error("invalid JSON body", &e))

@@ -188,3 +188,22 @@ async fn revoking_a_device_ends_the_rotation_it_began() {
         srv.body_rows()
     );
 }
+
+/// A body that is not an object is no begin: serde would read `[]` as a
+/// request whose fields are all left out, and open a staging account.
+#[tokio::test]
+async fn a_begin_whose_body_is_not_an_object_is_refused_and_stages_nothing() {
+    let srv = TestServer::start(&[]);
+    let laptop = srv.register("arrays").await;
+    let (st, v) = laptop.post("/api/v1/rotation", json!([])).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("expected an object")),
+        "{v}"
+    );
+    // Nothing was staged: a begin now is the account's first, fresh one.
+    let begun = begin(&laptop, LAPTOPS).await;
+    assert_eq!(begun["fresh"], json!(true), "{begun}");
+}
