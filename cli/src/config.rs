@@ -34,15 +34,60 @@ pub struct Checkpoints {
     pub keep_days: Option<u32>,
 }
 
-/// `[agents]`: which other agents' sessions sync, and their folders (see
-/// [`crate::source::folder`] for the defaults).
+/// `[agents]`: which other agents' sessions sync (`<agent> = true`) and
+/// where their folders are (`<agent>-dir = "…"`; see each agent's
+/// [`crate::agents::Agent::folder`] for the default), for every agent
+/// of the registry ([`crate::agents::Agent`]) by its name.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "kebab-case")]
-pub struct Agents {
-    pub claude_code: bool,
-    pub codex: bool,
-    pub claude_code_dir: Option<String>,
-    pub codex_dir: Option<String>,
+#[serde(transparent)]
+pub struct Agents(std::collections::BTreeMap<String, AgentSetting>);
+
+/// One value of `[agents]`: a switch or a folder.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum AgentSetting {
+    On(bool),
+    Dir(String),
+}
+
+impl Agents {
+    /// Whether `<agent> = true`.
+    pub fn on(&self, agent: &str) -> bool {
+        matches!(self.0.get(agent), Some(AgentSetting::On(true)))
+    }
+
+    /// `<agent>-dir`, when set.
+    pub fn dir(&self, agent: &str) -> Option<&str> {
+        match self.0.get(&format!("{agent}-dir")) {
+            Some(AgentSetting::Dir(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Checks every key against the registry: `Err((key, what is wrong))`
+    /// for a value of the wrong kind, else the keys that name no agent.
+    fn check(&self) -> Result<Vec<String>, (String, String)> {
+        let mut unknown = Vec::new();
+        for (key, value) in &self.0 {
+            let (name, is_dir) = match key.strip_suffix("-dir") {
+                Some(name) => (name, true),
+                None => (key.as_str(), false),
+            };
+            let known = crate::agents::Agent::others().any(|a| a.name() == name);
+            let key = format!("agents.{key}");
+            match (known, is_dir, value) {
+                (false, _, _) => unknown.push(key),
+                (true, false, AgentSetting::Dir(_)) => {
+                    return Err((key, "expected true or false".into()));
+                }
+                (true, true, AgentSetting::On(_)) => {
+                    return Err((key, "expected a folder, as a string".into()));
+                }
+                _ => {}
+            }
+        }
+        Ok(unknown)
+    }
 }
 
 /// `[paths]`: `"/their/prefix" = "/our/prefix"` pairs, and `search`, the
@@ -212,8 +257,12 @@ impl Config {
                 .map_or_else(|| line_of_key(text, &key), |s| line_of(text, s.start));
             invalid(line, format!("key `{key}`: {}", e.inner().message()))
         })?;
+        let agents = config.agents.check().map_err(|(key, why)| {
+            invalid(line_of_key(text, &key), format!("key `{key}`: {why}"))
+        })?;
         let mut found: Vec<(usize, String)> = unknown
             .into_iter()
+            .chain(agents)
             .map(|k| (line_of_key(text, &k), k))
             .collect();
         found.sort();
@@ -332,8 +381,18 @@ mod tests {
         .unwrap();
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         let c = c.config;
-        assert!(c.agents.claude_code && !c.agents.codex);
-        assert_eq!(c.agents.codex_dir.as_deref(), Some("/x"));
+        assert!(c.agents.on("claude-code") && !c.agents.on("codex"));
+        assert_eq!(c.agents.dir("codex"), Some("/x"));
+        let w = parse("[agents]\nclaude-cod = true\n").unwrap();
+        assert_eq!(
+            w.warnings,
+            ["config.toml:2: unknown key `agents.claude-cod` ignored"]
+        );
+        let e = parse("[agents]\ncodex = \"yes\"\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "config.toml:2: key `agents.codex`: expected true or false"
+        );
         assert_eq!(
             c.paths.map.get("/home/a").map(String::as_str),
             Some("/srv/b")

@@ -2,6 +2,7 @@
 //! reader and session tree, eVi's checkpoints, and the commands built on
 //! them. `main.rs` only calls [`cli::main`].
 
+pub mod agents;
 pub mod checkpoints;
 pub mod cli;
 pub mod command_error;

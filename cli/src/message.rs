@@ -3,12 +3,10 @@
 //! eVi and the models behind it write content in several shapes (a string,
 //! a list of typed parts, OpenAI- or Anthropic-style tool calls); this module
 //! folds them into one, and keeps a line that is not JSON as its raw text.
-//! Other agents' lines ([`claude_code`], [`codex`]) fold into the same
-//! model, so every face (show, export, the web viewer) renders every
+//! Other agents' lines (each agent's reader, [`crate::agents::Reader`])
+//! fold into the same model, so every face (show, export, the web viewer) renders every
 //! agent's sessions through one code path.
 
-mod claude_code;
-mod codex;
 mod fields;
 pub mod outline;
 
@@ -124,7 +122,7 @@ fn parts_text(parts: &[Value]) -> String {
 
 /// A tool's output as text: a string, content parts, or an object whose
 /// `content` is one of those.
-fn output_text(out: &Value) -> String {
+pub(crate) fn output_text(out: &Value) -> String {
     match out {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts_text(parts),
@@ -137,7 +135,7 @@ fn output_text(out: &Value) -> String {
 }
 
 impl Message {
-    fn empty(role: &str) -> Self {
+    pub(crate) fn empty(role: &str) -> Self {
         Self {
             role: role.to_owned(),
             text: String::new(),
@@ -152,17 +150,14 @@ impl Message {
 
     /// Reads a line of `agent`'s session (without `\n`).
     pub fn read(agent: Agent, raw: &[u8]) -> Reading {
-        let (read, keys): (fn(&Value) -> Reading, _) = match agent {
-            Agent::Evi => return Reading::Message(Self::from_line(raw), None),
-            Agent::ClaudeCode => (claude_code::read, claude_code::KEYS),
-            Agent::Codex => (codex::read, codex::KEYS),
+        let Some(reader) = agent.kind().reader() else {
+            return Reading::Message(Self::from_line(raw), None);
         };
-        // The keys the reader looks at, in one pass; a bare Codex response
-        // item (no `payload`) is read whole.
-        if let Some(v) = fields::trimmed(raw, keys)
-            && (agent != Agent::Codex || v.get("payload").is_some())
+        // The keys the reader looks at, in one pass, when they are enough.
+        if let Some(v) = fields::trimmed(raw, reader.keys)
+            && (reader.trimmed_enough)(&v)
         {
-            return read(&v);
+            return (reader.read)(&v);
         }
         Self::read_whole(agent, raw)
     }
@@ -170,11 +165,10 @@ impl Message {
     /// [`Self::read`] from a `Value` of the whole line: what the shortcuts
     /// of [`fields`] and [`outline`] stand for.
     pub(crate) fn read_whole(agent: Agent, raw: &[u8]) -> Reading {
-        let read: fn(&Value) -> Reading = match agent {
-            Agent::Evi => return Reading::Message(Self::from_line(raw), None),
-            Agent::ClaudeCode => claude_code::read,
-            Agent::Codex => codex::read,
+        let Some(reader) = agent.kind().reader() else {
+            return Reading::Message(Self::from_line(raw), None);
         };
+        let read = reader.read;
         // Pull's wrapper and lines that are not JSON objects read as eVi's.
         let head = parse_head(raw);
         match (head.wrapped, head.fault) {
@@ -190,11 +184,7 @@ impl Message {
     /// one pass without building the message (see [`outline`]); `None`
     /// when the line is to be read whole ([`Self::read`]).
     pub fn outline(agent: Agent, raw: &[u8]) -> Option<outline::LineOutline> {
-        match agent {
-            Agent::Evi => None,
-            Agent::ClaudeCode => claude_code::outline(raw),
-            Agent::Codex => codex::outline(raw),
-        }
+        (agent.kind().reader()?.outline)(raw)
     }
 
     /// The message of an entry of `agent`'s session (a line that reads as

@@ -61,7 +61,7 @@ pub struct LineOutline {
 /// Each agent's outline declares them (and `type`) among its own fields,
 /// so that a line the head refuses (a duplicate of one) is refused there
 /// too, and takes from them the ids of a line without its agent's own.
-pub(super) struct EviHead<'a> {
+pub(crate) struct EviHead<'a> {
     pub id: Option<&'a RawValue>,
     pub parent_id: Option<&'a RawValue>,
     pub raw_line: Option<&'a RawValue>,
@@ -85,7 +85,7 @@ impl EviHead<'_> {
 
 /// A struct read only from a JSON object: serde would read one from an
 /// array too, where [`super::Message::read`] finds no field.
-pub(super) struct Obj<T>(pub T);
+pub(crate) struct Obj<T>(pub T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -104,13 +104,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
 }
 
 /// A field that is present (possibly `null`), as opposed to absent.
-pub(super) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
 
 /// The text of a raw JSON string (`None` for any other value), borrowed
 /// when it holds no escape.
-pub(super) fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
+pub(crate) fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
     let s = raw.get();
     let inner = s.strip_prefix('"')?.strip_suffix('"')?;
     if !inner.contains('\\') {
@@ -121,30 +121,30 @@ pub(super) fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
 
 /// Whether a raw value is a string, and then whether it is non-empty
 /// (without decoding it: any escape stands for at least one character).
-pub(super) fn str_nonempty(raw: &RawValue) -> Option<bool> {
+pub(crate) fn str_nonempty(raw: &RawValue) -> Option<bool> {
     let s = raw.get();
     s.starts_with('"').then(|| s != "\"\"")
 }
 
 /// Whether a raw value is `true` (what `v[key] == true` asks of a `Value`).
-pub(super) fn is_true(raw: Option<&RawValue>) -> bool {
+pub(crate) fn is_true(raw: Option<&RawValue>) -> bool {
     raw.is_some_and(|r| r.get() == "true")
 }
 
 /// Whether a raw value is a string equal to `want`.
-pub(super) fn is_str(raw: Option<&RawValue>, want: &str) -> bool {
+pub(crate) fn is_str(raw: Option<&RawValue>, want: &str) -> bool {
     raw.and_then(string).is_some_and(|s| s == want)
 }
 
 /// Whether an optional raw value is absent or `null` (`Value::is_null` of
 /// `v[key]`).
-pub(super) fn is_null(raw: Option<&RawValue>) -> bool {
+pub(crate) fn is_null(raw: Option<&RawValue>) -> bool {
     raw.is_none_or(|r| r.get() == "null")
 }
 
 /// The first non-white-space byte is `{`: the only lines an outline reads
 /// (serde would read a struct from an array too).
-pub(super) fn is_object(raw: &[u8]) -> bool {
+pub(crate) fn is_object(raw: &[u8]) -> bool {
     raw.iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|&b| b == b'{')
@@ -152,7 +152,7 @@ pub(super) fn is_object(raw: &[u8]) -> bool {
 
 /// Whether a text joined from `pieces` with `\n` is non-empty, given each
 /// piece's emptiness in order: two pieces or more always are.
-pub(super) fn joined_nonempty(pieces: impl IntoIterator<Item = bool>) -> bool {
+pub(crate) fn joined_nonempty(pieces: impl IntoIterator<Item = bool>) -> bool {
     let mut pieces = pieces.into_iter();
     match pieces.next() {
         None => false,
@@ -163,7 +163,7 @@ pub(super) fn joined_nonempty(pieces: impl IntoIterator<Item = bool>) -> bool {
 /// Whether [`super::output_text`] of a raw value (`None`: absent) is
 /// non-empty; `None` when the value has a shape the check does not read
 /// (the line is then read whole).
-pub(super) fn output_nonempty(raw: Option<&RawValue>) -> Option<bool> {
+pub(crate) fn output_nonempty(raw: Option<&RawValue>) -> Option<bool> {
     #[derive(Deserialize)]
     struct Part<'a> {
         #[serde(borrow, default, rename = "type", deserialize_with = "present")]
@@ -211,7 +211,7 @@ pub(super) fn output_nonempty(raw: Option<&RawValue>) -> Option<bool> {
 }
 
 /// Epoch milliseconds of a raw RFC 3339 string.
-pub(super) fn time(raw: Option<&RawValue>) -> Option<i64> {
+pub(crate) fn time(raw: Option<&RawValue>) -> Option<i64> {
     raw.and_then(string)
         .as_deref()
         .and_then(crate::transcript::line::parse_ts)

@@ -313,10 +313,12 @@ pub fn apply(
                     done.entries += n;
                     done.sessions += 1;
                 }
-                if stream.agent == Agent::Codex {
-                    done.notes
-                        .extend(enter_in_codex_index(ctx, &source.root, &stream, &p));
-                }
+                done.notes.extend(
+                    stream
+                        .agent
+                        .kind()
+                        .after_pull(ctx, &source.root, &stream, &p),
+                );
                 files.insert(stream.clone(), p);
             }
             (None, Some(_)) => {
@@ -394,45 +396,6 @@ fn place_by_remote(
             .ctx(|| "cannot save sync/projects.json".into())?;
     }
     Ok(())
-}
-
-/// Enters a Codex session in Codex's index; a note when that could not be.
-fn enter_in_codex_index(
-    ctx: &SyncContext,
-    root: &Path,
-    stream: &StreamName,
-    rollout: &Path,
-) -> Option<String> {
-    use super::codex_index::{Outcome, Thread, enter};
-    let text = std::fs::read(rollout).ok()?;
-    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
-    let meta = super::codex::meta(lines.iter().copied())?;
-    let facts = super::codex::facts(lines.iter().copied());
-    let map = ctx.projects.map_for(&ctx.path_map, stream);
-    // The file names the project as it is here (see `Agent::localize`),
-    // unless an older version wrote it before the rewrite: as it is here
-    // either way.
-    let cwd = map.local(&map.original(meta.cwd.as_deref().unwrap_or("")));
-    let t = Thread {
-        meta: &meta,
-        facts: &facts,
-        rollout,
-        cwd: &cwd,
-    };
-    let session = &stream.session;
-    match enter(root, &t) {
-        Ok(Outcome::Added(_) | Outcome::Present | Outcome::NoDatabase) => None,
-        Ok(Outcome::UnknownSchema { db, why }) => Some(format!(
-            "Codex session {session} is at {}, but Codex's index {} was left alone: {why}; \
-             a Codex that re-indexes its sessions folder lists it, or open the rollout file",
-            rollout.display(),
-            db.display()
-        )),
-        Err(e) => Some(format!(
-            "Codex session {session} is at {}, but it could not be entered in Codex's index: {e}",
-            rollout.display()
-        )),
-    }
 }
 
 /// Appends what `entries` add to `path`: `Some(count)` once durable, `None`

@@ -253,13 +253,7 @@ pub fn cwd_of_file(file: &AgentFile) -> Option<String> {
 /// The project directory of a session from its lines (Claude Code's first
 /// `cwd`, Codex's `session_meta`).
 pub fn cwd_of_lines<'a>(agent: Agent, lines: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
-    match agent {
-        Agent::ClaudeCode => super::claude_code::cwd(lines),
-        Agent::Codex => super::codex::meta(lines)
-            .and_then(|m| m.cwd)
-            .filter(|c| c.starts_with('/')),
-        Agent::Evi => None,
-    }
+    agent.kind().project(&mut lines.into_iter())
 }
 
 #[cfg(test)]

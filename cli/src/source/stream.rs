@@ -47,7 +47,7 @@ impl StreamName {
         let session = second.parse().ok()?;
         let sub = match parts.next() {
             None => None,
-            Some(stem) if agent == Agent::ClaudeCode => Some(stem.parse().ok()?),
+            Some(stem) if agent.kind().has_side_transcripts() => Some(stem.parse().ok()?),
             Some(_) => return None,
         };
         if parts.next().is_some() {

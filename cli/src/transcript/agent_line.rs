@@ -36,12 +36,9 @@ impl AgentLine {
         } else {
             agent.explicit_ids(canon)
         };
-        let project = match agent {
-            _ if !want_project => None,
-            Agent::Codex => line
-                .project
-                .map(|cwd| cwd.map(|c| here(map, &c)).unwrap_or_default()),
-            _ => line.project.flatten(),
+        let project = match want_project {
+            false => None,
+            true => agent.kind().project_here(line.project, map),
         };
         Self {
             ids,
@@ -59,12 +56,11 @@ impl AgentLine {
         map: &PathMap,
         want_project: bool,
     ) -> Self {
-        let project = match agent {
-            _ if !want_project => None,
-            Agent::ClaudeCode => crate::source::claude_code::cwd([raw]),
-            Agent::Codex => crate::source::codex::meta([raw])
-                .map(|m| m.cwd.map(|c| here(map, &c)).unwrap_or_default()),
-            Agent::Evi => None,
+        let project = match want_project {
+            false => None,
+            true => agent
+                .kind()
+                .project_here(agent.kind().line_project(raw), map),
         };
         let outline = match Message::read_whole(agent, raw) {
             Reading::Title(_) => Outline::Title,
@@ -82,12 +78,6 @@ impl AgentLine {
             project,
         }
     }
-}
-
-/// A Codex `cwd` as it is here: the file names it so (pull writes it
-/// mapped), unless a version before that rewrite wrote it.
-fn here(map: &PathMap, cwd: &str) -> String {
-    map.local(&map.original(cwd))
 }
 
 #[cfg(test)]

@@ -193,8 +193,10 @@ pub async fn list(
     };
     let only = match q.agent.as_deref().filter(|a| !a.is_empty()) {
         Some(a) => Some(Agent::from_name(a).ok_or_else(|| {
-            ApiError::bad_request(format!("unknown agent `{a}`"))
-                .hinted("use agent=evi, claude-code or codex, or leave it out for every agent")
+            ApiError::bad_request(format!("unknown agent `{a}`")).hinted(format!(
+                "use agent={}, or leave it out for every agent",
+                Agent::names_in_words()
+            ))
         })?),
         None => None,
     };

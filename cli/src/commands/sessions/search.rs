@@ -105,7 +105,7 @@ pub fn cmd_sessions_search(ctx: &Ctx, args: SearchArgs) -> CommandResult {
         None => None,
         Some(name) => Some(Agent::from_name(name).ok_or_else(|| {
             usage_error(format!("unknown agent `{name}`"))
-                .hinted("use --agent evi, claude-code or codex")
+                .hinted(format!("use --agent {}", Agent::names_in_words()))
         })?),
     };
     let text = args.query.join(" ");

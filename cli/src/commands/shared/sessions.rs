@@ -15,7 +15,8 @@ use crate::transcript::{Catalog, SessionFile, SessionTree};
 pub fn agent_arg(name: &str) -> Result<source::Agent, CommandError> {
     source::Agent::from_name(name).ok_or_else(|| {
         usage_error(format!(
-            "--agent {name:?} is not an agent: use evi, claude-code or codex"
+            "--agent {name:?} is not an agent: use {}",
+            source::Agent::names_in_words()
         ))
     })
 }

@@ -263,8 +263,7 @@ struct AgentFolder {
 
 fn agent_folders(ctx: &Ctx) -> Vec<AgentFolder> {
     use crate::source::{Agent, is_enabled, source};
-    [Agent::ClaudeCode, Agent::Codex]
-        .into_iter()
+    Agent::others()
         .filter_map(|agent| {
             let src = source(agent, &ctx.config)?;
             Some(AgentFolder {
@@ -417,11 +416,7 @@ pub fn cmd_sync_status(ctx: &Ctx, args: StatusArgs) -> CommandResult {
         }
     }
     for w in &s.waiting {
-        let who = match w.agent {
-            crate::source::Agent::Evi => "eVi",
-            crate::source::Agent::ClaudeCode => "Claude Code",
-            crate::source::Agent::Codex => "Codex",
-        };
+        let who = w.agent.title();
         let why = match (w.reason, w.agent) {
             ("partial_line", _) => format!("its file ends in a line {who} is still writing"),
             ("abandoned", crate::source::Agent::Evi) => {

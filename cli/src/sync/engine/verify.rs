@@ -602,7 +602,8 @@ pub fn verify(ctx: &SyncContext, progress: &dyn Progress) -> Result<VerifyReport
             .map(|(journal, lines)| Problem::JournalNotHere { journal, lines }),
     );
     report.agents = Agent::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|a| *a == Agent::Evi || enabled.contains(a) || records.contains_key(a))
         .map(|agent| {
             let (sessions, entries) = local.counts.get(&agent).copied().unwrap_or_default();

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use super::apply::{Applied, Revived, append_lines, lines_after_forget};
 use super::trash;
-use crate::source::{Agent, AgentFile, StreamName};
+use crate::source::{AgentFile, StreamName};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::context::SyncContext;
 
@@ -124,8 +124,9 @@ pub(super) fn trash_agent_stream(
             if lines.is_empty() {
                 continue;
             }
-            match (stream.agent, revive_path(stream, file)) {
-                (Agent::ClaudeCode, Some(to)) => {
+            let lives_on = stream.agent.kind().lives_on_after_forget();
+            match revive_path(stream, file).filter(|_| lives_on) {
+                Some(to) => {
                     let to_stream = revived_stream(stream, file, &to);
                     kept.push((to, to_stream, lines));
                 }

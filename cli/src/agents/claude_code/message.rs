@@ -13,11 +13,11 @@ use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::outline::{
+use crate::message::outline::{
     EviHead, LineOutline, Obj, Outline, is_null, is_object, is_str, is_true, joined_nonempty,
     output_nonempty, present, str_nonempty, string, time,
 };
-use super::{Message, Reading, ToolCall, compact, output_text, str_field};
+use crate::message::{Message, Reading, ToolCall, compact, output_text, str_field};
 use crate::transcript::entry_id::ExplicitIds;
 use crate::transcript::line::Role;
 
@@ -266,7 +266,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
 }
 
 /// What [`read`] makes of a line, without making the message: `None` for
-/// a line it cannot vouch for (see [`super::outline`]).
+/// a line it cannot vouch for (see [`crate::message::outline`]).
 pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
     if !is_object(raw) {
         return None;
@@ -364,8 +364,8 @@ fn message_outline(l: &Line<'_>, role: &str, content: Content<'_>) -> Option<Out
 
 #[cfg(test)]
 mod tests {
-    use super::super::Reading;
     use super::*;
+    use crate::message::Reading;
 
     fn msg(line: &str) -> (Message, Option<String>) {
         match read(&serde_json::from_str(line).unwrap()) {

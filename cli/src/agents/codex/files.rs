@@ -1,4 +1,4 @@
-//! Codex: `$CODEX_HOME` (default `~/.codex`).
+//! Codex's files: `$CODEX_HOME` (default `~/.codex`).
 //!
 //! A session is `sessions/YYYY/MM/DD/rollout-<timestamp>-<id>.jsonl`; its
 //! first line is a `session_meta` record holding the id, the start time and
@@ -6,7 +6,7 @@
 //! Pull writes a session this device lacks under the day and name its
 //! `session_meta` gives, in this device's local time, as Codex names its
 //! files. Its `cwd`s are rewritten for a project that is elsewhere here, as
-//! Claude Code's are ([`super::Agent::localize`]): Codex's "latest in this
+//! Claude Code's are ([`crate::agents::Agent::localize`]): Codex's "latest in this
 //! folder" (`codex resume --last`, its picker) matches on them.
 
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use walkdir::WalkDir;
 
-use super::{Agent, AgentFile, StreamName};
+use crate::source::{Agent, AgentFile, StreamName};
 
 /// Length of the UUID that ends a rollout file's stem.
 const ID_LEN: usize = 36;

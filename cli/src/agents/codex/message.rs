@@ -12,11 +12,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::outline::{
+use crate::message::outline::{
     EviHead, LineOutline, Obj, Outline, is_object, joined_nonempty, output_nonempty, present,
     str_nonempty, string, time,
 };
-use super::{Message, Reading, ToolCall, compact, output_text, str_field};
+use crate::message::{Message, Reading, ToolCall, compact, output_text, str_field};
 use crate::transcript::line::Role;
 
 /// Every key of a line [`read`] looks at, but for a bare response item
@@ -131,7 +131,7 @@ fn is_context(text: &str) -> bool {
 }
 
 /// The fields of a line [`outline`] reads: those [`read`] and
-/// [`crate::source::codex::meta`] look at, and those of eVi's head (see
+/// [`super::files::meta`] look at, and those of eVi's head (see
 /// [`EviHead`]).
 #[derive(Deserialize)]
 struct Line<'a> {
@@ -156,7 +156,7 @@ struct Line<'a> {
 }
 
 /// A `payload`: the fields of a response item, and of a `session_meta`'s
-/// [`crate::source::codex::Meta`].
+/// [`super::files::Meta`].
 #[derive(Deserialize)]
 struct Payload<'a> {
     #[serde(borrow, default, rename = "type", deserialize_with = "present")]
@@ -203,7 +203,7 @@ fn parts(raw: Option<&RawValue>) -> Option<Vec<Part<'_>>> {
 }
 
 /// What [`read`] makes of a line, without making the message: `None` for
-/// a line it cannot vouch for (see [`super::outline`]).
+/// a line it cannot vouch for (see [`crate::message::outline`]).
 pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
     if !is_object(raw) {
         return None;
@@ -251,7 +251,7 @@ pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
 }
 
 /// The `cwd` of a `session_meta` payload that reads as a
-/// [`crate::source::codex::Meta`] (`Some(None)`: it has none).
+/// [`super::files::Meta`] (`Some(None)`: it has none).
 fn meta_cwd(p: &Payload<'_>) -> Option<Option<String>> {
     // An optional string field: absent or `null`, else a string.
     let optional = |raw: Option<&RawValue>| match raw {

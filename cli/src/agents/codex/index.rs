@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use super::codex::{Facts, Meta};
+use super::files::{Facts, Meta};
 
 /// What entering a session in the index came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +122,7 @@ pub fn database(codex_root: &Path) -> Option<PathBuf> {
 /// A session as the index needs it.
 pub struct Thread<'a> {
     pub meta: &'a Meta,
-    /// What its rollout says (see [`super::codex::facts`]).
+    /// What its rollout says (see [`super::files::facts`]).
     pub facts: &'a Facts,
     pub rollout: &'a Path,
     /// The project as it is on this device.
