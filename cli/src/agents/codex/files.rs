@@ -88,7 +88,7 @@ pub fn meta<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Option<Meta> {
 }
 
 /// What a rollout says of its thread, read as Codex's own import reads it
-/// into its index (`codex_index`): its `session_meta`, its last
+/// into its index ([`super::index`]): its `session_meta`, its last
 /// `turn_context`, its last token count, its first user message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
