@@ -150,6 +150,9 @@ impl Message {
 
     /// Reads a line of `agent`'s session (without `\n`).
     pub fn read(agent: Agent, raw: &[u8]) -> Reading {
+        if let Some(reading) = agent.kind().read_line(raw) {
+            return reading;
+        }
         let Some(reader) = agent.kind().reader() else {
             return Reading::Message(Self::from_line(raw), None);
         };
@@ -165,6 +168,9 @@ impl Message {
     /// [`Self::read`] from a `Value` of the whole line: what the shortcuts
     /// of [`fields`] and [`outline`] stand for.
     pub(crate) fn read_whole(agent: Agent, raw: &[u8]) -> Reading {
+        if let Some(reading) = agent.kind().read_line(raw) {
+            return reading;
+        }
         let Some(reader) = agent.kind().reader() else {
             return Reading::Message(Self::from_line(raw), None);
         };

@@ -15,6 +15,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod cwd;
 pub mod evi;
+pub mod gemini;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -55,14 +56,24 @@ pub trait AgentKind: Sync {
     }
 
     /// Where pull writes a session this device has none of, from its first
-    /// entries' lines (`None`: they do not say yet, the entries wait).
+    /// entries' lines and, for an agent whose lines name no folder, `dir`
+    /// from the session's project entry (`None`: they do not say yet, the
+    /// entries wait).
     fn target(
         &self,
         _root: &Path,
         _stream: &StreamName,
         _lines: &[&[u8]],
         _map: &PathMap,
+        _dir: Option<&str>,
     ) -> Option<PathBuf> {
+        None
+    }
+
+    /// The project folder of a session file as it is here, for an agent
+    /// whose lines name none (Gemini CLI: the folder its chats folder is
+    /// kept for). Push sends it in the session's project entry (`dir`).
+    fn project_of_file(&self, _path: &Path) -> Option<String> {
         None
     }
 
@@ -77,6 +88,13 @@ pub trait AgentKind: Sync {
     /// else none: derived).
     fn explicit_ids(&self, raw: &[u8]) -> ExplicitIds {
         crate::transcript::line::parse_head(raw).ids
+    }
+
+    /// `e`'s line as pull writes it when it would not read back with its
+    /// id and parent (with a newline): eVi's `id`/`parentId` in front, or
+    /// whatever form of them the agent's own reader leaves alone.
+    fn with_ids(&self, e: &crate::sync::Entry, has_id: bool, is_object: bool) -> Vec<u8> {
+        crate::sync::engine::apply::with_ids(e, has_id, is_object)
     }
 
     /// `raw` with every path field the agent resumes by passed through `f`
@@ -102,8 +120,15 @@ pub trait AgentKind: Sync {
         named.flatten()
     }
 
-    /// How its lines read as messages (`None`: as eVi's).
+    /// How its lines read as messages through a [`Reader`] (`None`: as
+    /// eVi's, unless [`Self::read_line`] reads them).
     fn reader(&self) -> Option<&'static Reader> {
+        None
+    }
+
+    /// A line as a message, for an agent that reads its lines from their
+    /// bytes rather than through a [`Reader`] (`None`: it does not).
+    fn read_line(&self, _raw: &[u8]) -> Option<Reading> {
         None
     }
 
@@ -153,6 +178,9 @@ pub struct Reader {
 pub struct FolderDefault {
     /// The environment variable that moves it (`CODEX_HOME`).
     pub var: &'static str,
+    /// Whether that variable names a home that holds the folder under
+    /// [`Self::in_home`] (`GEMINI_CLI_HOME`), not the folder itself.
+    pub var_is_home: bool,
     /// Its name in `$HOME` (`.codex`).
     pub in_home: &'static str,
 }
@@ -193,6 +221,7 @@ registry! {
     Evi => "evi", evi::Evi;
     ClaudeCode => "claude-code", claude_code::ClaudeCode;
     Codex => "codex", codex::Codex;
+    Gemini => "gemini", gemini::Gemini;
 }
 
 impl Agent {
@@ -235,9 +264,23 @@ impl Agent {
             return Some(crate::source::paths::expand_home(dir));
         }
         if let Some(v) = std::env::var_os(default.var).filter(|v| !v.is_empty()) {
-            return Some(PathBuf::from(v));
+            return Some(match default.var_is_home {
+                true => Path::new(&v).join(default.in_home),
+                false => PathBuf::from(v),
+            });
         }
         std::env::var_os("HOME").map(|h| Path::new(&h).join(default.in_home))
+    }
+
+    /// `e`'s line as pull writes it with its ids ([`AgentKind::with_ids`]).
+    pub fn with_ids(self, e: &crate::sync::Entry, has_id: bool, is_object: bool) -> Vec<u8> {
+        self.kind().with_ids(e, has_id, is_object)
+    }
+
+    /// A session file's project when its lines name none
+    /// ([`AgentKind::project_of_file`]).
+    pub fn project_of_file(self, path: &Path) -> Option<String> {
+        self.kind().project_of_file(path)
     }
 
     /// A line's own id and parent ([`AgentKind::explicit_ids`]).

@@ -163,7 +163,7 @@ fn plan(
             let is_object =
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.line)
                     .is_ok();
-            let line = crate::sync::engine::apply::with_ids(e, own.id.is_some(), is_object);
+            let line = agent.with_ids(e, own.id.is_some(), is_object);
             out.extend_from_slice(&agent.localize(&line, map));
         }
     }
@@ -300,7 +300,9 @@ pub fn apply(
                 let lines: Vec<&[u8]> = ready.iter().map(|e| &e.line[..]).collect();
                 place_by_remote(ctx, &stream, &lines)?;
                 let map = ctx.projects.map_for(&ctx.path_map, &stream);
-                source.target(&stream, &lines, &map)
+                let record = ctx.projects.get(&stream).and_then(|k| k.record.as_ref());
+                let dir = record.and_then(|r| r.dir.as_deref());
+                source.target(&stream, &lines, &map, dir)
             }
         };
         let written = match &target {
@@ -364,10 +366,16 @@ fn place_by_remote(
     else {
         return Ok(());
     };
-    if ctx.path_map.local(&record.project) != record.project {
+    if ctx.path_map.local(&record.project) != record.project || record.remote.is_empty() {
         return Ok(());
     }
-    let Some(cwd) = super::project::cwd_of_lines(stream.agent, lines.iter().copied()) else {
+    // The folder the agent ran in: its lines' `cwd`, else (Gemini's lines
+    // name none) the one its project entry records.
+    let cwd = match &record.dir {
+        Some(dir) => Some(dir.clone()),
+        None => super::project::cwd_of_lines(stream.agent, lines.iter().copied()),
+    };
+    let Some(cwd) = cwd else {
         return Ok(());
     };
     let inside = cwd

@@ -56,14 +56,17 @@ impl Source {
     }
 
     /// Where pull writes a session this device has none of, from the first
-    /// entries' lines (`None`: they do not say yet, the entries wait).
+    /// entries' lines and, for an agent whose lines name no folder, `dir`
+    /// from the session's project entry (`None`: they do not say yet, the
+    /// entries wait).
     pub fn target(
         &self,
         stream: &StreamName,
         lines: &[&[u8]],
         map: &paths::PathMap,
+        dir: Option<&str>,
     ) -> Option<PathBuf> {
-        self.agent.kind().target(&self.root, stream, lines, map)
+        self.agent.kind().target(&self.root, stream, lines, map, dir)
     }
 }
 

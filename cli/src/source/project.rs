@@ -50,7 +50,13 @@ pub const PROJECT_TYPE: &str = "evi-project";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectRecord {
     pub project: String,
+    /// Empty for a session whose entry carries only `dir` (a Gemini
+    /// session outside any checkout with a remote).
     pub remote: String,
+    /// The folder the agent ran in, for an agent whose lines name none
+    /// (Gemini CLI): under `project`, as every device agrees on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -62,6 +68,8 @@ struct Line<'a> {
     kind: &'a str,
     project: &'a str,
     remote: &'a str,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dir: Option<&'a str>,
 }
 
 impl ProjectRecord {
@@ -75,6 +83,7 @@ impl ProjectRecord {
             &self.remote,
         ]
         .into_iter()
+        .chain(self.dir.as_deref())
         .enumerate()
         {
             if i > 0 {
@@ -94,6 +103,7 @@ impl ProjectRecord {
             kind: PROJECT_TYPE,
             project: &self.project,
             remote: &self.remote,
+            dir: self.dir.as_deref(),
         })
         .expect("serializable");
         Entry {
@@ -118,8 +128,10 @@ impl ProjectRecord {
         let r = Self {
             project: line.project.to_owned(),
             remote: line.remote.to_owned(),
+            dir: line.dir.map(str::to_owned),
         };
-        (r.id(stream) == e.id && r.project.starts_with('/')).then_some(r)
+        let dir_ok = r.dir.as_ref().is_none_or(|d| d.starts_with('/'));
+        (r.id(stream) == e.id && r.project.starts_with('/') && dir_ok).then_some(r)
     }
 }
 
@@ -233,8 +245,12 @@ impl Projects {
 }
 
 /// The project directory a session file names (its first `cwd`, as the
-/// file holds it), from the first lines only.
+/// file holds it), from the first lines only; for an agent whose lines name
+/// none (Gemini), the folder its file is kept for.
 pub fn cwd_of_file(file: &AgentFile) -> Option<String> {
+    if let Some(dir) = file.stream.agent.project_of_file(&file.path) {
+        return Some(dir);
+    }
     const MAX_LINES: usize = 64;
     let mut lines: Vec<Vec<u8>> = Vec::new();
     let mut found = None;
@@ -266,6 +282,7 @@ mod tests {
         let r = ProjectRecord {
             project: "/home/a/proj".into(),
             remote: "github.com/pat/app".into(),
+            dir: None,
         };
         let e = r.entry(&s);
         assert_eq!(e.id.len(), 32);

@@ -201,7 +201,9 @@ impl SessionTree {
             }
             ControlFlow::Continue(())
         })?;
-        let project = project.filter(|p| !p.is_empty());
+        let project = project
+            .filter(|p| !p.is_empty())
+            .or_else(|| agent.project_of_file(&file.path));
         // Each entry under its nearest ancestor that is one (a chain of
         // hidden lines is followed at most as far as there are of them).
         let parents = shown

@@ -39,12 +39,19 @@ pub(crate) fn codex(d: &Device) -> PathBuf {
     d.dir.path().join("codex")
 }
 
+/// Gemini CLI's folder: `.gemini` in the device's `HOME`, where the real
+/// client (run with that `HOME`) keeps it.
+pub(crate) fn gemini(d: &Device) -> PathBuf {
+    d.dir.path().join(".gemini")
+}
+
 /// `[agents]` on, pointing at this device's folders, and `extra`.
 pub(crate) fn enable(d: &Device, extra: &str) {
     d.write_config(&format!(
-        "[agents]\nclaude-code = true\ncodex = true\nclaude-code-dir = \"{}\"\ncodex-dir = \"{}\"\n{extra}",
+        "[agents]\nclaude-code = true\ncodex = true\ngemini = true\nclaude-code-dir = \"{}\"\ncodex-dir = \"{}\"\ngemini-dir = \"{}\"\n{extra}",
         claude(d).display(),
-        codex(d).display()
+        codex(d).display(),
+        gemini(d).display()
     ));
 }
 

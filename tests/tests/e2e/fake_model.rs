@@ -1,7 +1,9 @@
 //! A fake of the model APIs the agents' real clients talk to, on a
 //! loopback port: Anthropic's Messages API (`POST /v1/messages`, streamed
 //! as server-sent events when asked, and `count_tokens`) for Claude Code,
-//! and OpenAI's Responses API (`POST /v1/responses`, streamed) for Codex.
+//! OpenAI's Responses API (`POST /v1/responses`, streamed) for Codex, and
+//! Gemini's `generateContent` / `streamGenerateContent` (`?alt=sse`) and
+//! `countTokens` (`POST /v1beta/models/<model>:<method>`) for Gemini CLI.
 //!
 //! Every request is kept with its JSON body, in order, so that a test can
 //! read what a client sent: the whole conversation it resumed. The answer to
@@ -74,7 +76,10 @@ impl FakeModel {
 
 fn is_turn(path: &str) -> bool {
     let path = path.split('?').next().unwrap_or_default();
-    path == "/v1/messages" || path == "/v1/responses"
+    path == "/v1/messages"
+        || path == "/v1/responses"
+        || path.ends_with(":generateContent")
+        || path.ends_with(":streamGenerateContent")
 }
 
 async fn handle(
@@ -97,6 +102,17 @@ async fn handle(
         (Method::POST, "/v1/messages") => messages(&body),
         (Method::POST, "/v1/messages/count_tokens") => json_response(json!({"input_tokens": 10})),
         (Method::POST, "/v1/responses") => responses(&body),
+        (Method::POST, p) if p.ends_with(":countTokens") => {
+            json_response(json!({"totalTokens": 10}))
+        }
+        (Method::POST, p) if p.ends_with(":generateContent") => json_response(gemini(&body)),
+        (Method::POST, p) if p.ends_with(":streamGenerateContent") => {
+            let data = gemini(&body);
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from(format!("data: {data}\r\n\r\n")))
+                .unwrap()
+        }
         _ => Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Body::empty())
@@ -123,12 +139,34 @@ fn events(events: &[(&str, Value)]) -> Response {
         .unwrap()
 }
 
-/// The text of the last user message of a Messages or Responses request:
-/// its last text part (Claude Code puts context before the prompt).
-pub fn last_user_text(body: &Value) -> Option<String> {
-    let items = body["messages"]
+/// The messages of a request, each `{"role", "content"}`: Messages' and
+/// Responses' as they are; Gemini's `contents` with `model` as `assistant`
+/// and `parts` as the content.
+fn items(body: &Value) -> Vec<Value> {
+    if let Some(contents) = body["contents"].as_array() {
+        return contents
+            .iter()
+            .map(|c| {
+                let role = match c["role"].as_str() {
+                    Some("model") => "assistant",
+                    Some(r) => r,
+                    None => "",
+                };
+                json!({"role": role, "content": c["parts"]})
+            })
+            .collect();
+    }
+    body["messages"]
         .as_array()
-        .or_else(|| body["input"].as_array())?;
+        .or_else(|| body["input"].as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The text of the last user message of a request: its last text part
+/// (Claude Code and Gemini CLI put context before the prompt).
+pub fn last_user_text(body: &Value) -> Option<String> {
+    let items = items(body);
     let last = items.iter().rev().find(|m| m["role"] == "user")?;
     match &last["content"] {
         Value::String(s) => Some(s.clone()),
@@ -144,11 +182,7 @@ pub fn last_user_text(body: &Value) -> Option<String> {
 /// The (role, text) of every text part of a request's conversation, in
 /// order: what the model was shown.
 pub fn conversation(body: &Value) -> Vec<(String, String)> {
-    let items = body["messages"]
-        .as_array()
-        .or_else(|| body["input"].as_array())
-        .cloned()
-        .unwrap_or_default();
+    let items = items(body);
     let mut out = Vec::new();
     for m in &items {
         let role = m["role"].as_str().unwrap_or_default().to_owned();
@@ -238,6 +272,20 @@ fn responses(body: &Value) -> Response {
             json!({"type": "response.completed", "response": {"id": id, "usage": usage}}),
         ),
     ])
+}
+
+/// Gemini's `GenerateContentResponse`: one candidate, the answer (the
+/// same object is each server-sent event of a stream).
+fn gemini(body: &Value) -> Value {
+    let text = answer(&last_user_text(body).unwrap_or_default());
+    json!({
+        "candidates": [{
+            "content": {"role": "model", "parts": [{"text": text}]},
+            "finishReason": "STOP", "index": 0,
+        }],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": "gemini-2.5-flash",
+    })
 }
 
 /// A small stable hash, for ids that differ per answer.

@@ -38,6 +38,7 @@ mod pg_pool;
 mod real_claude_code;
 mod real_clients;
 mod real_codex;
+mod real_gemini;
 mod redact;
 mod replicas;
 mod rewind;

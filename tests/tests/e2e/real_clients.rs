@@ -19,6 +19,14 @@
 //!   (without it, it looks up its API's host for more than the model
 //!   calls); `DISABLE_AUTOUPDATER`, `DISABLE_TELEMETRY` and
 //!   `DISABLE_ERROR_REPORTING` too, for good measure.
+//! - Gemini CLI: `GOOGLE_GEMINI_BASE_URL` at the fake, a dummy
+//!   `GEMINI_API_KEY` with `security.auth.selectedType = "gemini-api-key"`
+//!   in `~/.gemini/settings.json` (with the variable alone it takes the
+//!   base URL for a gateway it refuses), `GEMINI_CLI_NO_RELAUNCH=true`
+//!   (no second node process), `GEMINI_CLI_TRUST_WORKSPACE=true` (else it
+//!   refuses to run headless in a folder not trusted), usage statistics,
+//!   telemetry and update checks off, and the model pinned with `-m` (the
+//!   default, "auto", asks a classifier model first).
 //! - Codex: a model provider of its own in `$CODEX_HOME/config.toml` whose
 //!   `base_url` is the fake (`wire_api = "responses"`, its key from an
 //!   environment variable), `check_for_update_on_startup = false`,
@@ -46,7 +54,9 @@ use crate::handoff_git::git;
 pub fn clients() -> PathBuf {
     let dir = PathBuf::from(env!("EVI_AGENT_CLIENTS_DIR"));
     assert!(
-        ["claude", "codex"].iter().all(|c| dir.join(c).is_file()),
+        ["claude", "codex", "gemini"]
+            .iter()
+            .all(|c| dir.join(c).is_file()),
         "the agents' clients are not in {} (EVI_AGENT_CLIENTS): \
          `cd .ci/agents && npm ci` installs them, as .ci/run does",
         dir.display()
@@ -116,8 +126,38 @@ impl Host<'_> {
             .env("DISABLE_AUTOUPDATER", "1")
             .env("DISABLE_TELEMETRY", "1")
             .env("DISABLE_ERROR_REPORTING", "1")
-            .env("EVI_FAKE_MODEL_KEY", "not-a-key");
+            .env("EVI_FAKE_MODEL_KEY", "not-a-key")
+            .env("GEMINI_API_KEY", "not-a-key")
+            .env("GOOGLE_GEMINI_BASE_URL", &self.fake.url)
+            .env("GEMINI_CLI_NO_RELAUNCH", "true")
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
         c
+    }
+
+    /// Gemini CLI's settings on this device: the API key as its way in,
+    /// nothing sent anywhere but the model.
+    pub fn configure_gemini(&self) {
+        let home = crate::agents::gemini(self.dev);
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("settings.json"),
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false}}"#,
+        )
+        .unwrap();
+    }
+
+    /// `gemini -m gemini-2.5-flash -o json ARGS` in `cwd`: the session it
+    /// ran.
+    pub fn gemini(&self, cwd: &str, args: &[&str]) -> String {
+        let mut cmd = self.client("gemini", cwd);
+        cmd.args(["-m", "gemini-2.5-flash", "-o", "json"])
+            .args(args);
+        let what = format!("{}: gemini {args:?}", self.name);
+        let run = run_bounded(cmd, &what);
+        assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
+        let out: Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("{what}: {e}: {}{}", run.stdout, run.stderr));
+        out["session_id"].as_str().expect("session_id").to_owned()
     }
 
     /// `evi sync ARGS` on this device (its time zone), which must succeed.
@@ -238,6 +278,11 @@ impl World {
             b,
             c,
         }
+    }
+
+    /// The server's URL, for a device joining later.
+    pub fn server_url(&self) -> String {
+        self._server.url.clone()
     }
 
     /// The three devices as their users have them: A in UTC with its

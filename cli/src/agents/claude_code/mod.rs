@@ -30,6 +30,7 @@ impl AgentKind for ClaudeCode {
 
     fn folder_default(&self) -> Option<FolderDefault> {
         Some(FolderDefault {
+            var_is_home: false,
             var: "CLAUDE_CONFIG_DIR",
             in_home: ".claude",
         })
@@ -49,6 +50,7 @@ impl AgentKind for ClaudeCode {
         stream: &StreamName,
         lines: &[&[u8]],
         map: &PathMap,
+        _dir: Option<&str>,
     ) -> Option<PathBuf> {
         files::target(root, stream, lines, map)
     }

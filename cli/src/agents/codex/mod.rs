@@ -32,6 +32,7 @@ impl AgentKind for Codex {
 
     fn folder_default(&self) -> Option<FolderDefault> {
         Some(FolderDefault {
+            var_is_home: false,
             var: "CODEX_HOME",
             in_home: ".codex",
         })
@@ -51,6 +52,7 @@ impl AgentKind for Codex {
         stream: &StreamName,
         lines: &[&[u8]],
         _map: &PathMap,
+        _dir: Option<&str>,
     ) -> Option<PathBuf> {
         files::target(root, stream, lines)
     }

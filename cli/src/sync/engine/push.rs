@@ -243,20 +243,26 @@ fn project_record(
     if known.is_some_and(|k| k.record.is_some() || k.none_at == Some(size)) {
         return None;
     }
-    let found = crate::source::project::cwd_of_file(file).and_then(|cwd| {
+    let cwd = crate::source::project::cwd_of_file(file);
+    let found = cwd.clone().and_then(|cwd| {
         origins
             .entry(cwd.clone())
             .or_insert_with(|| crate::git::remote::origin(std::path::Path::new(&cwd)))
             .clone()
     });
-    let Some(o) = found.and_then(|o| Some((o.top.to_str()?.to_owned(), o.remote))) else {
+    // An agent whose lines name no folder (Gemini) always sends its own,
+    // with the checkout's remote when there is one.
+    let dir = file.stream.agent.project_of_file(&file.path);
+    let found = found.and_then(|o| Some((o.top.to_str()?.to_owned(), o.remote)));
+    let Some((top, remote)) = found.or_else(|| Some((dir.clone()?, String::new()))) else {
         ctx.projects.set_none(&file.stream, size);
         return None;
     };
     let map = ctx.projects.map_for(&ctx.path_map, &file.stream);
     Some(ProjectRecord {
-        project: map.original(&o.0),
-        remote: o.1,
+        project: map.original(&top),
+        remote,
+        dir: dir.map(|d| map.original(&d)),
     })
 }
 

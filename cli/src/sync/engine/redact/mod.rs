@@ -342,7 +342,7 @@ pub fn carry(agent: Agent, redacted: Vec<u8>, id: &str, parent: Option<&str>) ->
         line: redacted,
         line_blob: None,
     };
-    let mut out = crate::sync::engine::apply::with_ids(&e, own.id.is_some(), is_object);
+    let mut out = agent.with_ids(&e, own.id.is_some(), is_object);
     out.pop();
     out
 }
