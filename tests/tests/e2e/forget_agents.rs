@@ -74,7 +74,7 @@ fn claude_code_and_codex_sessions_are_forgotten_on_every_device_and_come_back_wi
     let run = a.evi(&["sessions", "forget", "--agent", "claude-code"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--older-than"), "{}", run.stderr);
-    let run = a.evi(&["sessions", "forget", "--agent", "gemini", "x"]);
+    let run = a.evi(&["sessions", "forget", "--agent", "nope", "x"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
 
     // A forgets the Claude Code session by a prefix (with its subagent's

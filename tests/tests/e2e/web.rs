@@ -1102,7 +1102,7 @@ fn the_list_shows_every_agents_sessions_as_the_cli_lists_them_and_opens_them() {
     assert_eq!(listing["total"], 5);
     assert_eq!(
         listing["agents"],
-        serde_json::json!(["evi", "claude-code", "codex"])
+        serde_json::json!(["evi", "claude-code", "codex", "gemini"])
     );
     let tools_row = &listing["sessions"][1];
     assert_eq!(tools_row["agent"], "claude-code");
@@ -1216,7 +1216,7 @@ fn a_running_viewer_follows_agents_turned_on_and_off_in_the_config() {
     assert_eq!(ids, [CODEX_ID, CLAUDE_ID], "{listing}");
     assert_eq!(
         listing["agents"],
-        serde_json::json!(["evi", "claude-code", "codex"])
+        serde_json::json!(["evi", "claude-code", "codex", "gemini"])
     );
     let page = get(&web, &format!("/api/sessions/claude-code%2F{CLAUDE_ID}"));
     assert_eq!(page.status(), StatusCode::OK);

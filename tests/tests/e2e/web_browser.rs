@@ -915,7 +915,7 @@ fn other_agents_sessions_are_listed_filtered_searched_and_opened_in_chromium() {
     // The agent filter: shown, one option per agent turned on.
     assert_eq!(
         b.js("const s = document.querySelector('.agent-filter'); return s.hidden ? null : [...s.options].map(o => o.value)"),
-        json!(["", "evi", "claude-code", "codex"])
+        json!(["", "evi", "claude-code", "codex", "gemini"])
     );
     b.js("const s = document.querySelector('.agent-filter'); s.value = 'codex'; s.dispatchEvent(new Event('change'))");
     b.wait_for("document.querySelectorAll('.row').length === 1 && document.querySelector('.count').textContent === '1 session'");
