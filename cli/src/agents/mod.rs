@@ -229,7 +229,7 @@ impl Agent {
         Self::ALL.iter().copied().find(|a| a.name() == s)
     }
 
-    /// Every agent's name, for a message: "evi, claude-code or codex".
+    /// Every agent's name, for a message: "evi, claude-code, codex or gemini".
     pub fn names_in_words() -> String {
         let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
         match names.split_last() {

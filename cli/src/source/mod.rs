@@ -66,7 +66,9 @@ impl Source {
         map: &paths::PathMap,
         dir: Option<&str>,
     ) -> Option<PathBuf> {
-        self.agent.kind().target(&self.root, stream, lines, map, dir)
+        self.agent
+            .kind()
+            .target(&self.root, stream, lines, map, dir)
     }
 }
 

@@ -14,8 +14,8 @@
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::source::paths::PathMap;
 use crate::agents::Agent;
+use crate::source::paths::PathMap;
 use crate::source::{AgentFile, StreamName};
 
 const MARKER: &str = ".project_root";
