@@ -42,6 +42,9 @@ pub struct SyncContext {
     pub redactor: Option<std::sync::Arc<crate::sync::engine::redact::Redactor>>,
     /// `[checkpoints] keep_days`: push forgets older journal lines.
     pub checkpoint_keep_days: Option<u32>,
+    /// What this command's pull learned of the agent files it appended to
+    /// (see [`crate::source::apply::SeenFiles`]).
+    pub seen_files: crate::source::apply::SeenFiles,
     _lock: SyncLock,
 }
 
@@ -110,6 +113,7 @@ impl SyncContext {
                 .collect(),
             redactor,
             checkpoint_keep_days: config.checkpoints.keep_days,
+            seen_files: Default::default(),
             _lock: lock,
         })
     }
