@@ -13,7 +13,8 @@
 //!   binary of `tests/e2e/s3.rs`);
 //! - `evi_no_postgres`: `EVI_TEST_POSTGRES_URL` is unset or empty (the run
 //!   on Postgres, `tests/e2e/on_postgres.rs`, and `tests/e2e/replicas.rs`).
-//! - `evi_no_agent_clients`: the agents' real clients, `claude`, `codex` and `gemini`,
+//! - `evi_no_agent_clients`: the agents' real clients, `claude`, `codex`,
+//!   `gemini` and `opencode`,
 //!   are not in `EVI_AGENT_CLIENTS` (else `.ci/agents/node_modules/.bin`,
 //!   where `.ci/run` installs them; `tests/e2e/real_clients.rs`). The folder
 //!   found is passed to the tests as `EVI_AGENT_CLIENTS_DIR`.
@@ -80,7 +81,7 @@ fn main() {
     if std::env::var_os("EVI_TEST_POSTGRES_URL").is_none_or(|u| u.is_empty()) {
         println!("cargo::rustc-cfg=evi_no_postgres");
     }
-    if !["claude", "codex", "gemini"]
+    if !["claude", "codex", "gemini", "opencode"]
         .iter()
         .all(|c| clients.join(c).is_file())
     {

@@ -16,6 +16,7 @@ pub mod codex;
 pub mod cwd;
 pub mod evi;
 pub mod gemini;
+pub mod opencode;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -37,10 +38,11 @@ pub trait AgentKind: Sync {
     /// How people call it ("Claude Code").
     fn title(&self) -> &'static str;
 
-    /// Where its folder is when `[agents] <name>-dir` does not say: the
-    /// environment variable the agent itself reads, else this folder in
-    /// `$HOME` (`None`: it has no folder apart from eVi's home).
-    fn folder_default(&self) -> Option<FolderDefault> {
+    /// Where its folder is when `[agents] <name>-dir` does not say, as
+    /// the agent itself finds it (most read an environment variable, else
+    /// a folder in `$HOME`: [`env_or_home`]); `None` when that cannot be
+    /// told here (no `$HOME`), and for eVi, whose sessions are in eVi's home.
+    fn default_folder(&self) -> Option<PathBuf> {
         None
     }
 
@@ -174,15 +176,13 @@ pub struct Reader {
     pub outline: fn(&[u8]) -> Option<LineOutline>,
 }
 
-/// Where an agent keeps its folder by default.
-pub struct FolderDefault {
-    /// The environment variable that moves it (`CODEX_HOME`).
-    pub var: &'static str,
-    /// Whether that variable names a home that holds the folder under
-    /// [`Self::in_home`] (`GEMINI_CLI_HOME`), not the folder itself.
-    pub var_is_home: bool,
-    /// Its name in `$HOME` (`.codex`).
-    pub in_home: &'static str,
+/// The folder the environment variable `var` names (`CODEX_HOME`), else
+/// `in_home` in `$HOME` (`.codex`): where most agents keep theirs.
+pub fn env_or_home(var: &str, in_home: &str) -> Option<PathBuf> {
+    if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(v));
+    }
+    std::env::var_os("HOME").map(|h| Path::new(&h).join(in_home))
 }
 
 /// The list of agents: one line each, `Variant => "name", kind`. The
@@ -222,6 +222,7 @@ registry! {
     ClaudeCode => "claude-code", claude_code::ClaudeCode;
     Codex => "codex", codex::Codex;
     Gemini => "gemini", gemini::Gemini;
+    OpenCode => "opencode", opencode::OpenCode;
 }
 
 impl Agent {
@@ -229,7 +230,8 @@ impl Agent {
         Self::ALL.iter().copied().find(|a| a.name() == s)
     }
 
-    /// Every agent's name, for a message: "evi, claude-code, codex or gemini".
+    /// Every agent's name, for a message: "evi, claude-code, codex,
+    /// gemini or opencode".
     pub fn names_in_words() -> String {
         let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
         match names.split_last() {
@@ -257,19 +259,16 @@ impl Agent {
     }
 
     /// Its folder on this device: `[agents] <name>-dir` when set, else its
-    /// [`FolderDefault`] (`None`: it has none apart from eVi's home).
+    /// [`AgentKind::default_folder`] (`None` for eVi: it has none apart
+    /// from eVi's home).
     pub fn folder(self, config: &Config) -> Option<PathBuf> {
-        let default = self.kind().folder_default()?;
-        if let Some(dir) = config.agents.dir(self.name()) {
-            return Some(crate::source::paths::expand_home(dir));
+        if self == Agent::Evi {
+            return None;
         }
-        if let Some(v) = std::env::var_os(default.var).filter(|v| !v.is_empty()) {
-            return Some(match default.var_is_home {
-                true => Path::new(&v).join(default.in_home),
-                false => PathBuf::from(v),
-            });
+        match config.agents.dir(self.name()) {
+            Some(dir) => Some(crate::source::paths::expand_home(dir)),
+            None => self.kind().default_folder(),
         }
-        std::env::var_os("HOME").map(|h| Path::new(&h).join(default.in_home))
     }
 
     /// `e`'s line as pull writes it with its ids ([`AgentKind::with_ids`]).

@@ -3,7 +3,10 @@
 //! as server-sent events when asked, and `count_tokens`) for Claude Code,
 //! OpenAI's Responses API (`POST /v1/responses`, streamed) for Codex, and
 //! Gemini's `generateContent` / `streamGenerateContent` (`?alt=sse`) and
-//! `countTokens` (`POST /v1beta/models/<model>:<method>`) for Gemini CLI.
+//! `countTokens` (`POST /v1beta/models/<model>:<method>`) for Gemini CLI, and
+//! OpenAI's Chat Completions API (`POST /v1/chat/completions`, streamed as
+//! `data:` chunks ending in `[DONE]`) for OpenCode's `openai-compatible`
+//! provider.
 //!
 //! Every request is kept with its JSON body, in order, so that a test can
 //! read what a client sent: the whole conversation it resumed. The answer to
@@ -78,6 +81,7 @@ fn is_turn(path: &str) -> bool {
     let path = path.split('?').next().unwrap_or_default();
     path == "/v1/messages"
         || path == "/v1/responses"
+        || path == "/v1/chat/completions"
         || path.ends_with(":generateContent")
         || path.ends_with(":streamGenerateContent")
 }
@@ -113,6 +117,7 @@ async fn handle(
                 .body(Body::from(format!("data: {data}\r\n\r\n")))
                 .unwrap()
         }
+        (Method::POST, "/v1/chat/completions") => chat_completions(&body),
         _ => Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Body::empty())
@@ -286,6 +291,41 @@ fn gemini(body: &Value) -> Value {
         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
         "modelVersion": "gemini-2.5-flash",
     })
+}
+
+/// OpenAI's Chat Completions API: one assistant message, the answer,
+/// streamed when asked.
+fn chat_completions(body: &Value) -> Response {
+    let text = answer(&last_user_text(body).unwrap_or_default());
+    let model = body["model"].as_str().unwrap_or("fake");
+    let id = format!("chatcmpl_{:016x}", fxhash(&text));
+    let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
+    if body["stream"] != true {
+        return json_response(json!({
+            "id": id, "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop"}],
+            "usage": usage,
+        }));
+    }
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": 1, "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut last = chunk(json!({}), json!("stop"));
+    last["usage"] = usage;
+    let chunks = [
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+        chunk(json!({"content": text}), Value::Null),
+        last,
+    ];
+    let mut out: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    out.push_str("data: [DONE]\n\n");
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from(out))
+        .unwrap()
 }
 
 /// A small stable hash, for ids that differ per answer.

@@ -39,6 +39,7 @@ mod real_claude_code;
 mod real_clients;
 mod real_codex;
 mod real_gemini;
+mod real_opencode;
 mod redact;
 mod replicas;
 mod rewind;

@@ -34,6 +34,15 @@
 //!   off (else it clones its plugin repository with git and asks two other
 //!   hosts at start).
 //!
+//! - OpenCode: a provider of its own in `~/.config/opencode/opencode.json`
+//!   (`@ai-sdk/openai-compatible`, its `baseURL` the fake's `/v1`, which it
+//!   calls at `/chat/completions`), with `OPENCODE_DISABLE_AUTOUPDATE`,
+//!   `_MODELS_FETCH`, `_LSP_DOWNLOAD`, `_SHARE`, `_DEFAULT_PLUGINS`,
+//!   `_CLAUDE_CODE`, `_EXTERNAL_SKILLS` and `_EMBEDDED_WEB_UI`; and npm
+//!   pointed at a closed port (`npm_config_registry`, `npm_config_offline`):
+//!   else at start it installs its plugin package into its config folder
+//!   from the npm registry.
+//!
 //! Needs the clients (`EVI_AGENT_CLIENTS`, else `.ci/agents/node_modules/
 //! .bin`; `.ci/run` installs them with npm). Without them the tests are
 //! built ignored with that reason (`tests/build.rs`), except under CI,
@@ -54,11 +63,11 @@ use crate::handoff_git::git;
 pub fn clients() -> PathBuf {
     let dir = PathBuf::from(env!("EVI_AGENT_CLIENTS_DIR"));
     assert!(
-        ["claude", "codex", "gemini"]
+        ["claude", "codex", "gemini", "opencode"]
             .iter()
             .all(|c| dir.join(c).is_file()),
         "the agents' clients are not in {} (EVI_AGENT_CLIENTS): \
-         `cd .ci/agents && npm ci` installs them, as .ci/run does",
+         `cd .ci/agents && npm install --no-save` installs them from the lock, as .ci/run does",
         dir.display()
     );
     dir
@@ -131,6 +140,21 @@ impl Host<'_> {
             .env("GOOGLE_GEMINI_BASE_URL", &self.fake.url)
             .env("GEMINI_CLI_NO_RELAUNCH", "true")
             .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+
+        for v in [
+            "AUTOUPDATE",
+            "MODELS_FETCH",
+            "LSP_DOWNLOAD",
+            "SHARE",
+            "DEFAULT_PLUGINS",
+            "CLAUDE_CODE",
+            "EXTERNAL_SKILLS",
+            "EMBEDDED_WEB_UI",
+        ] {
+            c.env(format!("OPENCODE_DISABLE_{v}"), "1");
+        }
+        c.env("npm_config_registry", "http://127.0.0.1:9/")
+            .env("npm_config_offline", "true");
         c
     }
 
@@ -237,6 +261,53 @@ apps = false
             .find(|e| e["type"] == "thread.started")
             .and_then(|e| e["thread_id"].as_str().map(str::to_owned))
             .unwrap_or_else(|| panic!("{what}: no thread.started in {}", run.stdout))
+    }
+}
+
+impl Host<'_> {
+    /// OpenCode's data folder on this device (`~/.local/share/opencode`).
+    pub fn opencode_dir(&self) -> PathBuf {
+        self.dev.dir.path().join(".local/share/opencode")
+    }
+
+    /// OpenCode's configuration on this device: the fake as its provider
+    /// and model.
+    pub fn configure_opencode(&self) {
+        let dir = self.dev.dir.path().join(".config/opencode");
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = serde_json::json!({
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": false,
+            "share": "disabled",
+            "model": "fake/fake-model",
+            "provider": {"fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": format!("{}/v1", self.fake.url), "apiKey": "not-a-key"},
+                "models": {"fake-model": {"name": "Fake model"}},
+            }},
+        });
+        std::fs::write(dir.join("opencode.json"), config.to_string()).unwrap();
+    }
+
+    /// `opencode ARGS` in `cwd`, which must succeed: its output.
+    pub fn opencode_raw(&self, cwd: &str, args: &[&str]) -> Run {
+        let mut cmd = self.client("opencode", cwd);
+        cmd.args(args);
+        let what = format!("{}: opencode {args:?}", self.name);
+        let run = run_bounded(cmd, &what);
+        assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
+        run
+    }
+
+    /// `opencode run --format json ARGS` in `cwd`: the session it ran.
+    pub fn opencode(&self, cwd: &str, args: &[&str]) -> String {
+        let run = self.opencode_raw(cwd, &[&["run", "--format", "json"][..], args].concat());
+        run.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|e| e["sessionID"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("{}: no sessionID in {}", self.name, run.stdout))
     }
 }
 

@@ -9,7 +9,7 @@ mod message;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::{AgentKind, FolderDefault, Reader};
+use super::{AgentKind, Reader};
 use crate::source::paths::PathMap;
 use crate::source::{AgentFile, StreamName};
 use crate::transcript::entry_id::ExplicitIds;
@@ -28,12 +28,8 @@ impl AgentKind for ClaudeCode {
         "Claude Code"
     }
 
-    fn folder_default(&self) -> Option<FolderDefault> {
-        Some(FolderDefault {
-            var_is_home: false,
-            var: "CLAUDE_CONFIG_DIR",
-            in_home: ".claude",
-        })
+    fn default_folder(&self) -> Option<PathBuf> {
+        super::env_or_home("CLAUDE_CONFIG_DIR", ".claude")
     }
 
     fn sessions(&self, root: &Path) -> Vec<AgentFile> {

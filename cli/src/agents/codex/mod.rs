@@ -10,7 +10,7 @@ mod message;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::{AgentKind, FolderDefault, Reader};
+use super::{AgentKind, Reader};
 use crate::source::paths::PathMap;
 use crate::source::{AgentFile, StreamName};
 use crate::sync::state::context::SyncContext;
@@ -30,12 +30,8 @@ impl AgentKind for Codex {
         "Codex"
     }
 
-    fn folder_default(&self) -> Option<FolderDefault> {
-        Some(FolderDefault {
-            var_is_home: false,
-            var: "CODEX_HOME",
-            in_home: ".codex",
-        })
+    fn default_folder(&self) -> Option<PathBuf> {
+        super::env_or_home("CODEX_HOME", ".codex")
     }
 
     fn sessions(&self, root: &Path) -> Vec<AgentFile> {

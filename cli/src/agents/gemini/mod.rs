@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 
-use super::{AgentKind, FolderDefault};
+use super::AgentKind;
 use crate::message::Reading;
 use crate::source::paths::PathMap;
 use crate::source::{AgentFile, StreamName};
@@ -53,12 +53,11 @@ impl AgentKind for Gemini {
     }
 
     /// `$GEMINI_CLI_HOME` names a home: the folder is `.gemini` in it.
-    fn folder_default(&self) -> Option<FolderDefault> {
-        Some(FolderDefault {
-            var: "GEMINI_CLI_HOME",
-            var_is_home: true,
-            in_home: ".gemini",
-        })
+    fn default_folder(&self) -> Option<PathBuf> {
+        let home = std::env::var_os("GEMINI_CLI_HOME")
+            .filter(|v| !v.is_empty())
+            .or_else(|| std::env::var_os("HOME"))?;
+        Some(Path::new(&home).join(".gemini"))
     }
 
     fn sessions(&self, root: &Path) -> Vec<AgentFile> {
