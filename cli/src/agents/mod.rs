@@ -150,6 +150,26 @@ pub trait AgentKind: Sync {
         false
     }
 
+    /// After a forget (made here or pulled) moved `stream`'s files into
+    /// eVi's trash (`moved`: where each file was, and where it is in the
+    /// trash now): what the agent's own store needs so that it no longer
+    /// holds the session (a note for the user when it could not be done).
+    fn after_trash(
+        &self,
+        _root: &Path,
+        _stream: &StreamName,
+        _moved: &[(PathBuf, PathBuf)],
+    ) -> Option<String> {
+        None
+    }
+
+    /// After an undo put `stream`'s files back from eVi's trash: what the
+    /// agent's own store needs to hold the session again (a note when it
+    /// could not be done).
+    fn after_restore(&self, _root: &Path, _stream: &StreamName) -> Option<String> {
+        None
+    }
+
     /// After pull wrote `file` of `stream`: what the agent's own index of
     /// sessions needs (a note for the user when it could not be done).
     fn after_pull(

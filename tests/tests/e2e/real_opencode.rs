@@ -172,3 +172,70 @@ fn opencode_resumes_a_synced_session_by_id_and_by_continue_on_every_device() {
         String::from_utf8_lossy(&handoff.stderr)
     );
 }
+
+/// Whether `opencode session list` in `h`'s project lists `session`.
+fn lists(h: &Host<'_>, session: &str) -> bool {
+    let run = h.opencode_raw(&h.project, &["session", "list"]);
+    run.stdout.contains(session)
+}
+
+#[test]
+#[cfg_attr(
+    evi_no_agent_clients,
+    ignore = "needs the agents' clients: `cd .ci/agents && npm ci` (node and npm), \
+              or EVI_AGENT_CLIENTS naming a folder with `claude`, `codex` and `opencode`"
+)]
+fn a_forgotten_opencode_session_leaves_opencode_on_every_device_and_comes_back_with_undo() {
+    let w = World::new();
+    let [a, b, _] = w.hosts();
+    set_up(&a, "");
+    set_up(
+        &b,
+        &format!("[paths]\nsearch = [\"{}\"]\n", project(&w.b, "code")),
+    );
+    let id = a.opencode(&a.project, &["A1-forget-me"]);
+    let kept = a.opencode(&a.project, &["A2-keep-me"]);
+    assert_ne!(kept, id);
+    a.sync(&["push"]);
+    b.sync(&["pull"]);
+    for h in [&a, &b] {
+        assert!(lists(h, &id) && lists(h, &kept), "{}: both listed", h.name);
+    }
+
+    // A forgets it; B pulls the forget. Neither OpenCode lists it, and
+    // further commands (which export OpenCode's rows) do not bring it back.
+    let stream = format!("opencode/{id}");
+    let run = a.dev.evi(&["sessions", "forget", "--yes", &stream]);
+    assert_eq!(run.code, 0, "forget: {}{}", run.stdout, run.stderr);
+    b.sync(&["pull"]);
+    for h in [&a, &b] {
+        h.sync(&["push"]);
+        h.sync(&["pull"]);
+        assert!(
+            !lists(h, &id),
+            "{}: the forgotten session is listed",
+            h.name
+        );
+        assert!(lists(h, &kept), "{}: the other session stays", h.name);
+        assert_eq!(rows(&h.opencode_dir(), &id), "", "{}: rows left", h.name);
+    }
+
+    // The undo brings it back on A, and then on B, with every row.
+    let run = a.dev.evi(&["sessions", "forget", "--undo", &stream]);
+    assert_eq!(run.code, 0, "undo: {}{}", run.stdout, run.stderr);
+    b.sync(&["pull"]);
+    for h in [&a, &b] {
+        assert!(lists(h, &id), "{}: the session is back", h.name);
+    }
+    let (ra, rb) = (rows(&a.opencode_dir(), &id), rows(&b.opencode_dir(), &id));
+    assert!(ra.contains("A1-forget-me"), "A's rows: {ra}");
+    assert_same_lines(
+        &rb,
+        &ra.replace(&a.project, &b.project),
+        "B's rows against A's with B's paths",
+    );
+    // And it resumes with its turn.
+    let run = b.opencode(&b.project, &["--session", &id, "B1-back-again"]);
+    assert_eq!(run, id);
+    w.assert_carried("B1-back-again", &["A1-forget-me"]);
+}

@@ -49,8 +49,9 @@ fn finished(data: &serde_json::Value) -> bool {
 }
 
 /// The lines of session `id`'s rows as they are now: its session row, its
-/// finished messages in order, each followed by its parts.
-pub fn session_lines(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
+/// finished messages in order (with `every`, those in flight too), each
+/// followed by its parts.
+pub fn session_lines(conn: &Connection, id: &str, every: bool) -> rusqlite::Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let cols = columns(conn, "session")?;
     let mut st = conn.prepare("SELECT * FROM session WHERE id = ?1")?;
@@ -69,7 +70,7 @@ pub fn session_lines(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Vec<u8
             .and_then(|i| r.get::<_, String>(i).ok())
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default();
-        if !finished(&data) {
+        if !every && !finished(&data) {
             continue;
         }
         let mid: String = r.get("id")?;
@@ -199,4 +200,16 @@ pub fn ensure_project(tx: &Transaction<'_>, session: &Line<'_>) -> rusqlite::Res
         .filter_map(|c| Some((c.as_str(), vals.remove(c.as_str())?)))
         .collect();
     insert(tx, "project", vals)
+}
+
+/// Deletes session `id`'s part, message and session rows (rows of other
+/// tables that name it are left as they are); how many.
+pub fn delete_session(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<usize> {
+    let parts = tx.execute(
+        "DELETE FROM part WHERE message_id IN (SELECT id FROM message WHERE session_id = ?1)",
+        [id],
+    )?;
+    let messages = tx.execute("DELETE FROM message WHERE session_id = ?1", [id])?;
+    let sessions = tx.execute("DELETE FROM session WHERE id = ?1", [id])?;
+    Ok(parts + messages + sessions)
 }

@@ -164,7 +164,7 @@ pub fn export(conn: &rusqlite::Connection, mirror: &Path, id: &str) -> Result<()
     let mut owners = load_owners(mirror);
     let before = owners.len();
     let mut out = Vec::new();
-    for line in db::session_lines(conn, id)? {
+    for line in db::session_lines(conn, id, false)? {
         let Some(row) = Line::parse(&line) else {
             continue;
         };
@@ -268,4 +268,75 @@ pub fn import(conn: &mut rusqlite::Connection, mirror: &Path) -> Result<(), Mirr
         save_owners(mirror, &owners)?;
     }
     Ok(())
+}
+
+/// Takes session `id` out of OpenCode's database once a forget moved its
+/// mirror into evi's trash, at `trashed`: in one `IMMEDIATE` transaction,
+/// every row version the mirror lacks (a turn in flight, a change made
+/// since the mirror was last brought level, what a refresh of another evi
+/// process exported meanwhile) is appended to it first, durably, and then
+/// the session's part, message and session rows are deleted. The record of
+/// who wrote which row goes too: an undo ([`restore`]) puts every row back
+/// as evi's. How many rows went.
+pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorError> {
+    let dir = super::mirror_dir(root);
+    let _lock = Lock::take(&dir)?;
+    let mirror = dir.join(format!("{id}.jsonl"));
+    let Some(mut conn) = db::open(&super::database(root))? else {
+        remove_if_there(&owners_path(&mirror))?;
+        return Ok(0);
+    };
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let (have, whole) = read_lines(trashed)?;
+    let mut known: HashSet<(String, String)> = have
+        .iter()
+        .filter_map(|l| parse_line(l))
+        .filter_map(|l| Line::parse(&l).map(|p| p.key()))
+        .collect();
+    let mut rows = db::session_lines(&tx, id, true)?;
+    let again = mirror.is_file();
+    if again {
+        rows.extend(read_lines(&mirror)?.0.iter().filter_map(|l| parse_line(l)));
+    }
+    let mut out = Vec::new();
+    for line in rows {
+        if Line::parse(&line).is_some_and(|p| known.insert(p.key())) {
+            out.extend_from_slice(&line);
+            out.push(b'\n');
+        }
+    }
+    if !out.is_empty() {
+        let mut f = std::fs::OpenOptions::new().append(true).open(trashed)?;
+        if !whole {
+            // A line a pull left cut short stays a line of its own.
+            f.write_all(b"\n")?;
+        }
+        f.write_all(&out)?;
+        f.sync_all()?;
+    }
+    let n = db::delete_session(&tx, id)?;
+    tx.commit()?;
+    if again {
+        remove_if_there(&mirror)?;
+    }
+    remove_if_there(&owners_path(&mirror))?;
+    Ok(n)
+}
+
+/// Puts session `id`'s rows back into OpenCode's database from its mirror,
+/// which an undo brought back from evi's trash: each row the database
+/// lacks goes in, in its latest version.
+pub fn restore(root: &Path, id: &str) -> Result<(), MirrorError> {
+    let mirror = super::mirror_dir(root).join(format!("{id}.jsonl"));
+    if !mirror.is_file() {
+        return Ok(());
+    }
+    import_file(root, &mirror)
+}
+
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }

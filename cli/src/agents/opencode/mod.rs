@@ -156,6 +156,41 @@ impl AgentKind for OpenCode {
         &["opencode", "--session"]
     }
 
+    /// The session's rows leave OpenCode's database once its mirror is in
+    /// the trash with every row ([`mirror::remove`]): else the next refresh
+    /// would export them again and the session would come back.
+    fn after_trash(
+        &self,
+        root: &Path,
+        stream: &StreamName,
+        moved: &[(PathBuf, PathBuf)],
+    ) -> Option<String> {
+        let mirror = mirror_dir(root).join(format!("{}.jsonl", stream.session));
+        let (_, trashed) = moved.iter().find(|(from, _)| *from == mirror)?;
+        match mirror::remove(root, stream.session.as_str(), trashed) {
+            Ok(_) => None,
+            Err(e) => Some(format!(
+                "OpenCode session {} is in sync/trash/, but it could not be taken out of \
+                 OpenCode's database: {e}; OpenCode still lists it, and `evi sessions \
+                 forget {stream}` takes it out once that is fixed",
+                stream.session
+            )),
+        }
+    }
+
+    /// The rows of the mirror an undo brought back go into the database.
+    fn after_restore(&self, root: &Path, stream: &StreamName) -> Option<String> {
+        match mirror::restore(root, stream.session.as_str()) {
+            Ok(()) => None,
+            Err(e) => Some(format!(
+                "OpenCode session {} is back in {}, not yet in OpenCode's database: {e}; \
+                 it goes in at the next evi command once that is fixed",
+                stream.session,
+                mirror_dir(root).display()
+            )),
+        }
+    }
+
     /// The rows pull appended to the mirror go into the database; a note
     /// when they cannot yet.
     fn after_pull(

@@ -142,8 +142,19 @@ pub(super) fn trash_agent_stream(
         }
     }
     let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
-    trash::move_in_agent(&ctx.home, &name, &paths, at_ms)
+    let dir = trash::move_in_agent(&ctx.home, &name, &paths, at_ms)
         .ctx(|| format!("cannot move session {name} into sync/trash/"))?;
+    if let Some(dir) = dir {
+        let meta =
+            trash::read_meta(&dir).ctx(|| format!("cannot read the trash of session {name}"))?;
+        let moved: Vec<(PathBuf, PathBuf)> = (meta.agent_files.iter())
+            .map(|f| (f.from.clone(), dir.join(&f.name)))
+            .collect();
+        if let Some(source) = ctx.sources.iter().find(|s| s.agent == stream.agent) {
+            let note = (stream.agent.kind()).after_trash(&source.root, stream, &moved);
+            applied.remarks.extend(note);
+        }
+    }
     for file in &files {
         let of = file.stream.to_string();
         ctx.state.files.remove(&file.stream.state_key());

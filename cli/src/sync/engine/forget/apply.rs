@@ -397,6 +397,10 @@ pub(super) fn restore_stream(
             });
         }
     }
+    if let Some(source) = ctx.sources.iter().find(|s| s.agent == stream.agent) {
+        let note = (stream.agent.kind()).after_restore(&source.root, stream);
+        applied.remarks.extend(note);
+    }
     applied.restored.push(name);
     Ok(true)
 }

@@ -266,7 +266,7 @@ pub fn streams(home: &EviHome) -> io::Result<Vec<crate::source::StreamName>> {
     Ok(out)
 }
 
-fn read_meta(dir: &Path) -> io::Result<TrashMeta> {
+pub fn read_meta(dir: &Path) -> io::Result<TrashMeta> {
     let bytes = fs::read(dir.join(META))?;
     serde_json::from_slice(&bytes).map_err(|e| {
         io::Error::new(
