@@ -151,7 +151,7 @@ pub struct ListQuery {
     /// Only sessions with a file of this day (another agent's session: with
     /// a message of this day, local time).
     day: Option<String>,
-    /// Only this agent's sessions (`evi`, `claude-code`, `codex`, `gemini`).
+    /// Only this agent's sessions (an agent's name: `evi`, `claude-code`, `codex`, `gemini`, `opencode`).
     agent: Option<String>,
     offset: Option<usize>,
     limit: Option<usize>,

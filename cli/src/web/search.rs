@@ -44,7 +44,7 @@ pub struct SearchParams {
     role: Option<String>,
     /// Text, so that an empty field (the page's "Any time") means none.
     days: Option<String>,
-    /// `evi`, `claude-code`, `codex` or `gemini`; empty for every agent.
+    /// An agent's name (`evi`, `claude-code`, `codex`, `gemini`, `opencode`); empty for every agent.
     agent: Option<String>,
     limit: Option<usize>,
 }

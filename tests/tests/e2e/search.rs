@@ -503,7 +503,8 @@ fn finds_claude_code_and_codex_sessions_pulled_from_another_device_never_their_s
     let run = b.evi(&["sessions", "search", "lexer", "--agent", "cursor"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
-        run.stderr.contains("claude-code, codex or gemini"),
+        run.stderr
+            .contains("claude-code, codex, gemini or opencode"),
         "{}",
         run.stderr
     );

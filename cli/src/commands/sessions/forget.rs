@@ -29,7 +29,7 @@ pub struct ForgetArgs {
     /// `12w`, `48h`): eVi's, or with --agent that agent's.
     #[arg(long, value_name = "AGE")]
     pub older_than: Option<String>,
-    /// Only sessions of this agent: evi, claude-code, codex or gemini (with ids or
+    /// Only sessions of this agent: evi, claude-code, codex, gemini or opencode (with ids or
     /// --older-than). A Claude Code session goes with its subagents'
     /// transcripts.
     #[arg(long, value_name = "NAME")]

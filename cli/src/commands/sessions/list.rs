@@ -25,7 +25,7 @@ pub struct ListArgs {
     /// Print JSON (stable, documented in README.md).
     #[arg(long)]
     pub json: bool,
-    /// Only this agent's sessions: evi, claude-code, codex or gemini (those of other
+    /// Only this agent's sessions: evi, claude-code, codex, gemini or opencode (those of other
     /// agents are listed when `[agents]` turns them on).
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,

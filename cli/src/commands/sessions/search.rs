@@ -36,7 +36,7 @@ pub struct SearchArgs {
     /// At most this many hits.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// Only sessions of this agent: evi, claude-code, codex or gemini (those of
+    /// Only sessions of this agent: evi, claude-code, codex, gemini or opencode (those of
     /// other agents are searched when `[agents]` turns them on).
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
