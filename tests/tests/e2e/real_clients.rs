@@ -392,6 +392,26 @@ impl World {
         }
     }
 
+    /// Runs `client` once for each of `forms` (its resume arguments and a
+    /// prompt) on device `who`: each run must go on with session `id` and
+    /// send the model every turn of `said` before it ([`Self::assert_carried`]);
+    /// its prompt joins `said` after.
+    pub fn resume_each<'p>(
+        &self,
+        who: &str,
+        id: &str,
+        said: &mut Vec<&'p str>,
+        forms: [(&[&str], &'p str); 2],
+        client: impl Fn(&[&str], &str) -> String,
+    ) {
+        for (args, prompt) in forms {
+            let run = client(args, prompt);
+            assert_eq!(run, id, "{who}'s {args:?} resumed the session");
+            self.assert_carried(prompt, said);
+            said.push(prompt);
+        }
+    }
+
     /// The model request of the turn whose prompt is `prompt` showed the
     /// model every turn before it: each prompt of `earlier`, then its
     /// answer, in order, then `prompt` (the context a client adds, such as

@@ -139,15 +139,16 @@ fn codex_resumes_a_synced_session_by_id_and_as_the_latest_on_every_device() {
     let rel_b = rollout(&w.b, &id);
     assert_eq!(rel_b, named_by_local_time(&b, &started, &id));
     let mut said = vec!["A1: where is the parser?", "A2: and the lexer?"];
-    for (args, prompt) in [
-        (vec!["resume", "--last"], "B1: on the desktop now"),
-        (vec!["resume", id.as_str()], "B2: the desktop again"),
-    ] {
-        let run = b.codex(&b.project, &[&args[..], &[prompt][..]].concat());
-        assert_eq!(run, id, "B's {args:?} resumed the session");
-        w.assert_carried(prompt, &said);
-        said.push(prompt);
-    }
+    w.resume_each(
+        "B",
+        &id,
+        &mut said,
+        [
+            (&["resume", "--last"], "B1: on the desktop now"),
+            (&["resume", &id], "B2: the desktop again"),
+        ],
+        |args, p| b.codex(&b.project, &[args, &[p]].concat()),
+    );
     b.sync(&["push"]);
 
     // 3. A pulls B's turns and resumes with them.
@@ -176,15 +177,16 @@ fn codex_resumes_a_synced_session_by_id_and_as_the_latest_on_every_device() {
         "C's row differs from Codex's own import:\n  {}",
         differ.join("\n  ")
     );
-    for (args, prompt) in [
-        (vec!["resume", id.as_str()], "C1: from the server"),
-        (vec!["resume", "--last"], "C2: the server again"),
-    ] {
-        let run = c.codex(&c.project, &[&args[..], &[prompt][..]].concat());
-        assert_eq!(run, id, "C's {args:?} resumed the session");
-        w.assert_carried(prompt, &said);
-        said.push(prompt);
-    }
+    w.resume_each(
+        "C",
+        &id,
+        &mut said,
+        [
+            (&["resume", &id], "C1: from the server"),
+            (&["resume", "--last"], "C2: the server again"),
+        ],
+        |args, p| c.codex(&c.project, &[args, &[p]].concat()),
+    );
     c.sync(&["push"]);
     for h in [&a, &b] {
         h.sync(&["pull"]);

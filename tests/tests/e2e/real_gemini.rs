@@ -87,15 +87,16 @@ fn gemini_resumes_a_synced_session_by_id_and_by_latest_on_every_device() {
         "the slug's marker names B's checkout"
     );
     let mut said = vec!["A1: where is the parser?", "A2: and the lexer?"];
-    for (args, prompt) in [
-        (vec!["--resume", id.as_str()], "B1: on the desktop now"),
-        (vec!["--resume", "latest"], "B2: the desktop again"),
-    ] {
-        let run = b.gemini(&b.project, &[&args[..], &["-p", prompt][..]].concat());
-        assert_eq!(run, id, "B's {args:?} resumed the session");
-        w.assert_carried(prompt, &said);
-        said.push(prompt);
-    }
+    w.resume_each(
+        "B",
+        &id,
+        &mut said,
+        [
+            (&["--resume", &id], "B1: on the desktop now"),
+            (&["--resume", "latest"], "B2: the desktop again"),
+        ],
+        |args, p| b.gemini(&b.project, &[args, &["-p", p]].concat()),
+    );
     let registry = read(&gemini(&w.b).join("projects.json"));
     assert!(
         registry.contains(&format!("\"{}\": \"{SLUG}\"", b.project)),
@@ -116,15 +117,16 @@ fn gemini_resumes_a_synced_session_by_id_and_by_latest_on_every_device() {
 
     // 4. C, at A's path with no map, pulls and resumes both ways.
     c.sync(&["pull"]);
-    for (args, prompt) in [
-        (vec!["--resume", "latest"], "C1: from the server"),
-        (vec!["--resume", id.as_str()], "C2: the server again"),
-    ] {
-        let run = c.gemini(&c.project, &[&args[..], &["-p", prompt][..]].concat());
-        assert_eq!(run, id, "C's {args:?} resumed the session");
-        w.assert_carried(prompt, &said);
-        said.push(prompt);
-    }
+    w.resume_each(
+        "C",
+        &id,
+        &mut said,
+        [
+            (&["--resume", "latest"], "C1: from the server"),
+            (&["--resume", &id], "C2: the server again"),
+        ],
+        |args, p| c.gemini(&c.project, &[args, &["-p", p]].concat()),
+    );
     c.sync(&["push"]);
     for h in [&a, &b] {
         h.sync(&["pull"]);

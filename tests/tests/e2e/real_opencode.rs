@@ -100,15 +100,16 @@ fn opencode_resumes_a_synced_session_by_id_and_by_continue_on_every_device() {
         "the session is B's checkout's"
     );
     let mut said = vec!["A1-where-is-the-parser", "A2-and-the-lexer"];
-    for (args, prompt) in [
-        (vec!["--session", id.as_str()], "B1-on-the-desktop-now"),
-        (vec!["--continue"], "B2-the-desktop-again"),
-    ] {
-        let run = b.opencode(&b.project, &[&args[..], &[prompt][..]].concat());
-        assert_eq!(run, id, "B's {args:?} resumed the session");
-        w.assert_carried(prompt, &said);
-        said.push(prompt);
-    }
+    w.resume_each(
+        "B",
+        &id,
+        &mut said,
+        [
+            (&["--session", &id], "B1-on-the-desktop-now"),
+            (&["--continue"], "B2-the-desktop-again"),
+        ],
+        |args, p| b.opencode(&b.project, &[args, &[p]].concat()),
+    );
     b.sync(&["push"]);
 
     // 3. A pulls B's turns and resumes with them.
@@ -121,15 +122,16 @@ fn opencode_resumes_a_synced_session_by_id_and_by_continue_on_every_device() {
 
     // 4. C, at A's path with no map, pulls and resumes both ways.
     c.sync(&["pull"]);
-    for (args, prompt) in [
-        (vec!["--continue"], "C1-from-the-server"),
-        (vec!["--session", id.as_str()], "C2-the-server-again"),
-    ] {
-        let run = c.opencode(&c.project, &[&args[..], &[prompt][..]].concat());
-        assert_eq!(run, id, "C's {args:?} resumed the session");
-        w.assert_carried(prompt, &said);
-        said.push(prompt);
-    }
+    w.resume_each(
+        "C",
+        &id,
+        &mut said,
+        [
+            (&["--continue"], "C1-from-the-server"),
+            (&["--session", &id], "C2-the-server-again"),
+        ],
+        |args, p| c.opencode(&c.project, &[args, &[p]].concat()),
+    );
     c.sync(&["push"]);
     for h in [&a, &b] {
         h.sync(&["pull"]);
