@@ -57,18 +57,9 @@ pub trait AgentKind: Sync {
         root.to_path_buf()
     }
 
-    /// Where pull writes a session this device has none of, from its first
-    /// entries' lines and, for an agent whose lines name no folder, `dir`
-    /// from the session's project entry (`None`: they do not say yet, the
-    /// entries wait).
-    fn target(
-        &self,
-        _root: &Path,
-        _stream: &StreamName,
-        _lines: &[&[u8]],
-        _map: &PathMap,
-        _dir: Option<&str>,
-    ) -> Option<PathBuf> {
+    /// Where pull writes a session this device has none of (`None`: what
+    /// it knows does not say yet, the entries wait).
+    fn target(&self, _at: &Landing<'_>) -> Option<PathBuf> {
         None
     }
 
@@ -183,6 +174,21 @@ pub trait AgentKind: Sync {
     }
 }
 
+/// What pull knows of a session it is about to write for the first time
+/// ([`AgentKind::target`]).
+pub struct Landing<'a> {
+    /// The agent's folder on this device.
+    pub root: &'a Path,
+    pub stream: &'a StreamName,
+    /// The lines of its first entries.
+    pub lines: &'a [&'a [u8]],
+    /// `[paths]` for its project.
+    pub map: &'a PathMap,
+    /// Its project folder as its project entry names it, for an agent
+    /// whose lines name none.
+    pub dir: Option<&'a str>,
+}
+
 /// How an agent's lines read as messages.
 pub struct Reader {
     /// A line as a message, from its JSON value.
@@ -194,6 +200,21 @@ pub struct Reader {
     pub trimmed_enough: fn(&Value) -> bool,
     /// What the tree needs of a line, in one pass (`None`: read it whole).
     pub outline: fn(&[u8]) -> Option<LineOutline>,
+}
+
+/// The files from `depth.start()` to `depth.end()` folders below `dir`, in
+/// name order (none when it is absent): where an agent's sessions are.
+pub fn files_below(
+    dir: &Path,
+    depth: std::ops::RangeInclusive<usize>,
+) -> impl Iterator<Item = walkdir::DirEntry> {
+    walkdir::WalkDir::new(dir)
+        .min_depth(*depth.start())
+        .max_depth(*depth.end())
+        .sort_by_file_name()
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
 }
 
 /// The folder the environment variable `var` names (`CODEX_HOME`), else

@@ -83,6 +83,61 @@ impl EviHead<'_> {
     }
 }
 
+/// Declares a struct whose listed fields borrow their raw JSON values
+/// (`Some` when present, `null` included: see [`present`]), `name =
+/// "key"` where the key is another than the field's name; fields of other
+/// types follow a `;` as written.
+macro_rules! raw_fields {
+    ($(#[$m:meta])* struct $name:ident<$a:lifetime> {
+        $($(#[$fm:meta])* $f:ident $(= $key:literal)?),* $(,)?
+        $(; $($rest:tt)*)?
+    }) => {
+        $(#[$m])*
+        #[derive(serde::Deserialize)]
+        struct $name<$a> {
+            $(
+                $(#[$fm])*
+                #[serde(
+                    borrow,
+                    default,
+                    deserialize_with = "crate::message::outline::present"
+                    $(, rename = $key)?
+                )]
+                $f: Option<&$a serde_json::value::RawValue>,
+            )*
+            $($($rest)*)?
+        }
+    };
+}
+pub(crate) use raw_fields;
+
+/// Declares an agent's outline line as [`raw_fields!`] does, with the
+/// fields of eVi's head and `type` first (`kind`; see [`EviHead`], which
+/// its `head()` returns): every agent's line is read for those.
+macro_rules! agent_line {
+    ($(#[$m:meta])* struct $name:ident<$a:lifetime> { $($body:tt)* }) => {
+        $crate::message::outline::raw_fields! {
+            $(#[$m])*
+            struct $name<$a> {
+                id, parent_id = "parentId", _ts = "ts", _role = "role",
+                raw_line = "eviRawLine", kind = "type",
+                $($body)*
+            }
+        }
+
+        impl<$a> $name<$a> {
+            fn head(&self) -> $crate::message::outline::EviHead<$a> {
+                $crate::message::outline::EviHead {
+                    id: self.id,
+                    parent_id: self.parent_id,
+                    raw_line: self.raw_line,
+                }
+            }
+        }
+    };
+}
+pub(crate) use agent_line;
+
 /// A struct read only from a JSON object: serde would read one from an
 /// array too, where [`super::Message::read`] finds no field.
 pub(crate) struct Obj<T>(pub T);

@@ -55,6 +55,7 @@
 //! - Entries of an agent not turned on here are not written (nor kept): the
 //!   user turns the agent on and runs `evi sync pull --all`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
@@ -66,6 +67,7 @@ use super::paths::PathMap;
 use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
+use crate::sync::engine::gather::Gathered;
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting, abandoned};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::append_marks::cut_here_if_asked;
@@ -104,12 +106,31 @@ struct Seen {
 /// of many pages cost a read of the whole file per page). An entry holds
 /// while the file is exactly as pull left it: the same inode, size and
 /// modification time, and no partial line; else the file is read again.
+/// Only the files appended to last are kept ([`Self::KEEP`]): a page holds
+/// the tail of a long session and the whole of many short ones, and the
+/// ids of every file a fresh pull wrote would cost tens of MB.
 #[derive(Default)]
-pub struct SeenFiles(HashMap<PathBuf, Seen>);
+pub struct SeenFiles(HashMap<PathBuf, Seen>, std::collections::VecDeque<PathBuf>);
 
 impl SeenFiles {
+    const KEEP: usize = 16;
+
+    /// Keeps what was learned of `path`, forgetting the file appended to
+    /// least recently when more are kept.
+    fn keep(&mut self, path: &Path, seen: Seen) {
+        self.1.retain(|p| p != path);
+        self.1.push_back(path.to_owned());
+        self.0.insert(path.to_owned(), seen);
+        while self.1.len() > Self::KEEP {
+            if let Some(old) = self.1.pop_front() {
+                self.0.remove(&old);
+            }
+        }
+    }
+
     /// What was learned of `path`, if it is still as pull left it.
     fn take(&mut self, path: &Path) -> Option<Seen> {
+        self.1.retain(|p| p != path);
         let seen = self.0.remove(path)?;
         let meta = std::fs::metadata(path).ok()?;
         let same = meta.ino() == seen.ino
@@ -179,9 +200,10 @@ fn read_file(agent: Agent, map: &PathMap, path: &Path) -> io::Result<Option<Seen
 }
 
 /// What [`plan`] makes of a page's entries for one file.
-struct Planned {
-    /// The bytes to append.
-    bytes: Vec<u8>,
+struct Planned<'a> {
+    /// The bytes to append, gathered for one `writev` (a line that goes
+    /// as it came is written from its entry, not copied).
+    bytes: Gathered<'a>,
     /// The tip after them.
     tip: Option<String>,
     /// The ids they add.
@@ -189,8 +211,8 @@ struct Planned {
 }
 
 /// The bytes to append for `entries` after what `r` holds, and the tip after.
-fn plan(agent: Agent, map: &PathMap, r: &Seen, entries: &[Entry]) -> Planned {
-    let mut out = Vec::new();
+fn plan<'a>(agent: Agent, map: &PathMap, r: &Seen, entries: &'a [Entry]) -> Planned<'a> {
+    let mut out = Gathered::new();
     let mut tip = r.tip.clone();
     let mut new: HashSet<&str> = HashSet::new();
     let mut added = Vec::new();
@@ -214,8 +236,13 @@ fn plan(agent: Agent, map: &PathMap, r: &Seen, entries: &[Entry]) -> Planned {
         };
         let verbatim = parent_reads_back && id_reads_back;
         if verbatim {
-            out.extend_from_slice(&agent.localize(&e.line, map));
-            out.push(b'\n');
+            match agent.localize(&e.line, map) {
+                Cow::Borrowed(line) => out.push_line(line),
+                Cow::Owned(mut line) => {
+                    line.push(b'\n');
+                    out.push_built(line);
+                }
+            }
             if own.parent.is_none() {
                 tip = Some(e.id.clone());
             }
@@ -224,7 +251,7 @@ fn plan(agent: Agent, map: &PathMap, r: &Seen, entries: &[Entry]) -> Planned {
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.line)
                     .is_ok();
             let line = agent.with_ids(e, own.id.is_some(), is_object);
-            out.extend_from_slice(&agent.localize(&line, map));
+            out.push_built(agent.localize(&line, map).into_owned());
         }
     }
     Planned {
@@ -521,9 +548,9 @@ fn append(
         };
         let Planned { bytes, tip, new } = plan(stream.agent, &map, r, entries);
         let n = new.len() as u64;
-        if bytes.is_empty() {
+        if bytes.len() == 0 {
             if let Some(seen) = before {
-                ctx.seen_files.0.insert(path.to_owned(), seen);
+                ctx.seen_files.keep(path, seen);
             }
             return Ok(Some(0));
         }
@@ -566,16 +593,18 @@ fn append(
         {
             continue;
         }
-        let rest = &bytes[cut.len()..];
-        cut_here_if_asked(&mut f, r.size, &[io::IoSlice::new(rest)]);
-        crate::fsutil::append_all_or_none(&mut f, r.size, rest).ctx(what)?;
-        crate::fsutil::start_writeback(&f, r.size, rest.len() as u64);
+        let rest_len = (bytes.len() - cut.len()) as u64;
+        let mut slices = bytes.slices();
+        let mut rest = &mut slices[..];
+        io::IoSlice::advance_slices(&mut rest, cut.len());
+        cut_here_if_asked(&mut f, r.size, rest);
+        crate::fsutil::append_slices_all_or_none(&mut f, r.size, rest).ctx(what)?;
+        crate::fsutil::start_writeback(&f, r.size, rest_len);
         let after = Stat::of(path).ctx(what)?;
         let new_in = before.is_none().then(|| path.parent()).flatten();
         unsynced.add(f, new_in).ctx(what)?;
-        if prev_matched && after.size == r.size + rest.len() as u64 {
-            let body = &bytes[..bytes.len() - 1];
-            let last = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        if prev_matched && after.size == r.size + rest_len {
+            let last = bytes.last_line();
             // Where the planned bytes start: the cut line's start.
             let base = r.size - cut.len() as u64;
             ctx.state.files.insert(
@@ -585,8 +614,8 @@ fn append(
                     mtime_ns: after.mtime_ns,
                     ino: after.ino,
                     offset: after.size,
-                    last_start: base + last as u64,
-                    last_hash: Some(line_hash(&body[last..])),
+                    last_start: base + (bytes.len() - last.len() - 1) as u64,
+                    last_hash: Some(line_hash(last)),
                     chain_before: None,
                     chain_after: tip.clone(),
                 },
@@ -604,7 +633,7 @@ fn append(
                 whole: m.len(),
                 mtime: m.modified().ctx(what)?,
             };
-            ctx.seen_files.0.insert(path.to_owned(), seen);
+            ctx.seen_files.keep(path, seen);
         }
         return Ok(Some(n));
     }
@@ -682,7 +711,7 @@ mod tests {
         } = plan(Agent::ClaudeCode, &map, &seen(Some("t0")), &entries);
         assert_eq!(new.len(), 3);
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            String::from_utf8(out.to_vec()).unwrap(),
             format!("{derived}\n{own_id}\n{both}\n")
         );
         assert_eq!(
@@ -701,7 +730,7 @@ mod tests {
             &entries[1..2],
         );
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            String::from_utf8(out.to_vec()).unwrap(),
             format!("{{\"parentId\":\"{d}\",\"type\":\"api-request\",\"id\":\"req-1\"}}\n")
         );
         assert_eq!(tip.as_deref(), Some("other"));

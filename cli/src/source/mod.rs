@@ -66,9 +66,14 @@ impl Source {
         map: &paths::PathMap,
         dir: Option<&str>,
     ) -> Option<PathBuf> {
-        self.agent
-            .kind()
-            .target(&self.root, stream, lines, map, dir)
+        let at = crate::agents::Landing {
+            root: &self.root,
+            stream,
+            lines,
+            map,
+            dir,
+        };
+        self.agent.kind().target(&at)
     }
 }
 

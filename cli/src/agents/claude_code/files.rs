@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use walkdir::WalkDir;
 
 use crate::source::paths::PathMap;
 use crate::source::{Agent, AgentFile, StreamName};
@@ -30,16 +29,7 @@ pub fn project_folder(cwd: &str) -> String {
 pub fn sessions(root: &Path) -> Vec<AgentFile> {
     let projects = root.join("projects");
     let mut out = Vec::new();
-    for e in WalkDir::new(&projects)
-        .min_depth(2)
-        .max_depth(4)
-        .sort_by_file_name()
-        .into_iter()
-        .flatten()
-    {
-        if !e.file_type().is_file() {
-            continue;
-        }
+    for e in crate::agents::files_below(&projects, 2..=4) {
         let Ok(rel) = e.path().strip_prefix(&projects) else {
             continue;
         };

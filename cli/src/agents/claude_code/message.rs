@@ -11,11 +11,10 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::message::outline::{
-    EviHead, LineOutline, Obj, Outline, is_null, is_object, is_str, is_true, joined_nonempty,
-    output_nonempty, present, str_nonempty, string, time,
+    LineOutline, Obj, Outline, agent_line, is_null, is_object, is_str, is_true, joined_nonempty,
+    output_nonempty, raw_fields, str_nonempty, string, time,
 };
 use crate::message::{Message, Reading, ToolCall, compact, output_text, str_field};
 use crate::transcript::entry_id::ExplicitIds;
@@ -136,56 +135,18 @@ fn blocks(role: &str, content: &Value) -> Message {
     m
 }
 
-/// The fields of a line [`outline`] reads: those [`read`] looks at, and
-/// those of eVi's head (see [`EviHead`]).
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "parentId", deserialize_with = "present")]
-    parent_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "ts", deserialize_with = "present")]
-    _ts: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "role", deserialize_with = "present")]
-    _role: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "eviRawLine", deserialize_with = "present")]
-    raw_line: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    uuid: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "parentUuid", deserialize_with = "present")]
-    parent_uuid: Option<&'a RawValue>,
-    #[serde(
-        borrow,
-        default,
-        rename = "logicalParentUuid",
-        deserialize_with = "present"
-    )]
-    logical_parent_uuid: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    timestamp: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    cwd: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    subtype: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    summary: Option<&'a RawValue>,
-    #[serde(
-        borrow,
-        default,
-        rename = "isCompactSummary",
-        deserialize_with = "present"
-    )]
-    is_compact_summary: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "isMeta", deserialize_with = "present")]
-    is_meta: Option<&'a RawValue>,
-    /// `null` reads as absent; any other value than an object makes the
-    /// line one to read whole.
-    #[serde(borrow, default)]
-    message: Option<Obj<MessageFields<'a>>>,
+agent_line! {
+    /// The fields of a line [`outline`] reads: those [`read`] looks at, and
+    /// those of eVi's head.
+    struct Line<'a> {
+        uuid, parent_uuid = "parentUuid", logical_parent_uuid = "logicalParentUuid",
+        timestamp, cwd, subtype, content, summary,
+        is_compact_summary = "isCompactSummary", is_meta = "isMeta";
+        /// `null` reads as absent; any other value than an object makes the
+        /// line one to read whole.
+        #[serde(borrow, default)]
+        message: Option<Obj<MessageFields<'a>>>,
+    }
 }
 
 #[derive(Deserialize)]
@@ -205,22 +166,10 @@ enum Content<'a> {
     Blocks(Vec<Block<'a>>),
 }
 
-/// A content block: the fields [`blocks`] reads. A block that is not an
-/// object makes the line one to read whole.
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    text: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    thinking: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    is_error: Option<&'a RawValue>,
+raw_fields! {
+    /// A content block: the fields [`blocks`] reads. A block that is not an
+    /// object makes the line one to read whole.
+    struct Block<'a> { kind = "type", text, thinking, name, content, is_error }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
@@ -272,11 +221,7 @@ pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
         return None;
     }
     let mut l: Line<'_> = serde_json::from_slice(raw).ok()?;
-    let head = EviHead {
-        id: l.id,
-        parent_id: l.parent_id,
-        raw_line: l.raw_line,
-    };
+    let head = l.head();
     if head.wrapped() {
         return None;
     }

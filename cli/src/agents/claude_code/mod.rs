@@ -9,9 +9,8 @@ mod message;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::{AgentKind, Reader};
-use crate::source::paths::PathMap;
-use crate::source::{AgentFile, StreamName};
+use super::{AgentKind, Landing, Reader};
+use crate::source::AgentFile;
 use crate::transcript::entry_id::ExplicitIds;
 
 pub struct ClaudeCode;
@@ -40,15 +39,8 @@ impl AgentKind for ClaudeCode {
         root.join("projects")
     }
 
-    fn target(
-        &self,
-        root: &Path,
-        stream: &StreamName,
-        lines: &[&[u8]],
-        map: &PathMap,
-        _dir: Option<&str>,
-    ) -> Option<PathBuf> {
-        files::target(root, stream, lines, map)
+    fn target(&self, at: &Landing<'_>) -> Option<PathBuf> {
+        files::target(at.root, at.stream, at.lines, at.map)
     }
 
     fn has_side_transcripts(&self) -> bool {

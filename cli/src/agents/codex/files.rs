@@ -12,7 +12,6 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use walkdir::WalkDir;
 
 use crate::source::{Agent, AgentFile, StreamName};
 
@@ -30,16 +29,7 @@ pub fn id_of_file(name: &str) -> Option<&str> {
 /// Every rollout under `root/sessions`.
 pub fn sessions(root: &Path) -> Vec<AgentFile> {
     let mut out = Vec::new();
-    for e in WalkDir::new(root.join("sessions"))
-        .min_depth(4)
-        .max_depth(4)
-        .sort_by_file_name()
-        .into_iter()
-        .flatten()
-    {
-        if !e.file_type().is_file() {
-            continue;
-        }
+    for e in crate::agents::files_below(&root.join("sessions"), 4..=4) {
         let session = e
             .file_name()
             .to_str()

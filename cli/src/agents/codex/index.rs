@@ -50,7 +50,7 @@ pub enum Outcome {
 
 /// Columns whose values are known (from the rollout, or Codex's defaults
 /// for what it does not say: a read-only sandbox, approvals on request, a
-/// CLI session).
+/// CLI session), those `0001_threads.sql` requires first.
 const KNOWN: &[&str] = &[
     "id",
     "rollout_path",
@@ -84,19 +84,9 @@ const KNOWN: &[&str] = &[
     "agent_path",
 ];
 
-/// The columns `0001_threads.sql` creates that need a value.
-const REQUIRED: &[&str] = &[
-    "id",
-    "rollout_path",
-    "created_at",
-    "updated_at",
-    "source",
-    "model_provider",
-    "cwd",
-    "title",
-    "sandbox_policy",
-    "approval_mode",
-];
+/// The columns `0001_threads.sql` creates that need a value: the first
+/// ten of [`KNOWN`].
+const REQUIRED: &[&str] = KNOWN.split_at(10).0;
 
 /// The state database under `dir` with the highest version number.
 pub fn database(codex_root: &Path) -> Option<PathBuf> {

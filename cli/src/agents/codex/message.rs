@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::message::outline::{
-    EviHead, LineOutline, Obj, Outline, is_object, joined_nonempty, output_nonempty, present,
+    LineOutline, Obj, Outline, agent_line, is_object, joined_nonempty, output_nonempty, raw_fields,
     str_nonempty, string, time,
 };
 use crate::message::{Message, Reading, ToolCall, compact, output_text, str_field};
@@ -130,65 +130,31 @@ fn is_context(text: &str) -> bool {
     t.starts_with('<') || t.starts_with("# AGENTS.md")
 }
 
-/// The fields of a line [`outline`] reads: those [`read`] and
-/// [`super::files::meta`] look at, and those of eVi's head (see
-/// [`EviHead`]).
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "parentId", deserialize_with = "present")]
-    parent_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "ts", deserialize_with = "present")]
-    _ts: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "role", deserialize_with = "present")]
-    _role: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "eviRawLine", deserialize_with = "present")]
-    raw_line: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    timestamp: Option<&'a RawValue>,
-    /// `null` reads as absent; any other value than an object makes the
-    /// line one to read whole.
-    #[serde(borrow, default)]
-    payload: Option<Obj<Payload<'a>>>,
+agent_line! {
+    /// The fields of a line [`outline`] reads: those [`read`] and
+    /// [`super::files::meta`] look at, and those of eVi's head.
+    struct Line<'a> {
+        timestamp;
+        /// `null` reads as absent; any other value than an object makes the
+        /// line one to read whole.
+        #[serde(borrow, default)]
+        payload: Option<Obj<Payload<'a>>>,
+    }
 }
 
-/// A `payload`: the fields of a response item, and of a `session_meta`'s
-/// [`super::files::Meta`].
-#[derive(Deserialize)]
-struct Payload<'a> {
-    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    role: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    summary: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    output: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    timestamp: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    cwd: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    model_provider: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    cli_version: Option<&'a RawValue>,
+raw_fields! {
+    /// A `payload`: the fields of a response item, and of a `session_meta`'s
+    /// [`super::files::Meta`].
+    struct Payload<'a> {
+        kind = "type", role, content, summary, output, id, timestamp, cwd,
+        model_provider, cli_version,
+    }
 }
 
-/// A content, summary or output part: the fields read of it. A part that
-/// is not an object makes the line one to read whole.
-#[derive(Deserialize)]
-struct Part<'a> {
-    #[serde(borrow, default, rename = "type", deserialize_with = "present")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    text: Option<&'a RawValue>,
+raw_fields! {
+    /// A content, summary or output part: the fields read of it. A part that
+    /// is not an object makes the line one to read whole.
+    struct Part<'a> { kind = "type", text }
 }
 
 /// The parts of an array value (`Some(empty)` for any other value).
@@ -209,11 +175,7 @@ pub(super) fn outline(raw: &[u8]) -> Option<LineOutline> {
         return None;
     }
     let l: Line<'_> = serde_json::from_slice(raw).ok()?;
-    let head = EviHead {
-        id: l.id,
-        parent_id: l.parent_id,
-        raw_line: l.raw_line,
-    };
+    let head = l.head();
     if head.wrapped() {
         return None;
     }

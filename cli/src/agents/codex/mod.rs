@@ -10,7 +10,7 @@ mod message;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::{AgentKind, Reader};
+use super::{AgentKind, Landing, Reader};
 use crate::source::paths::PathMap;
 use crate::source::{AgentFile, StreamName};
 use crate::sync::state::context::SyncContext;
@@ -42,15 +42,8 @@ impl AgentKind for Codex {
         root.join("sessions")
     }
 
-    fn target(
-        &self,
-        root: &Path,
-        stream: &StreamName,
-        lines: &[&[u8]],
-        _map: &PathMap,
-        _dir: Option<&str>,
-    ) -> Option<PathBuf> {
-        files::target(root, stream, lines)
+    fn target(&self, at: &Landing<'_>) -> Option<PathBuf> {
+        files::target(at.root, at.stream, at.lines)
     }
 
     fn map_paths<'a>(&self, raw: &'a [u8], f: &dyn Fn(&str) -> String) -> Cow<'a, [u8]> {

@@ -38,10 +38,9 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 
-use super::AgentKind;
+use super::{AgentKind, Landing};
 use crate::message::Reading;
-use crate::source::paths::PathMap;
-use crate::source::{AgentFile, StreamName};
+use crate::source::AgentFile;
 use crate::sync::Entry;
 use crate::transcript::entry_id::ExplicitIds;
 
@@ -68,15 +67,8 @@ impl AgentKind for Gemini {
         root.join("tmp")
     }
 
-    fn target(
-        &self,
-        root: &Path,
-        stream: &StreamName,
-        lines: &[&[u8]],
-        map: &PathMap,
-        dir: Option<&str>,
-    ) -> Option<PathBuf> {
-        layout::target(root, stream, lines, map, dir)
+    fn target(&self, at: &Landing<'_>) -> Option<PathBuf> {
+        layout::target(at.root, at.stream, at.lines, at.map, at.dir)
     }
 
     fn project_of_file(&self, path: &Path) -> Option<String> {

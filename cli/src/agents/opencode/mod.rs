@@ -40,8 +40,7 @@ pub mod row;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::{Agent, AgentKind, Reader};
-use crate::source::paths::PathMap;
+use super::{Agent, AgentKind, Landing, Reader};
 use crate::source::{AgentFile, StreamName};
 use crate::sync::state::context::SyncContext;
 
@@ -111,18 +110,12 @@ impl AgentKind for OpenCode {
     }
 
     /// The mirror file a pulled session goes to.
-    fn target(
-        &self,
-        root: &Path,
-        stream: &StreamName,
-        _lines: &[&[u8]],
-        _map: &PathMap,
-        _dir: Option<&str>,
-    ) -> Option<PathBuf> {
-        stream
+    fn target(&self, at: &Landing<'_>) -> Option<PathBuf> {
+        let file = format!("{}.jsonl", at.stream.session);
+        at.stream
             .sub
             .is_none()
-            .then(|| mirror_dir(root).join(format!("{}.jsonl", stream.session)))
+            .then(|| mirror_dir(at.root).join(file))
     }
 
     /// `session.directory` and an assistant message's `path.cwd` and

@@ -149,6 +149,32 @@ impl<'a> Gathered<'a> {
             .collect()
     }
 
+    /// The bytes in one buffer, for a test to compare.
+    #[cfg(test)]
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.slices().iter().flat_map(|s| s.to_vec()).collect()
+    }
+
+    /// Whether these bytes begin with `prefix`.
+    pub fn starts_with(&self, prefix: &[u8]) -> bool {
+        if prefix.len() > self.len {
+            return false;
+        }
+        let mut rest = prefix;
+        for p in &self.pieces {
+            let b = p.bytes();
+            let n = b.len().min(rest.len());
+            if b[..n] != rest[..n] {
+                return false;
+            }
+            rest = &rest[n..];
+            if rest.is_empty() {
+                break;
+            }
+        }
+        true
+    }
+
     /// Whether `got` holds exactly these bytes.
     pub fn equals(&self, got: &[u8]) -> bool {
         if got.len() != self.len {
@@ -167,10 +193,6 @@ impl<'a> Gathered<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn joined(g: &Gathered) -> Vec<u8> {
-        g.slices().iter().flat_map(|s| s.to_vec()).collect()
-    }
 
     #[test]
     fn short_and_long_lines_come_out_in_order_with_their_newlines() {
@@ -191,11 +213,18 @@ mod tests {
         want.extend_from_slice(b"\n{\"id\":\"b\"}\n");
         want.extend_from_slice(&built);
         want.extend_from_slice(b"last\n");
-        assert_eq!(joined(&g), want);
+        assert_eq!(g.to_vec(), want);
         assert_eq!(g.len(), want.len());
         assert!(g.equals(&want));
         assert!(!g.equals(&want[1..]));
         assert_eq!(g.last_line(), b"last");
+        for n in [0, 3, BORROW_FROM + 5, want.len()] {
+            assert!(g.starts_with(&want[..n]), "the first {n} bytes");
+        }
+        let mut other = want[..BORROW_FROM + 5].to_vec();
+        other[BORROW_FROM + 4] = b'z';
+        assert!(!g.starts_with(&other));
+        assert!(!g.starts_with(&[want.as_slice(), b"!"].concat()));
     }
 
     #[test]
@@ -219,7 +248,7 @@ mod tests {
         }
         assert!(g.slices().len() <= MAX_SLICES + 1);
         assert_eq!(g.len(), 2000 * (BORROW_FROM + 1));
-        assert_eq!(joined(&g).len(), g.len());
+        assert_eq!(g.to_vec().len(), g.len());
     }
 
     #[test]
@@ -235,7 +264,7 @@ mod tests {
         let mut want = a;
         want.push(b'\n');
         want.extend_from_slice(b"0123456789abcdef\n");
-        assert_eq!(joined(&g), want);
+        assert_eq!(g.to_vec(), want);
         assert_eq!(g.last_line(), b"0123456789abcdef");
     }
 }
