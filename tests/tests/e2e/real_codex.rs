@@ -178,6 +178,7 @@ fn codex_resumes_a_synced_session_by_id_and_as_the_latest_on_every_device() {
         "C's row differs from Codex's own import:\n  {}",
         differ.join("\n  ")
     );
+    c.assert_seen_everywhere("codex", &id, &said, "parser");
     w.resume_each(
         "C",
         &id,

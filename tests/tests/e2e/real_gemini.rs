@@ -118,6 +118,7 @@ fn gemini_resumes_a_synced_session_by_id_and_by_latest_on_every_device() {
 
     // 4. C, at A's path with no map, pulls and resumes both ways.
     c.sync(&["pull"]);
+    c.assert_seen_everywhere("gemini", &id, &said, "parser");
     w.resume_each(
         "C",
         &id,
