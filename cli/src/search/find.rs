@@ -281,7 +281,7 @@ fn local_midnight_ms(day: &str) -> Option<i64> {
 }
 
 /// The local day (`YYYY-MM-DD`) of epoch milliseconds `ms`.
-fn local_day(ms: i64) -> String {
+pub(crate) fn local_day(ms: i64) -> String {
     use chrono::{Local, TimeZone};
     Local
         .timestamp_millis_opt(ms)

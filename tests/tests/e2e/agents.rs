@@ -421,6 +421,40 @@ pub(crate) fn put(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// `sessions list --days` counts another agent's session by the local day
+/// of its last message, as it counts eVi's by their day folders: ten hours
+/// east of UTC, the fixture's last message (2026-02-03T18:11:45Z) is on
+/// the 4th, which its UTC date is not.
+#[test]
+fn list_days_count_an_agents_session_by_its_local_day() {
+    let dev = Device::new();
+    enable(&dev, "");
+    let proj = project(&dev, "work/app");
+    put(
+        &claude_file(&dev, &proj),
+        &fixture("claude-code.jsonl", &proj),
+    );
+    let listed = |days: i64| -> Vec<String> {
+        let run: crate::common::Run = dev
+            .cmd()
+            .env("TZ", "XYZ-10")
+            .args(["sessions", "list", "--json", "--days", &days.to_string()])
+            .output()
+            .unwrap()
+            .into();
+        let v: Value = serde_json::from_str(&ok(run, "list")).unwrap();
+        let rows = v["sessions"].as_array().unwrap();
+        rows.iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let today = (chrono::Utc::now() + chrono::Duration::hours(10)).date_naive();
+    let fourth = chrono::NaiveDate::from_ymd_opt(2026, 2, 4).unwrap();
+    let since_the_4th = (today - fourth).num_days() + 1;
+    assert_eq!(listed(since_the_4th), [CLAUDE_ID]);
+    assert_eq!(listed(since_the_4th - 1), Vec::<String>::new());
+}
+
 fn ok(run: crate::common::Run, what: &str) -> String {
     assert_eq!(run.code, 0, "{what}: {}", run.stderr);
     run.stdout

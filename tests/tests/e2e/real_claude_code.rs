@@ -33,6 +33,7 @@ fn claude_code_resumes_a_synced_session_by_id_and_by_continue_on_every_device() 
     let on_b = claude_session(&w.b, &b.project, &id);
     assert!(on_b.is_file(), "in the folder of B's checkout");
     let mut said = vec!["A1: where is the parser?", "A2: and the lexer?"];
+    b.assert_seen_everywhere("claude-code", &id, &said, "parser");
     w.resume_each(
         "B",
         &id,
@@ -55,6 +56,7 @@ fn claude_code_resumes_a_synced_session_by_id_and_by_continue_on_every_device() 
 
     // 4. C, at A's path with no map, pulls and resumes both ways.
     c.sync(&["pull"]);
+    c.assert_seen_everywhere("claude-code", &id, &said, "parser");
     w.resume_each(
         "C",
         &id,
@@ -86,4 +88,7 @@ fn claude_code_resumes_a_synced_session_by_id_and_by_continue_on_every_device() 
         "B's file against A's with B's paths",
     );
     assert!(!fb.contains(&format!("\"cwd\":\"{}", a.project)));
+
+    // 6. B reads every device's turns in every face.
+    b.assert_seen_everywhere("claude-code", &id, &said, "parser");
 }

@@ -43,6 +43,11 @@
 //!   else at start it installs its plugin package into its config folder
 //!   from the npm registry.
 //!
+//! On the device that pulled a session, what its user reads of it is
+//! checked the same way for every agent ([`Host::assert_seen_everywhere`]):
+//! `sessions list`, `show`, `search`, the web viewer and `handoff` with the
+//! agent's own resume command.
+//!
 //! Needs the clients (`EVI_AGENT_CLIENTS`, else `.ci/agents/node_modules/
 //! .bin`; `.ci/run` installs them with npm). Without them the tests are
 //! built ignored with that reason (`tests/build.rs`), except under CI,
@@ -184,23 +189,35 @@ impl Host<'_> {
         out["session_id"].as_str().expect("session_id").to_owned()
     }
 
-    /// `evi sync ARGS` on this device (its time zone), which must succeed.
-    pub fn sync(&self, args: &[&str]) -> String {
+    /// `evi ARGS` on this device (its time zone), which must succeed: its
+    /// output.
+    pub fn evi(&self, args: &[&str]) -> String {
         let run: Run = self
             .dev
             .sync_cmd()
             .env("TZ", self.tz)
-            .arg("sync")
             .args(args)
             .output()
             .unwrap()
             .into();
         assert_eq!(
             run.code, 0,
-            "{}: evi sync {args:?}: {}",
-            self.name, run.stderr
+            "{}: evi {args:?}: {}{}",
+            self.name, run.stdout, run.stderr
         );
         run.stdout
+    }
+
+    /// [`Self::evi`] with `--json`: what it printed, parsed.
+    fn evi_json(&self, args: &[&str]) -> Value {
+        let out = self.evi(&[args, &["--json"]].concat());
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{}: evi {args:?} --json: {e}: {out}", self.name))
+    }
+
+    /// `evi sync ARGS` on this device (its time zone), which must succeed.
+    pub fn sync(&self, args: &[&str]) -> String {
+        self.evi(&[&["sync"], args].concat())
     }
 
     /// `claude -p --output-format json ARGS` in `cwd`: the session it wrote
@@ -308,6 +325,136 @@ impl Host<'_> {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .find_map(|e| e["sessionID"].as_str().map(str::to_owned))
             .unwrap_or_else(|| panic!("{}: no sessionID in {}", self.name, run.stdout))
+    }
+}
+
+/// The program and first arguments that resume a session of `agent` (by
+/// its `evi` name), as each agent's own documentation gives them: what a
+/// handoff must print.
+fn resume_program(agent: &str) -> &'static str {
+    match agent {
+        "claude-code" => "claude --resume",
+        "codex" => "codex resume",
+        "gemini" => "gemini --resume",
+        "opencode" => "opencode --session",
+        other => panic!("no real client for {other}"),
+    }
+}
+
+impl Host<'_> {
+    /// What a user on this device checks of `agent`'s session `id` that it
+    /// pulled, whose turns so far were the prompts `said` (each answered by
+    /// the fake): `evi sessions list` (and `--json`) lists it with its agent
+    /// and what it is about; `sessions show` has every prompt and answer;
+    /// `sessions search WORD` (a word of a prompt) finds it; the web
+    /// viewer's API lists, opens and finds it the same; and `sessions
+    /// handoff` prints the agent's own resume command for it, from this
+    /// device's project.
+    pub fn assert_seen_everywhere(&self, agent: &str, id: &str, said: &[&str], word: &str) {
+        use crate::web::{get, json, search_api};
+        let (who, stream) = (self.name, format!("{agent}/{id}"));
+        let texts = |messages: &Value| -> Vec<String> {
+            let all = messages.as_array().cloned().unwrap_or_default();
+            all.iter()
+                .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        let has_every_turn = |texts: &[String], what: &str| {
+            for p in said {
+                for t in [(*p).to_owned(), answer(p)] {
+                    assert!(
+                        texts.iter().any(|x| x.contains(&t)),
+                        "{who}: {what} lacks {t:?}: {texts:?}"
+                    );
+                }
+            }
+        };
+
+        // The list, as JSON and as the table: the agent, and the title or
+        // else the first prompt.
+        let listing = self.evi_json(&["sessions", "list"]);
+        let row = listing["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{who}: `sessions list --json` lacks {id}: {listing}"))
+            .clone();
+        assert_eq!(row["agent"], agent, "{who}: {row}");
+        assert_eq!(row["first_message"], said[0], "{who}: {row}");
+        assert_eq!(row["project"], self.project.as_str(), "{who}: {row}");
+        let shown = row["title"].as_str().unwrap_or(said[0]);
+        let short = row["short_id"].as_str().unwrap();
+        let table = self.evi(&["sessions", "list"]);
+        let start: String = shown.chars().take(20).collect();
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(agent) && l.contains(short) && l.contains(&start)),
+            "{who}: `sessions list` lacks {agent} {short} {start:?}:\n{table}"
+        );
+
+        // Show, as text and as JSON.
+        let show = self.evi(&["sessions", "show", &stream]);
+        has_every_turn(&[show], "`sessions show`");
+        let page = self.evi_json(&["sessions", "show", &stream]);
+        has_every_turn(&texts(&page["messages"]), "`sessions show --json`");
+
+        // Search, as JSON and as text.
+        let found = self.evi_json(&["sessions", "search", word]);
+        assert!(
+            found["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["session"] == id && h["agent"] == agent),
+            "{who}: `sessions search {word}` lacks {stream}: {found}"
+        );
+        let text = self.evi(&["sessions", "search", word]);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(agent) && l.contains(short)),
+            "{who}: `sessions search {word}` lacks {agent} {short}:\n{text}"
+        );
+
+        // The web viewer: the list's row, the session's page, the search.
+        let web = self.dev.web("127.0.0.1:0");
+        let listed = json(get(&web, "/api/sessions"));
+        let web_row = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id);
+        assert_eq!(web_row, Some(&row), "{who}: the viewer's list: {listed}");
+        let opened = json(get(
+            &web,
+            &format!("/api/sessions/{agent}%2F{id}?limit=500"),
+        ));
+        assert_eq!(opened["session"], row, "{who}: the viewer's page");
+        has_every_turn(&texts(&opened["messages"]), "the viewer's page");
+        let searched = json(search_api(&web, &[("q", word)]));
+        assert!(
+            searched["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["session"] == id && h["open"] == stream.as_str()),
+            "{who}: the viewer's search for {word} lacks {stream}: {searched}"
+        );
+        drop(web);
+
+        // The handoff, pushed and as printed on a device that has it: the
+        // agent's own command, from the project here.
+        let resume = format!("cd {} && {} {id}", self.project, resume_program(agent));
+        let steps = self.evi(&["sessions", "handoff", &stream]);
+        assert!(
+            steps.lines().any(|l| l.trim() == resume),
+            "{who}: handoff lacks `{resume}`:\n{steps}"
+        );
+        let h = self.evi_json(&["sessions", "handoff", &stream, "--no-push"]);
+        assert_eq!(h["resume_command"], resume, "{who}: {h}");
+        assert_eq!(h["agent"], agent, "{who}: {h}");
+        assert_eq!(h["project"], self.project.as_str(), "{who}: {h}");
     }
 }
 

@@ -139,6 +139,7 @@ fn codex_resumes_a_synced_session_by_id_and_as_the_latest_on_every_device() {
     let rel_b = rollout(&w.b, &id);
     assert_eq!(rel_b, named_by_local_time(&b, &started, &id));
     let mut said = vec!["A1: where is the parser?", "A2: and the lexer?"];
+    b.assert_seen_everywhere("codex", &id, &said, "parser");
     w.resume_each(
         "B",
         &id,
@@ -177,6 +178,7 @@ fn codex_resumes_a_synced_session_by_id_and_as_the_latest_on_every_device() {
         "C's row differs from Codex's own import:\n  {}",
         differ.join("\n  ")
     );
+    c.assert_seen_everywhere("codex", &id, &said, "parser");
     w.resume_each(
         "C",
         &id,
@@ -207,4 +209,7 @@ fn codex_resumes_a_synced_session_by_id_and_as_the_latest_on_every_device() {
         "B's rollout against A's with B's paths",
     );
     assert!(!fb.contains(&format!("\"cwd\":\"{}", a.project)));
+
+    // 6. B reads every device's turns in every face.
+    b.assert_seen_everywhere("codex", &id, &said, "parser");
 }

@@ -87,6 +87,7 @@ fn gemini_resumes_a_synced_session_by_id_and_by_latest_on_every_device() {
         "the slug's marker names B's checkout"
     );
     let mut said = vec!["A1: where is the parser?", "A2: and the lexer?"];
+    b.assert_seen_everywhere("gemini", &id, &said, "parser");
     w.resume_each(
         "B",
         &id,
@@ -117,6 +118,7 @@ fn gemini_resumes_a_synced_session_by_id_and_by_latest_on_every_device() {
 
     // 4. C, at A's path with no map, pulls and resumes both ways.
     c.sync(&["pull"]);
+    c.assert_seen_everywhere("gemini", &id, &said, "parser");
     w.resume_each(
         "C",
         &id,
@@ -142,6 +144,9 @@ fn gemini_resumes_a_synced_session_by_id_and_by_latest_on_every_device() {
     }
     assert_same_lines(&fb, &fa, "B's file against A's");
     assert_same_lines(&fc, &fa, "C's file against A's");
+
+    // 6. B reads every device's turns in every face.
+    b.assert_seen_everywhere("gemini", &id, &said, "parser");
 }
 
 /// A session as Gemini CLI 0.61 writes one, last updated on 2 January

@@ -60,14 +60,16 @@ fn home() -> Device {
     dev
 }
 
-fn get(web: &WebViewer, path: &str) -> Response {
+/// `GET path` of the viewer.
+pub(crate) fn get(web: &WebViewer, path: &str) -> Response {
     Client::new()
         .get(format!("{}{path}", web.base))
         .send()
         .expect("GET the viewer")
 }
 
-fn json(resp: Response) -> Value {
+/// An answer's JSON body (its content type JSON).
+pub(crate) fn json(resp: Response) -> Value {
     let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
     assert!(ct.starts_with("application/json"), "content-type {ct}");
     resp.json().expect("a JSON body")
@@ -559,7 +561,8 @@ const S_USER: &str = r#"{"role":"user","content":"please fix the auth middleware
 const S_ASSISTANT: &str = r#"{"role":"assistant","content":"The middleware reads the wrong header.","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"grep -rn bearer src\"}"}}],"ts":"2026-06-08T10:00:05Z"}"#;
 const S_TOOL: &str = r#"{"role":"tool","tool_call_id":"c1","tool_name":"bash","content":"src/auth.rs:12: let token = header(\"x-zanzibar\");","ts":"2026-06-08T10:00:06Z"}"#;
 
-fn search_api(web: &WebViewer, query: &[(&str, &str)]) -> Response {
+/// `GET /api/search` with `query`.
+pub(crate) fn search_api(web: &WebViewer, query: &[(&str, &str)]) -> Response {
     Client::new()
         .get(format!("{}/api/search", web.base))
         .query(query)

@@ -67,9 +67,13 @@ pub fn cmd_sessions_list(ctx: &Ctx, args: ListArgs) -> CommandResult {
     }
     // Other agents' sessions, newest first among all by their last time.
     let mut others = Vec::new();
+    // Another agent's times are UTC and `first_day` is local (as eVi's day
+    // folders are): its last message's local day is what counts. Its UTC
+    // date is a day behind east of UTC after local midnight, which hid a
+    // session of this morning from `--days 1` there.
     let in_days = |s: &SessionSummary| {
-        let end = s.end.as_deref();
-        end.is_some_and(|e| e.get(..10).unwrap_or(e) >= first_day.as_str())
+        let end = s.end.as_deref().and_then(crate::transcript::line::parse_ts);
+        end.is_some_and(|ms| crate::search::find::local_day(ms) >= first_day)
     };
     let agent = only.filter(|a| *a != Agent::Evi);
     if only.is_none_or(|a| a != Agent::Evi) {
