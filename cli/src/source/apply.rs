@@ -67,7 +67,7 @@ use super::paths::PathMap;
 use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
-use crate::sync::engine::gather::Gathered;
+use crate::sync::engine::gather::{Gathered, next_part};
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting, abandoned};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::append_marks::cut_here_if_asked;
@@ -80,7 +80,9 @@ use crate::transcript::lines::walk_file;
 #[derive(Debug, Default)]
 pub struct AgentApplied {
     pub entries: u64,
-    pub sessions: u64,
+    /// The sessions that got entries (a set: a long session's entries come
+    /// in many pages and parts).
+    pub sessions: std::collections::BTreeSet<StreamName>,
     /// Entries waiting in `sync/pending-agents/` after it.
     pub waiting: u64,
     /// Sessions of agents not turned on here, by agent.
@@ -398,14 +400,19 @@ pub fn apply(
             }
         };
         let written = match &target {
-            Some(path) if !ready.is_empty() => append(ctx, &mut unsynced, &stream, path, &ready)?,
+            Some(path) if !ready.is_empty() => {
+                append_parts(ctx, &mut unsynced, &stream, path, &ready)?
+            }
             _ => None,
         };
         match (written, target) {
-            (Some(n), Some(p)) => {
+            (Some((n, went)), Some(p)) => {
+                // What did not go in waits for the line the file ends in.
+                let left = ready.split_off(went);
+                waits.extend(left.into_iter().map(|e| (e, WaitReason::PartialLine)));
                 if n > 0 {
                     done.entries += n;
-                    done.sessions += 1;
+                    done.sessions.insert(stream.clone());
                 }
                 done.notes.extend(
                     stream
@@ -638,6 +645,31 @@ fn append(
         return Ok(Some(n));
     }
     Ok(None)
+}
+
+/// [`append`] of `entries` a part at a time ([`next_part`]): how many
+/// entries were written, and how many of `entries` went in (those after
+/// wait: the agent began a line meanwhile); `None` when none went in.
+fn append_parts(
+    ctx: &mut SyncContext,
+    unsynced: &mut Unsynced,
+    stream: &StreamName,
+    path: &Path,
+    entries: &[Entry],
+) -> Result<Option<(u64, usize)>, SyncError> {
+    let (mut written, mut went) = (0, 0);
+    let mut rest = entries;
+    while !rest.is_empty() {
+        let (part, after) = next_part(rest);
+        match append(ctx, unsynced, stream, path, part)? {
+            Some(n) => written += n,
+            None if went == 0 => return Ok(None),
+            None => break,
+        }
+        went += part.len();
+        rest = after;
+    }
+    Ok(Some((written, went)))
 }
 
 /// Ends the line an agent abandoned (see the module's promises) with a

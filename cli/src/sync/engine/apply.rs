@@ -65,7 +65,7 @@ use evi_shared::{Day, SessionId};
 use crate::home::EviHome;
 use crate::sync::Entry;
 use crate::sync::engine::cores::on_all_cores;
-use crate::sync::engine::gather::Gathered;
+use crate::sync::engine::gather::{Gathered, next_part};
 use crate::sync::engine::id_set::IdSet;
 use crate::sync::engine::pending::WaitReason;
 use crate::sync::state::append_marks::{AppendMarks, cut_here_if_asked};
@@ -164,9 +164,6 @@ impl Disk {
 
 /// Entries' bytes from which [`LineFacts`] are read on all cores.
 const PARALLEL_FACTS_FROM: usize = 1 << 20;
-
-/// The bytes of one write of pulled entries (see [`SessionAppender::apply`]).
-const WRITE_BYTES: usize = 2 << 20;
 
 /// What an entry's own bytes say, whatever the session here holds: its
 /// explicit ids and whether it reads back under its id (the SHA-256 of a
@@ -387,7 +384,7 @@ impl SessionAppender {
     /// Appends what can be appended of `entries` (in order), re-deciding
     /// whenever the files changed under it; hands back what must wait.
     ///
-    /// In parts of about [`WRITE_BYTES`]: each part's bytes go to each file
+    /// In parts of about [`WRITE_BYTES`](super::gather::WRITE_BYTES) ([`next_part`]): each part's bytes go to each file
     /// in one `writev` (so no line of eVi's lands between two of pull's),
     /// long lines from the entries themselves and short ones copied (see
     /// [`Gathered`]), and the copies of a page of one long session are
@@ -398,15 +395,7 @@ impl SessionAppender {
         let mut batch = Batch::default();
         let mut rest = entries;
         while !rest.is_empty() {
-            let mut bytes = 0;
-            let end = rest
-                .iter()
-                .position(|e| {
-                    bytes += e.line.len();
-                    bytes > WRITE_BYTES
-                })
-                .map_or(rest.len(), |i| i.max(1));
-            let (part, after) = rest.split_at(end);
+            let (part, after) = next_part(rest);
             let (b, gave_up) = self.apply_part(part, today)?;
             batch.appended.extend(b.appended);
             batch.waiting.extend(b.waiting);

@@ -11,6 +11,28 @@
 
 use std::io::IoSlice;
 
+/// The bytes of one write of pulled entries: a page is written in parts of
+/// about this much, so that the copies of its short lines are held a part
+/// at a time, not for the whole page (a page of one long session is tens
+/// of MB).
+pub(crate) const WRITE_BYTES: usize = 2 << 20;
+
+/// The first part of `entries` to write (about [`WRITE_BYTES`] of lines,
+/// at least one entry) and the rest.
+pub(crate) fn next_part(
+    entries: &[crate::sync::Entry],
+) -> (&[crate::sync::Entry], &[crate::sync::Entry]) {
+    let mut bytes = 0;
+    let end = entries
+        .iter()
+        .position(|e| {
+            bytes += e.line.len();
+            bytes > WRITE_BYTES
+        })
+        .map_or(entries.len(), |i| i.max(1));
+    entries.split_at(end)
+}
+
 /// Lines at least this long are written from where they are.
 const BORROW_FROM: usize = 16 << 10;
 
@@ -69,7 +91,9 @@ impl<'a> Gathered<'a> {
     pub fn push_line(&mut self, line: &'a [u8]) {
         if line.len() >= BORROW_FROM && self.pieces.len() + 2 <= MAX_SLICES {
             self.pieces.push(Piece::Borrowed(line));
-            self.copy(b"\n");
+            // Not copied either: a chunk of its own for one newline was a
+            // fresh allocation per long line.
+            self.pieces.push(Piece::Borrowed(b"\n"));
             self.last = Last::Borrowed(line);
         } else {
             let start = self.copy(line);

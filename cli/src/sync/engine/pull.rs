@@ -79,6 +79,10 @@ pub struct PullReport {
     /// Forgets and undos among the pulled records (applied before or now).
     #[serde(skip)]
     pub tombstones_seen: u64,
+    /// The other agents' sessions that got entries ([`Self::agent_sessions`]
+    /// counts them).
+    #[serde(skip)]
+    pub agent_streams: std::collections::BTreeSet<crate::source::StreamName>,
 }
 
 /// How to pull.
@@ -258,7 +262,7 @@ fn pull_scope(
     // What waited since an earlier sync goes in first, in its order.
     let (mut incoming, drained) = drain_pending(ctx)?;
     report.agent_entries += drained.entries;
-    report.agent_sessions += drained.sessions;
+    report.agent_streams.extend(drained.sessions);
     report.waiting_agents = drained.waiting;
     report.agent_notes.extend(drained.notes);
     let only = match &scope {
@@ -289,15 +293,15 @@ fn pull_scope(
     // overlap: the next page is downloaded and opened (decrypted and
     // verified, on all cores) while this one is written.
     std::thread::scope(|scope_| -> Result<(), SyncError> {
-        // A rendezvous: the opener holds the one page it opened until this
-        // loop takes it, so two pages are in memory, and a third's
-        // ciphertext while it is opened.
+        // A rendezvous: the opener holds the one part of a page it opened
+        // until this loop takes it, so two parts are in memory, and the
+        // rest of a page's ciphertext.
         let (tx, opened_pages) = std::sync::mpsc::sync_channel(0);
         let opener = Opener::new(ctx, only.clone(), opts.all);
         scope_.spawn(move || opener.run(first, framed, tx));
         for page in opened_pages {
             let page = page?;
-            if page.count == 0 {
+            if page.count == 0 && page.end {
                 break;
             }
             // Each run was verified whole before anything of it is written;
@@ -331,6 +335,11 @@ fn pull_scope(
                     }
                 }
             }
+            progress.inc(page.count);
+            if !page.end {
+                // The cursor moves once the whole page is written.
+                continue;
+            }
             pulled_to = page.next_after;
             match &scope {
                 Scope::Everything => {
@@ -347,7 +356,6 @@ fn pull_scope(
                 }
             }
             ctx.save_state()?;
-            progress.inc(page.count);
             if !page.more {
                 break;
             }
@@ -362,6 +370,7 @@ fn pull_scope(
         .collect();
     let applied = &incoming.applied;
     report.entries = applied.entries + report.agent_entries;
+    report.agent_sessions = report.agent_streams.len() as u64;
     report.sessions = applied.sessions.len() as u64 + report.agent_sessions;
     report.diverged = applied.diverged.len() as u64;
     report.waiting = incoming.waiting();
@@ -417,7 +426,7 @@ fn apply_opened(
     incoming.sync()?;
     let done = crate::source::apply::apply(ctx, agents)?;
     report.agent_entries += done.entries;
-    report.agent_sessions += done.sessions;
+    report.agent_streams.extend(done.sessions);
     report.waiting_agents = done.waiting;
     report.agent_notes.extend(done.notes);
     for (a, n) in done.not_enabled {
@@ -502,12 +511,41 @@ impl OpenedRun {
     }
 }
 
-/// A page opened: its runs, each with the forget or undo that follows it.
+/// A part of a page opened ([`PART_BYTES`]): its runs, each with the forget
+/// or undo that follows it.
 struct OpenedPage {
     runs: Vec<(OpenedRun, Option<PulledRecord>)>,
+    /// Records of the page in this part.
     count: u64,
+    /// Whether this part ends its page: only then does the cursor move,
+    /// to `next_after`.
+    end: bool,
     next_after: u64,
     more: bool,
+}
+
+/// Ciphertext of a page opened and handed to the writer at a time. A page
+/// is some MB of ciphertext, and opened it is several times that (a Claude
+/// Code session compresses about 5:1): two whole pages in memory, the one
+/// written and the one opened meanwhile, made a fresh pull's peak. In parts
+/// the opener still works while the writer writes, on less at a time.
+const PART_BYTES: usize = 1 << 20;
+
+/// `records` in parts of about [`PART_BYTES`] of ciphertext, each of one
+/// record at least (one empty part for none).
+fn parts(records: Vec<PulledRecord>) -> Vec<Vec<PulledRecord>> {
+    let mut out = vec![Vec::new()];
+    let mut bytes = 0;
+    for r in records {
+        let last = out.last_mut().expect("one part at least");
+        if !last.is_empty() && bytes + r.ciphertext.len() > PART_BYTES {
+            out.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += r.ciphertext.len();
+        out.last_mut().expect("one part at least").push(r);
+    }
+    out
 }
 
 /// The stage of a pull that downloads and opens pages (decrypts and checks
@@ -557,37 +595,58 @@ impl Opener {
                 None => self.client.pull(after, framed),
                 Some(s) => self.client.pull_stream(s, after, framed),
             };
-            let opened = page.map_err(SyncError::from).and_then(|p| {
-                after = p.next_after;
-                self.open(p)
-            });
-            let last = opened.as_ref().map_or(true, |p| p.count == 0 || !p.more);
-            if out.send(opened).is_err() || last {
+            let page = match page {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = out.send(Err(e.into()));
+                    return;
+                }
+            };
+            after = page.next_after;
+            let more = page.more && !page.records.is_empty();
+            let parts = parts(page.records);
+            let n = parts.len();
+            for (i, records) in parts.into_iter().enumerate() {
+                let end = i + 1 == n;
+                let opened = self.open(records).map(|(runs, count)| OpenedPage {
+                    runs,
+                    count,
+                    end,
+                    next_after: after,
+                    more,
+                });
+                let failed = opened.is_err();
+                if out.send(opened).is_err() || failed {
+                    return;
+                }
+                // Taken: the writer is done with the part before, whose
+                // lines are freed now; their memory goes back while it
+                // writes.
+                crate::malloc::give_back_freed();
+            }
+            if !more {
                 return;
             }
-            // Taken: the writer is done with the page before, whose lines
-            // are freed now; their memory goes back while it writes.
-            crate::malloc::give_back_freed();
         }
     }
 
-    fn open(&self, mut page: Page) -> Result<OpenedPage, SyncError> {
-        let count = page.records.len() as u64;
+    /// Opens a part of a page: its runs, and how many records it had.
+    #[allow(clippy::type_complexity)]
+    fn open(
+        &self,
+        mut records: Vec<PulledRecord>,
+    ) -> Result<(Vec<(OpenedRun, Option<PulledRecord>)>, u64), SyncError> {
+        let count = records.len() as u64;
         if let Some(stream) = &self.only {
             // A page of one stream holds that stream only; anything else a
             // server sends there is left to the full pull.
-            page.records.retain(|r| &r.head.stream == stream);
+            records.retain(|r| &r.head.stream == stream);
         }
-        let runs = crate::sync::engine::forget::runs(page.records)
+        let runs = crate::sync::engine::forget::runs(records)
             .into_iter()
             .map(|run| Ok((self.open_run(&run.records)?, run.then)))
             .collect::<Result<_, SyncError>>()?;
-        Ok(OpenedPage {
-            runs,
-            count,
-            next_after: page.next_after,
-            more: page.more && count > 0,
-        })
+        Ok((runs, count))
     }
 
     /// Opens records, but this device's own unless `all`, in order, and
