@@ -361,12 +361,16 @@ fn dashed(h: &str) -> String {
     )
 }
 
-/// A random UUID (version 4 form).
-fn uuid(rng: &mut Rng) -> String {
-    let mut h = format!("{:016x}{:016x}", rng.next(), rng.next());
+/// 32 random hex digits as a version 4 UUID.
+fn v4(mut h: String) -> String {
     h.replace_range(12..13, "4");
     h.replace_range(16..17, "8");
     dashed(&h)
+}
+
+/// A random UUID (version 4 form).
+fn uuid(rng: &mut Rng) -> String {
+    v4(format!("{:016x}{:016x}", rng.next(), rng.next()))
 }
 
 /// A session id in UUID form, from the 128 bits of a ULID (its time first,
@@ -404,12 +408,13 @@ struct JsonlFile {
 }
 
 impl JsonlFile {
-    /// Creates `path` (and its folder).
+    /// Creates `path` (and its folder); fails if it is there, so that two
+    /// sessions named alike cannot silently make one.
     fn create(path: PathBuf) -> std::io::Result<Self> {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir)?;
         }
-        let f = File::create(&path)?;
+        let f = File::options().write(true).create_new(true).open(&path)?;
         Ok(Self {
             file: BufWriter::with_capacity(256 * 1024, f),
             path,
@@ -857,7 +862,13 @@ impl Agent {
     fn session_id(self, ulid: String) -> String {
         match self {
             Self::Evi => ulid,
-            Self::ClaudeCode | Self::Codex | Self::Gemini => uuid_of(&ulid),
+            Self::ClaudeCode | Self::Codex => uuid_of(&ulid),
+            // Random (version 4), as Gemini's are: its file names hold the
+            // id's first 8 digits, which in a ULID's order are its time.
+            Self::Gemini => {
+                let u = ulid::Ulid::from_string(&ulid).expect("a ULID");
+                v4(format!("{:020x}{:012x}", u.random(), u.timestamp_ms()))
+            }
             Self::OpenCode => opencode::session_id(&ulid),
         }
     }
