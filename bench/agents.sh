@@ -109,9 +109,14 @@ for kind in $kinds; do
   kill "$server_pid"
   wait "$server_pid" 2> /dev/null || true
   server_pid=
-  # The fresh pull brought every session A has, and its bytes.
+  # A has every session generated, and the fresh pull brought them all.
+  made=$(sed -n 's/^sessions=\([0-9]*\).*/\1/p' "$homes/$kind/gen-home.txt")
   pushed=$(sessions "$a" "$kind")
   pulled=$(sessions "$b" "$kind")
+  if [[ $pushed != "$made" ]]; then
+    echo "evi lists $pushed $kind sessions of the $made generated" >&2
+    exit 1
+  fi
   if [[ $pulled != "$pushed" ]]; then
     echo "the fresh pull of $kind brought $pulled sessions of $pushed" >&2
     exit 1
