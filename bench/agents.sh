@@ -13,8 +13,9 @@
 # 2,000 sessions, 300 MB, one of 200 MB over two days). KINDS picks the
 # homes (default: all five; eVi's is the reference, always run).
 # Prints, per home: synced bytes (the agent's session files; OpenCode's, the
-# mirror files push made of its database's rows), wall seconds and peak RSS
-# of `sync push` and `sync pull`, and the agent/eVi ratio per byte of each.
+# mirror files push made of its database's rows), wall and CPU seconds and
+# peak RSS of `sync push` and `sync pull`, and the agent/eVi ratio per byte
+# of each, by wall and by CPU time.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,18 +51,22 @@ done
 
 export EVI_SYNC_PASSWORD=bench-password-123 EVI_KEY_PASSPHRASE=bench-passphrase-123
 
-# timed KEY CMD...: one run after a `sync`; sets wall[KEY] and rss[KEY] (KiB).
-declare -A wall rss
+# timed KEY CMD...: one run after a `sync`; sets wall[KEY], cpu[KEY] (user
+# + system seconds: on a machine shared with other work, the steadier of
+# the two) and rss[KEY] (KiB).
+declare -A wall cpu rss
 timed() {
   local key=$1
   shift
   sync
-  if ! /usr/bin/time -o "$work/$key.time" -f '%e %M' "$@" > "$work/$key.out" 2> "$work/$key.err"; then
+  if ! /usr/bin/time -o "$work/$key.time" -f '%e %M %U %S' "$@" > "$work/$key.out" 2> "$work/$key.err"; then
     echo "failed: $*" >&2
     cat "$work/$key.err" >&2
     exit 1
   fi
-  read -r wall[$key] rss[$key] < "$work/$key.time"
+  local user sys
+  read -r wall[$key] rss[$key] user sys < "$work/$key.time"
+  cpu[$key]=$(awk "BEGIN{printf \"%.2f\", $user + $sys}")
 }
 
 # synced DIR KIND: the bytes of KIND's sessions in home DIR.
@@ -127,17 +132,19 @@ for kind in $kinds; do
   fi
 done
 
-per100() { awk "BEGIN{printf \"%.3f\", $1 / ($2 / 1e8)}"; }
+# ratio KIND STEP TIMES: KIND's seconds per byte over eVi's, from TIMES (wall or cpu).
+ratio() {
+  local -n t=$3
+  awk "BEGIN{printf \"%.2fx\", (${t[$1-$2]} / ${bytes[$1]}) / (${t[evi-$2]} / ${bytes[evi]})}"
+}
 mib() { awk "BEGIN{printf \"%.1f\", $1 / 1024}"; }
-echo "| home | MB | push s | push RSS MiB | push s/100 MB | push / eVi per byte | pull s | pull RSS MiB | pull s/100 MB | pull / eVi per byte |"
+echo "| home | MB | push s | push CPU s | push RSS MiB | push / eVi per byte (wall, CPU) | pull s | pull CPU s | pull RSS MiB | pull / eVi per byte (wall, CPU) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for kind in $kinds; do
   row="| $kind | $(awk "BEGIN{printf \"%.1f\", ${bytes[$kind]}/1e6}")"
   for step in push pull; do
     k=$kind-$step
-    p=$(per100 "${wall[$k]}" "${bytes[$kind]}")
-    pe=$(per100 "${wall[evi-$step]}" "${bytes[evi]}")
-    row+=" | ${wall[$k]} | $(mib "${rss[$k]}") | $p | $(awk "BEGIN{printf \"%.2fx\", $p / $pe}")"
+    row+=" | ${wall[$k]} | ${cpu[$k]} | $(mib "${rss[$k]}") | $(ratio "$kind" "$step" wall), $(ratio "$kind" "$step" cpu)"
   done
   echo "$row |"
 done
