@@ -1,7 +1,8 @@
 //! `evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200]
 //! [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P]
-//! [--huge-lines N] [--claude-code]`: writes a synthetic eVi home for the
-//! benchmarks in `bench/sessions.sh` and `bench/sync.sh`.
+//! [--huge-lines N] [--claude-code | --codex | --gemini | --opencode]
+//! [--empty]`: writes a synthetic eVi home for the benchmarks in
+//! `bench/sessions.sh`, `bench/sync.sh` and `bench/agents.sh`.
 //!
 //! The home looks like a heavy user's week: `transcripts/<day>/<ulid>.jsonl`
 //! over the last 7 days (UTC, relative to today), one big session spanning
@@ -22,9 +23,15 @@
 //! `cat` of a log) into N sessions, taken from the budget of the others
 //! (at most half of it: in a small home they are smaller).
 //!
-//! `--claude-code` writes the same plan of sessions as Claude Code writes
-//! them instead, into `DIR/claude` (see [`claude`]), with a config that
-//! turns that folder on and no eVi transcripts.
+//! `--claude-code`, `--codex`, `--gemini` and `--opencode` write the same
+//! plan of sessions (sizes, times, tool outputs, branches where the agent
+//! has them) as that agent writes them instead, into `DIR/claude`,
+//! `DIR/codex`, `DIR/gemini` or `DIR/opencode` (see [`claude`], [`codex`],
+//! [`gemini`], [`opencode`]), with a config that turns that folder on and
+//! no eVi transcripts. The three later ones share the turn plan ([`drive`]);
+//! each writes a turn in its own shape ([`Turns`]). `--empty` writes only
+//! the config and the agent's empty folder (OpenCode's: its database with
+//! no rows), for a device to pull into.
 //!
 //! Sizes, contents and ids depend only on the seed; times are placed relative
 //! to the moment it runs (no line is in the future). It ends with
@@ -41,6 +48,12 @@ use evi::transcript::entry_id::derive_id;
 
 #[path = "gen_home/claude.rs"]
 mod claude;
+#[path = "gen_home/codex.rs"]
+mod codex;
+#[path = "gen_home/gemini.rs"]
+mod gemini;
+#[path = "gen_home/opencode.rs"]
+mod opencode;
 
 /// xorshift64*: small, fast, and fixed forever (unlike a crate's default RNG).
 struct Rng(u64);
@@ -331,6 +344,234 @@ fn hex_id(rng: &mut Rng) -> String {
     format!("{:016x}{:016x}", rng.next(), rng.next())
 }
 
+/// A time as the agents write it: RFC 3339, UTC, to the millisecond.
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// 32 hex digits in UUID form, `8-4-4-4-12`.
+fn dashed(h: &str) -> String {
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// 32 random hex digits as a version 4 UUID.
+fn v4(mut h: String) -> String {
+    h.replace_range(12..13, "4");
+    h.replace_range(16..17, "8");
+    dashed(&h)
+}
+
+/// A random UUID (version 4 form).
+fn uuid(rng: &mut Rng) -> String {
+    v4(format!("{:016x}{:016x}", rng.next(), rng.next()))
+}
+
+/// A session id in UUID form, from the 128 bits of a ULID (its time first,
+/// as in Codex's UUID v7 ids).
+fn uuid_of(ulid: &str) -> String {
+    let v = ulid::Ulid::from_string(ulid).expect("a ULID").0;
+    dashed(&format!("{v:032x}"))
+}
+
+/// SHA-256 of `s`, in hex.
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The projects the agents' sessions belong to.
+const PROJECTS: usize = 24;
+
+/// The project folder of a new session, one of [`PROJECTS`].
+fn project(rng: &mut Rng) -> String {
+    format!("/home/pat/code/project-{:02}", rng.range(0, PROJECTS))
+}
+
+/// One JSONL file of an agent's session; closing it sets its mtime to the
+/// time of its last line, as the agent's last write would have.
+struct JsonlFile {
+    file: BufWriter<File>,
+    path: PathBuf,
+    bytes: u64,
+    lines: u64,
+    last_ts: DateTime<Utc>,
+}
+
+impl JsonlFile {
+    /// Creates `path` (and its folder); fails if it is there, so that two
+    /// sessions named alike cannot silently make one.
+    fn create(path: PathBuf) -> std::io::Result<Self> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let f = File::options().write(true).create_new(true).open(&path)?;
+        Ok(Self {
+            file: BufWriter::with_capacity(256 * 1024, f),
+            path,
+            bytes: 0,
+            lines: 0,
+            last_ts: DateTime::UNIX_EPOCH,
+        })
+    }
+
+    fn line(&mut self, ts: DateTime<Utc>, line: &str) -> std::io::Result<()> {
+        self.file.write_all(line.as_bytes())?;
+        self.file.write_all(b"\n")?;
+        self.bytes += line.len() as u64 + 1;
+        self.lines += 1;
+        self.last_ts = self.last_ts.max(ts);
+        Ok(())
+    }
+
+    /// Flushes and closes; what was written (one file).
+    fn close(mut self) -> std::io::Result<Written> {
+        self.file.flush()?;
+        drop(self.file);
+        let f = File::options().write(true).open(&self.path)?;
+        f.set_modified(SystemTime::from(self.last_ts))?;
+        Ok((self.bytes, self.lines, 1))
+    }
+}
+
+/// A tool call of a [`Round`]: eVi's name of the tool ([`TOOLS`]), its
+/// argument (a shell command for `bash`, a word for `grep`, else a path),
+/// its output, and when the output came.
+struct Call {
+    id: String,
+    tool: &'static str,
+    arg: String,
+    output: String,
+    ts: DateTime<Utc>,
+}
+
+/// One round of tool use: the model's reasoning (sometimes), what it says
+/// (maybe nothing), its calls, and their outputs.
+struct Round {
+    ts: DateTime<Utc>,
+    think: Option<String>,
+    say: String,
+    calls: Vec<Call>,
+}
+
+/// One session to write: its id and plan, with the home's RNG and line
+/// shape.
+struct Job<'a> {
+    rng: &'a mut Rng,
+    id: String,
+    plan: &'a Plan,
+    shape: &'a mut Shape,
+}
+
+/// What writing a session made: (bytes, lines, files).
+type Written = (u64, u64, u32);
+
+/// An agent's way of writing the turns [`drive`] plans: each writes them
+/// in its own shape.
+trait Turns {
+    /// The bytes written so far (the plan's measure).
+    fn bytes(&self) -> u64;
+    fn prompt(&mut self, rng: &mut Rng, ts: DateTime<Utc>, text: &str) -> std::io::Result<()>;
+    fn round(&mut self, rng: &mut Rng, round: &Round) -> std::io::Result<()>;
+    fn answer(&mut self, rng: &mut Rng, ts: DateTime<Utc>, text: &str) -> std::io::Result<()>;
+    /// A branch before the next prompt, for an agent whose sessions have
+    /// them; false when it made none (yet).
+    fn branch(&mut self, _rng: &mut Rng) -> std::io::Result<bool> {
+        Ok(false)
+    }
+}
+
+/// Writes a session of about `plan.target` bytes through `w`, turn by turn
+/// as [`write_session`] does for eVi: a prompt, tool rounds (the sizes of
+/// outputs from `shape`, `plan.huge` in the first), an answer; at the
+/// plan's branch points, a branch where the agent has them.
+fn drive(rng: &mut Rng, w: &mut impl Turns, plan: &Plan, shape: &mut Shape) -> std::io::Result<()> {
+    let mut ts_next = plan.clock();
+    let branch_at = plan.branch_points(rng);
+    let mut branch_done = vec![false; branch_at.len()];
+    let mut huge = plan.huge;
+    while w.bytes() < plan.target {
+        let turn_start = w.bytes();
+        let mut turn_tool = 0;
+        for (k, &at) in branch_at.iter().enumerate() {
+            if !branch_done[k] && w.bytes() >= at {
+                branch_done[k] = w.branch(rng)?;
+            }
+        }
+        let t = ts_next(rng, w.bytes());
+        let n = shape.prose_len(rng, 40, 700);
+        let text = prose(rng, n);
+        w.prompt(rng, t, &text)?;
+        let rounds = shape.tool_rounds(rng).max(usize::from(huge.is_some()));
+        for _ in 0..rounds {
+            if w.bytes() >= plan.target {
+                break;
+            }
+            let ts = ts_next(rng, w.bytes());
+            let think = if rng.chance(0.4) {
+                let n = shape.prose_len(rng, 20, 300);
+                Some(prose(rng, n))
+            } else {
+                None
+            };
+            let n = shape.prose_len(rng, 0, 300);
+            let say = if n > 40 { prose(rng, n) } else { String::new() };
+            let mut at = w.bytes();
+            let mut calls = Vec::new();
+            let n_calls = if rng.chance(0.15) { 2 } else { 1 };
+            for _ in 0..n_calls {
+                let tool = rng.pick(TOOLS);
+                let arg = match tool {
+                    "bash" => format!("cargo test -p {} 2>&1 | tail -50", rng.pick(WORDS)),
+                    "grep" => rng.pick(WORDS).to_owned(),
+                    _ => rng.pick(PATHS).to_owned(),
+                };
+                let size = match huge.take() {
+                    Some(size) => size,
+                    None => shape.tool_len(rng),
+                };
+                let output = tool_output(rng, size);
+                at += output.len() as u64;
+                let id = format!("call_{:016x}{:08x}", rng.next(), rng.next() as u32);
+                calls.push(Call {
+                    id,
+                    tool,
+                    arg,
+                    output,
+                    ts: ts_next(rng, at),
+                });
+            }
+            let before = w.bytes();
+            w.round(
+                rng,
+                &Round {
+                    ts,
+                    think,
+                    say,
+                    calls,
+                },
+            )?;
+            turn_tool += w.bytes() - before;
+        }
+        let n = shape.prose_len(rng, 80, 1800);
+        let answer = prose(rng, n);
+        let t = ts_next(rng, w.bytes());
+        w.answer(rng, t, &answer)?;
+        shape.tool_bytes += turn_tool;
+        shape.all_bytes += w.bytes() - turn_start;
+    }
+    Ok(())
+}
+
 /// Writes one session: lines go to the file of their own day (UTC).
 struct SessionWriter<'a> {
     transcripts: &'a Path,
@@ -592,10 +833,48 @@ struct Args {
     lognormal_lines: bool,
     tool_pct: Option<u64>,
     huge_lines: u64,
-    claude_code: bool,
+    agent: Agent,
 }
 
-const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P] [--huge-lines N] [--claude-code]";
+/// Whose sessions the home holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Agent {
+    Evi,
+    ClaudeCode,
+    Codex,
+    Gemini,
+    OpenCode,
+}
+
+impl Agent {
+    /// Its name in `[agents]`, and its folder in the home.
+    fn names(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Evi => None,
+            Self::ClaudeCode => Some(("claude-code", "claude")),
+            Self::Codex => Some(("codex", "codex")),
+            Self::Gemini => Some(("gemini", "gemini")),
+            Self::OpenCode => Some(("opencode", "opencode")),
+        }
+    }
+
+    /// A session's id as the agent makes it, from a ULID of its start.
+    fn session_id(self, ulid: String) -> String {
+        match self {
+            Self::Evi => ulid,
+            Self::ClaudeCode | Self::Codex => uuid_of(&ulid),
+            // Random (version 4), as Gemini's are: its file names hold the
+            // id's first 8 digits, which in a ULID's order are its time.
+            Self::Gemini => {
+                let u = ulid::Ulid::from_string(&ulid).expect("a ULID");
+                v4(format!("{:020x}{:012x}", u.random(), u.timestamp_ms()))
+            }
+            Self::OpenCode => opencode::session_id(&ulid),
+        }
+    }
+}
+
+const USAGE: &str = "usage: evi-gen-home DIR [--sessions 2000] [--total-mb 300] [--big-mb 200] [--seed 42] [--big-days-ago 2] [--lognormal-lines] [--tool-pct P] [--huge-lines N] [--claude-code | --codex | --gemini | --opencode] [--empty]";
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
@@ -609,8 +888,9 @@ fn parse_args() -> Result<Args, String> {
         lognormal_lines: false,
         tool_pct: None,
         huge_lines: 0,
-        claude_code: false,
+        agent: Agent::Evi,
     };
+    let mut empty = false;
     let mut dir = None;
     while let Some(a) = it.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -627,7 +907,11 @@ fn parse_args() -> Result<Args, String> {
             "--lognormal-lines" => args.lognormal_lines = true,
             "--tool-pct" => args.tool_pct = Some(num("--tool-pct")?.min(95)),
             "--huge-lines" => args.huge_lines = num("--huge-lines")?,
-            "--claude-code" => args.claude_code = true,
+            "--claude-code" => args.agent = Agent::ClaudeCode,
+            "--codex" => args.agent = Agent::Codex,
+            "--gemini" => args.agent = Agent::Gemini,
+            "--opencode" => args.agent = Agent::OpenCode,
+            "--empty" => empty = true,
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if dir.is_none() => dir = Some(PathBuf::from(s)),
@@ -635,6 +919,10 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     args.dir = dir.ok_or("DIR is required")?;
+    if empty {
+        args.sessions = 0;
+        return Ok(args);
+    }
     if args.sessions < 2 || args.big_mb >= args.total_mb {
         return Err("need --sessions >= 2 and --big-mb < --total-mb".into());
     }
@@ -649,34 +937,55 @@ fn ulid(rng: &mut Rng, t: DateTime<Utc>) -> String {
     ulid::Ulid::from_parts(t.timestamp_millis() as u64, random).to_string()
 }
 
-/// Where sessions go: eVi's transcripts, or Claude Code's folder.
-struct Out<'a> {
-    transcripts: &'a Path,
-    claude: Option<&'a Path>,
+/// Where sessions go: eVi's transcripts, or an agent's folder.
+enum Out {
+    Evi(PathBuf),
+    ClaudeCode(PathBuf),
+    Codex(PathBuf),
+    Gemini(gemini::Home),
+    OpenCode(opencode::Db),
 }
 
-impl Out<'_> {
-    /// Writes one session; its (bytes, lines, files).
-    fn session(
-        &self,
-        rng: &mut Rng,
-        id: String,
-        plan: &Plan,
-        shape: &mut Shape,
-    ) -> std::io::Result<(u64, u64, u32)> {
-        match self.claude {
-            Some(root) => {
-                let mut w = claude::Writer::new(root, id, rng)?;
-                claude::write_session(rng, &mut w, plan, shape)?;
-                let done = (w.bytes, w.lines, 1);
-                claude::finish(w)?;
-                Ok(done)
-            }
-            None => {
-                let mut w = SessionWriter::new(self.transcripts, id, plan.branches);
-                write_session(rng, &mut w, plan, shape)?;
+impl Out {
+    fn new(agent: Agent, dir: &Path) -> std::io::Result<Self> {
+        let folder = agent.names().map(|(_, f)| dir.join(f));
+        if let Some(f) = &folder {
+            fs::create_dir_all(f)?;
+        }
+        let folder = folder.unwrap_or_default();
+        Ok(match agent {
+            Agent::Evi => Self::Evi(dir.join("transcripts")),
+            Agent::ClaudeCode => Self::ClaudeCode(folder),
+            Agent::Codex => Self::Codex(folder),
+            Agent::Gemini => Self::Gemini(gemini::Home::new(folder)),
+            Agent::OpenCode => Self::OpenCode(opencode::Db::create(&folder)?),
+        })
+    }
+
+    /// Writes one session.
+    fn session(&mut self, job: Job<'_>) -> std::io::Result<Written> {
+        match self {
+            Self::Evi(transcripts) => {
+                let mut w = SessionWriter::new(transcripts, job.id, job.plan.branches);
+                write_session(job.rng, &mut w, job.plan, job.shape)?;
                 Ok((w.bytes, w.lines, w.files))
             }
+            Self::ClaudeCode(root) => {
+                let mut w = claude::Writer::new(root, job.id, &mut *job.rng)?;
+                claude::write_session(job.rng, &mut w, job.plan, job.shape)?;
+                claude::finish(w)
+            }
+            Self::Codex(root) => codex::write(root, job),
+            Self::Gemini(home) => home.write(job),
+            Self::OpenCode(db) => db.write(job),
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            Self::Gemini(home) => home.finish(),
+            Self::OpenCode(db) => db.finish(),
+            _ => Ok(()),
         }
     }
 }
@@ -684,22 +993,22 @@ impl Out<'_> {
 fn run(args: &Args) -> std::io::Result<String> {
     const MB: u64 = 1_000_000;
     let mut rng = Rng::new(args.seed);
-    let transcripts = args.dir.join("transcripts");
-    fs::create_dir_all(&transcripts)?;
-    let claude_root = args.dir.join("claude");
+    fs::create_dir_all(args.dir.join("transcripts"))?;
     let mut config = "[tools]\ntranscripts = true\n".to_owned();
-    if args.claude_code {
-        fs::create_dir_all(&claude_root)?;
+    if let Some((name, folder)) = args.agent.names() {
+        // Absolute: evi reads the config from wherever it runs.
+        let dir = std::path::absolute(args.dir.join(folder))?;
         config.push_str(&format!(
-            "[agents]\nclaude-code = true\nclaude-code-dir = {}\n",
-            json_str(&claude_root.to_string_lossy())
+            "[agents]\n{name} = true\n{name}-dir = {}\n",
+            json_str(&dir.to_string_lossy())
         ));
     }
     fs::write(args.dir.join("config.toml"), config)?;
-    let out = Out {
-        transcripts: &transcripts,
-        claude: args.claude_code.then_some(claude_root.as_path()),
-    };
+    let mut out = Out::new(args.agent, &args.dir)?;
+    if args.sessions == 0 {
+        out.finish()?;
+        return Ok("sessions=0\n".to_owned());
+    }
 
     let now = Utc::now();
     let midnight = |days_ago: u64| {
@@ -714,27 +1023,24 @@ fn run(args: &Args) -> std::io::Result<String> {
     // The big session: from noon of one day to noon of the next (or now).
     let big_start = midnight(args.big_days_ago + 1) + TimeDelta::hours(12);
     let big_end = (big_start + TimeDelta::hours(24)).min(now - TimeDelta::minutes(1));
-    let mut big_id = ulid(&mut rng, big_start);
-    if args.claude_code {
-        big_id = claude::uuid_of(&big_id);
-    }
+    let big_id = args.agent.session_id(ulid(&mut rng, big_start));
     let mut shape = Shape {
         lognormal: args.lognormal_lines,
         tool_pct: args.tool_pct,
         ..Shape::default()
     };
-    let (mut total, mut lines, mut files) = out.session(
-        &mut rng,
-        big_id.clone(),
-        &Plan {
+    let (mut total, mut lines, mut files) = out.session(Job {
+        rng: &mut rng,
+        id: big_id.clone(),
+        plan: &Plan {
             target: args.big_mb * MB,
             start: big_start,
             duration: big_end - big_start,
             branches: true,
             huge: None,
         },
-        &mut shape,
-    )?;
+        shape: &mut shape,
+    })?;
 
     // The others: log-normal sizes scaled to the rest of the budget.
     let n = args.sessions - 1;
@@ -759,23 +1065,20 @@ fn run(args: &Args) -> std::io::Result<String> {
         let latest = now - duration - TimeDelta::minutes(1);
         let room = (latest - window_start).num_seconds().max(1) as u64;
         let start = window_start + TimeDelta::seconds((rng.next() % room) as i64);
-        let mut id = ulid(&mut rng, start);
-        if args.claude_code {
-            id = claude::uuid_of(&id);
-        }
+        let id = args.agent.session_id(ulid(&mut rng, start));
         let branches = rng.chance(0.05);
-        let (b, l, f) = out.session(
-            &mut rng,
+        let (b, l, f) = out.session(Job {
+            rng: &mut rng,
             id,
-            &Plan {
+            plan: &Plan {
                 target,
                 start,
                 duration,
                 branches,
                 huge,
             },
-            &mut shape,
-        )?;
+            shape: &mut shape,
+        })?;
         total += b;
         lines += l;
         files += f;
@@ -795,9 +1098,10 @@ fn run(args: &Args) -> std::io::Result<String> {
     if args.huge_lines > 0 {
         shape_note.push_str(&format!(" huge_lines={}", args.huge_lines));
     }
-    if args.claude_code {
-        shape_note.push_str(" agent=claude-code");
+    if let Some((name, _)) = args.agent.names() {
+        shape_note.push_str(&format!(" agent={name}"));
     }
+    out.finish()?;
     let summary = format!(
         "sessions={} files={files} lines={lines} bytes={total} seed={} generated={}{shape_note}\nbig_session={big_id}\n",
         args.sessions,

@@ -11,53 +11,20 @@
 //! twenty (and the big one) has a branch: a prompt edited and sent again,
 //! whose `parentUuid` is a few lines back.
 
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::path::Path;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 
-use super::{PATHS, Plan, Rng, Shape, TOOLS, WORDS, json_str, prose, prose_between, tool_output};
-
-/// The projects the sessions belong to.
-const PROJECTS: usize = 24;
-
-/// A session id in Claude Code's form, from the 128 bits of a ULID.
-pub fn uuid_of(ulid: &str) -> String {
-    let v = ulid::Ulid::from_string(ulid).expect("a ULID").0;
-    let h = format!("{v:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
-fn uuid(rng: &mut Rng) -> String {
-    let h = format!("{:016x}{:016x}", rng.next(), rng.next());
-    format!(
-        "{}-{}-4{}-8{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..]
-    )
-}
+use super::{
+    JsonlFile, PATHS, Plan, Rng, Shape, TOOLS, WORDS, json_str, project, prose, prose_between,
+    rfc3339 as fmt, tool_output, uuid,
+};
 
 /// Writes one session file.
 pub struct Writer {
-    file: BufWriter<File>,
-    path: PathBuf,
+    out: JsonlFile,
     session: String,
     cwd: String,
-    pub bytes: u64,
-    pub lines: u64,
-    last_ts: DateTime<Utc>,
     /// The uuid of the last line of the conversation.
     tip: Option<String>,
     /// Recent user prompts' parents, for a branch to fork from.
@@ -66,35 +33,26 @@ pub struct Writer {
 
 impl Writer {
     pub fn new(root: &Path, session: String, rng: &mut Rng) -> std::io::Result<Self> {
-        let cwd = format!("/home/pat/code/project-{:02}", rng.range(0, PROJECTS));
+        let cwd = project(rng);
         let folder: String = cwd
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
-        let dir = root.join("projects").join(folder);
-        fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{session}.jsonl"));
-        let f = File::create(&path)?;
+        let path = root
+            .join("projects")
+            .join(folder)
+            .join(format!("{session}.jsonl"));
         Ok(Self {
-            file: BufWriter::with_capacity(256 * 1024, f),
-            path,
+            out: JsonlFile::create(path)?,
             session,
             cwd,
-            bytes: 0,
-            lines: 0,
-            last_ts: DateTime::UNIX_EPOCH,
             tip: None,
             prompts: Vec::new(),
         })
     }
 
     fn raw(&mut self, ts: DateTime<Utc>, line: &str) -> std::io::Result<()> {
-        self.file.write_all(line.as_bytes())?;
-        self.file.write_all(b"\n")?;
-        self.bytes += line.len() as u64 + 1;
-        self.lines += 1;
-        self.last_ts = self.last_ts.max(ts);
-        Ok(())
+        self.out.line(ts, line)
     }
 
     /// A line of the conversation: the common fields, then `rest`, under
@@ -131,17 +89,6 @@ impl Writer {
     ) -> std::io::Result<String> {
         self.node(rng, ts, None, &assistant(msg, block, out_tokens))
     }
-
-    fn close(mut self) -> std::io::Result<()> {
-        self.file.flush()?;
-        drop(self.file);
-        let f = File::options().write(true).open(&self.path)?;
-        f.set_modified(SystemTime::from(self.last_ts))
-    }
-}
-
-fn fmt(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// An assistant line holding `block`, of message `msg`.
@@ -165,19 +112,19 @@ pub fn write_session(
     let mut branch_done = vec![false; branch_at.len()];
     let mut msg_n = 0u64;
     let mut huge = plan.huge;
-    while w.bytes < plan.target {
-        let turn_start = w.bytes;
+    while w.out.bytes < plan.target {
+        let turn_start = w.out.bytes;
         let mut turn_tool = 0;
         // A branch: an earlier prompt edited and sent again.
         let mut parent = None;
         for (k, &at) in branch_at.iter().enumerate() {
-            if !branch_done[k] && w.bytes >= at && w.prompts.len() >= 2 {
+            if !branch_done[k] && w.out.bytes >= at && w.prompts.len() >= 2 {
                 branch_done[k] = true;
                 parent =
                     Some(w.prompts[w.prompts.len() - rng.range(1, w.prompts.len().min(4))].clone());
             }
         }
-        let t = ts_next(rng, w.bytes);
+        let t = ts_next(rng, w.out.bytes);
         let snapshot_id = uuid(rng);
         w.raw(
             t,
@@ -201,12 +148,12 @@ pub fn write_session(
         )?;
         let rounds = shape.tool_rounds(rng).max(usize::from(huge.is_some()));
         for _ in 0..rounds {
-            if w.bytes >= plan.target {
+            if w.out.bytes >= plan.target {
                 break;
             }
             msg_n += 1;
             let msg = format!("msg_{:020x}", rng.next() ^ msg_n);
-            let t = ts_next(rng, w.bytes);
+            let t = ts_next(rng, w.out.bytes);
             if rng.chance(0.4) {
                 let n = shape.prose_len(rng, 20, 300);
                 let think = prose(rng, n);
@@ -218,7 +165,7 @@ pub fn write_session(
             let n = shape.prose_len(rng, 0, 300);
             if n > 40 {
                 let say = prose(rng, n);
-                let t = ts_next(rng, w.bytes);
+                let t = ts_next(rng, w.out.bytes);
                 w.say(
                     rng,
                     t,
@@ -256,7 +203,7 @@ pub fn write_session(
                         json_str(&format!("/home/pat/code/{}", rng.pick(PATHS)))
                     ),
                 };
-                let t = ts_next(rng, w.bytes);
+                let t = ts_next(rng, w.out.bytes);
                 w.say(
                     rng,
                     t,
@@ -276,8 +223,8 @@ pub fn write_session(
                 // Claude Code keeps the output twice (the block and
                 // `toolUseResult`): half each keeps the turn's size.
                 let out = json_str(&tool_output(rng, size / 2));
-                let before = w.bytes;
-                let t = ts_next(rng, w.bytes);
+                let before = w.out.bytes;
+                let t = ts_next(rng, w.out.bytes);
                 w.node(
                     rng,
                     t,
@@ -286,14 +233,14 @@ pub fn write_session(
                         r#""type":"user","message":{{"role":"user","content":[{{"tool_use_id":"{id}","type":"tool_result","content":{out},"is_error":false}}]}},"toolUseResult":{{"stdout":{out},"stderr":"","interrupted":false,"isImage":false}}"#
                     ),
                 )?;
-                turn_tool += w.bytes - before;
+                turn_tool += w.out.bytes - before;
             }
         }
         msg_n += 1;
         let msg = format!("msg_{:020x}", rng.next() ^ msg_n);
         let n = shape.prose_len(rng, 80, 1800);
         let answer = prose(rng, n);
-        let t = ts_next(rng, w.bytes);
+        let t = ts_next(rng, w.out.bytes);
         w.say(
             rng,
             t,
@@ -302,13 +249,13 @@ pub fn write_session(
             400,
         )?;
         shape.tool_bytes += turn_tool;
-        shape.all_bytes += w.bytes - turn_start;
+        shape.all_bytes += w.out.bytes - turn_start;
     }
     if rng.chance(0.1) {
         let leaf = w.tip.clone().unwrap_or_default();
         for _ in 0..rng.range(1, 3) {
             let s = prose_between(rng, 20, 70);
-            let t = w.last_ts;
+            let t = w.out.last_ts;
             w.raw(
                 t,
                 &format!(
@@ -321,7 +268,8 @@ pub fn write_session(
     Ok(())
 }
 
-/// Closes `w`, its mtime the time of its last line.
-pub fn finish(w: Writer) -> std::io::Result<()> {
-    w.close()
+/// Closes `w`, its mtime the time of its last line; its (bytes, lines,
+/// files).
+pub fn finish(w: Writer) -> std::io::Result<(u64, u64, u32)> {
+    w.out.close()
 }
