@@ -67,13 +67,15 @@ use super::paths::PathMap;
 use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
+use crate::sync::engine::apply::PARALLEL_FACTS_FROM;
+use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::gather::{Gathered, next_part};
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting, abandoned};
 use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::append_marks::cut_here_if_asked;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::{FileState, Stat, line_hash};
-use crate::transcript::entry_id::{IdChain, derive_id};
+use crate::transcript::entry_id::{ExplicitIds, IdChain, derive_id};
 use crate::transcript::lines::walk_file;
 
 /// What the agents' part of a pull did.
@@ -111,29 +113,46 @@ struct Seen {
 /// Only the files appended to last are kept ([`Self::KEEP`]): a page holds
 /// the tail of a long session and the whole of many short ones, and the
 /// ids of every file a fresh pull wrote would cost tens of MB.
+///
+/// It also keeps each agent's sessions as listed at the first page that
+/// needed them, with what pull wrote since: listing is a walk of the
+/// agent's folder (Gemini CLI reads each file's head, OpenCode exports its
+/// database), and a pull applies dozens of pages and parts. Kept for one
+/// command only (a pull starts with [`Self::clear`]), as its own writes
+/// are all that change which session has which file meanwhile.
 #[derive(Default)]
-pub struct SeenFiles(HashMap<PathBuf, Seen>, std::collections::VecDeque<PathBuf>);
+pub struct SeenFiles {
+    seen: HashMap<PathBuf, Seen>,
+    /// The paths of `seen`, appended to least recently first.
+    order: std::collections::VecDeque<PathBuf>,
+    listed: HashMap<Agent, HashMap<StreamName, PathBuf>>,
+}
 
 impl SeenFiles {
     const KEEP: usize = 16;
 
+    /// Forgets everything: a new pull lists and reads again.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
     /// Keeps what was learned of `path`, forgetting the file appended to
     /// least recently when more are kept.
     fn keep(&mut self, path: &Path, seen: Seen) {
-        self.1.retain(|p| p != path);
-        self.1.push_back(path.to_owned());
-        self.0.insert(path.to_owned(), seen);
-        while self.1.len() > Self::KEEP {
-            if let Some(old) = self.1.pop_front() {
-                self.0.remove(&old);
+        self.order.retain(|p| p != path);
+        self.order.push_back(path.to_owned());
+        self.seen.insert(path.to_owned(), seen);
+        while self.order.len() > Self::KEEP {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
             }
         }
     }
 
     /// What was learned of `path`, if it is still as pull left it.
     fn take(&mut self, path: &Path) -> Option<Seen> {
-        self.1.retain(|p| p != path);
-        let seen = self.0.remove(path)?;
+        self.order.retain(|p| p != path);
+        let seen = self.seen.remove(path)?;
         let meta = std::fs::metadata(path).ok()?;
         let same = meta.ino() == seen.ino
             && meta.len() == seen.size
@@ -212,18 +231,41 @@ struct Planned<'a> {
     new: Vec<String>,
 }
 
+/// What an entry's own bytes say, whatever the file holds: the ids the
+/// line names, and for a line naming no id whether its id is the one
+/// derived from its parent and bytes.
+struct Facts {
+    own: ExplicitIds,
+    derived: bool,
+}
+
+impl Facts {
+    fn of(agent: Agent, e: &Entry) -> Self {
+        let own = agent.explicit_ids(&e.line);
+        let derived = own.id.is_none() && derive_id(e.parent.as_deref(), &e.line) == e.id;
+        Self { own, derived }
+    }
+}
+
 /// The bytes to append for `entries` after what `r` holds, and the tip after.
 fn plan<'a>(agent: Agent, map: &PathMap, r: &Seen, entries: &'a [Entry]) -> Planned<'a> {
     let mut out = Gathered::new();
     let mut tip = r.tip.clone();
     let mut new: HashSet<&str> = HashSet::new();
-    let mut added = Vec::new();
-    for e in entries {
-        if r.known.contains(&e.id) || !new.insert(&e.id) {
-            continue;
-        }
+    let fresh: Vec<&Entry> = (entries.iter())
+        .filter(|e| !r.known.contains(&e.id) && new.insert(&e.id))
+        .collect();
+    // Hashing and parsing each line is most of planning: on all cores when
+    // there is enough of it, as for eVi's own sessions.
+    let bytes: usize = fresh.iter().map(|e| e.line.len()).sum();
+    let facts = if bytes >= PARALLEL_FACTS_FROM {
+        on_all_cores(&fresh, |e| Facts::of(agent, e))
+    } else {
+        fresh.iter().map(|e| Facts::of(agent, e)).collect()
+    };
+    let mut added = Vec::with_capacity(fresh.len());
+    for (e, Facts { own, derived }) in fresh.into_iter().zip(facts) {
         added.push(e.id.clone());
-        let own = agent.explicit_ids(&e.line);
         // As the line would read back here: its parent the one it names,
         // else the tip; its id the one it names, else derived from that
         // parent (a line naming its id and not its parent, as Claude Code's
@@ -234,7 +276,7 @@ fn plan<'a>(agent: Agent, map: &PathMap, r: &Seen, entries: &'a [Entry]) -> Plan
         };
         let id_reads_back = match &own.id {
             Some(id) => *id == e.id,
-            None => derive_id(e.parent.as_deref(), &e.line) == e.id,
+            None => derived,
         };
         let verbatim = parent_reads_back && id_reads_back;
         if verbatim {
@@ -329,7 +371,8 @@ pub fn apply(
     if by_stream.is_empty() {
         return Ok(done);
     }
-    let mut local: HashMap<Agent, HashMap<StreamName, PathBuf>> = HashMap::new();
+    // Put back below: listed once per command (see `SeenFiles`).
+    let mut local = std::mem::take(&mut ctx.seen_files.listed);
     let mut unsynced = Unsynced::default();
     for (stream, fresh) in by_stream {
         let Some(source) = ctx
@@ -435,6 +478,7 @@ pub fn apply(
             pending.wait(&stream, w);
         }
     }
+    ctx.seen_files.listed = local;
     (unsynced.flush()).ctx(|| "cannot make the pulled entries of other agents durable".into())?;
     done.waiting = pending.count();
     // Durable before the caller moves the cursor.

@@ -163,7 +163,7 @@ impl Disk {
 }
 
 /// Entries' bytes from which [`LineFacts`] are read on all cores.
-const PARALLEL_FACTS_FROM: usize = 1 << 20;
+pub(crate) const PARALLEL_FACTS_FROM: usize = 1 << 20;
 
 /// What an entry's own bytes say, whatever the session here holds: its
 /// explicit ids and whether it reads back under its id (the SHA-256 of a

@@ -256,6 +256,7 @@ fn pull_scope(
 ) -> Result<(PullReport, u64), SyncError> {
     let framed = caps.frames;
     let mut report = PullReport::default();
+    ctx.seen_files.clear();
     crate::sync::engine::forget::apply::purge_trash(ctx, &mut report.forget);
     // Blobs an earlier pull found missing are asked for again first.
     report.blobs += crate::sync::engine::blobs::pull_missing_blobs(ctx, progress)?;
