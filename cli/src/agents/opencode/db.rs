@@ -9,6 +9,8 @@ use std::time::Duration;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
 
+use sha2::{Digest, Sha256};
+
 use super::row::{self, Line};
 
 /// How long a write waits for OpenCode to let go of the database.
@@ -35,6 +37,25 @@ pub fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> 
     cols.collect()
 }
 
+/// The columns of the tables evi reads and writes, read once per
+/// connection (a `PRAGMA table_info` per row cost as much as the row).
+pub struct Schema(HashMap<&'static str, Vec<String>>);
+
+impl Schema {
+    pub fn read(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut m = HashMap::new();
+        for t in row::TABLES.into_iter().chain(["project"]) {
+            m.insert(t, columns(conn, t)?);
+        }
+        Ok(Self(m))
+    }
+
+    /// The columns of `table` (none for a table evi does not know).
+    pub fn cols(&self, table: &str) -> &[String] {
+        self.0.get(table).map_or(&[], Vec::as_slice)
+    }
+}
+
 /// The sessions in the database, by id.
 pub fn session_ids(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut st = conn.prepare("SELECT id FROM session ORDER BY time_created, id")?;
@@ -42,51 +63,115 @@ pub fn session_ids(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     ids.collect()
 }
 
-/// Whether a message row's `data` says it is finished: a user message, or
-/// an assistant message completed or failed.
-fn finished(data: &serde_json::Value) -> bool {
-    data["role"] == "user" || !data["time"]["completed"].is_null() || !data["error"].is_null()
-}
-
-/// The lines of session `id`'s rows as they are now: its session row, its
-/// finished messages in order (with `every`, those in flight too), each
-/// followed by its parts.
-pub fn session_lines(conn: &Connection, id: &str, every: bool) -> rusqlite::Result<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let cols = columns(conn, "session")?;
-    let mut st = conn.prepare("SELECT * FROM session WHERE id = ?1")?;
-    let mut rows = st.query([id])?;
+/// A cheap fingerprint of each session's rows, by session id: its session
+/// row's line whole, and per table of its messages and parts the number of
+/// rows, the sum of their `time_updated` and of their `data`'s length in
+/// bytes (SQLite tells that without reading the value). OpenCode sets
+/// `time_updated` at every change of a row, so a changed row changes the
+/// fingerprint; one query per table over every session, so that a refresh
+/// with nothing to do reads no row of a session whole. `None` for `only`
+/// no such session.
+pub fn fingerprints(
+    conn: &Connection,
+    schema: &Schema,
+    only: Option<&str>,
+) -> rusqlite::Result<HashMap<String, String>> {
+    let mut out: HashMap<String, String> = HashMap::new();
+    let cols = schema.cols("session");
+    let filter = if only.is_some() { " WHERE id = ?1" } else { "" };
+    let mut st = conn.prepare_cached(&format!("SELECT * FROM session{filter}"))?;
+    let params: Vec<&str> = only.into_iter().collect();
+    let mut rows = st.query(rusqlite::params_from_iter(&params))?;
     while let Some(r) = rows.next()? {
-        out.push(line_of(r, "session", None, &cols)?);
+        let id: String = r.get("id")?;
+        let line = line_of(r, "session", None, cols)?;
+        out.insert(id, hex::encode(&Sha256::digest(&line)[..16]));
     }
-    let cols = columns(conn, "message")?;
-    let data_at = cols.iter().position(|c| c == "data");
-    let mut st =
-        conn.prepare("SELECT * FROM message WHERE session_id = ?1 ORDER BY time_created, id")?;
-    let mut rows = st.query([id])?;
-    let mut messages: Vec<(String, Option<String>, Vec<u8>)> = Vec::new();
-    while let Some(r) = rows.next()? {
-        let data: serde_json::Value = data_at
-            .and_then(|i| r.get::<_, String>(i).ok())
-            .and_then(|d| serde_json::from_str(&d).ok())
-            .unwrap_or_default();
-        if !every && !finished(&data) {
-            continue;
-        }
-        let mid: String = r.get("id")?;
-        let role = data["role"].as_str().map(str::to_owned);
-        messages.push((mid, role, line_of(r, "message", None, &cols)?));
-    }
-    let cols = columns(conn, "part")?;
-    let mut st = conn.prepare("SELECT * FROM part WHERE message_id = ?1 ORDER BY id")?;
-    for (mid, role, line) in messages {
-        out.push(line);
-        let mut rows = st.query([&mid])?;
+    for table in ["message", "part"] {
+        let filter = if only.is_some() {
+            " WHERE session_id = ?1"
+        } else {
+            ""
+        };
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT session_id, count(*), sum(time_updated), sum(octet_length(data)) \
+             FROM \"{table}\"{filter} GROUP BY session_id"
+        ))?;
+        let mut rows = st.query(rusqlite::params_from_iter(&params))?;
         while let Some(r) = rows.next()? {
-            out.push(line_of(r, "part", role.as_deref(), &cols)?);
+            let id: String = r.get(0)?;
+            let (n, t, len): (i64, Option<i64>, Option<i64>) = (r.get(1)?, r.get(2)?, r.get(3)?);
+            if let Some(fp) = out.get_mut(&id) {
+                use std::fmt::Write;
+                let _ = write!(fp, "/{n},{},{}", t.unwrap_or(0), len.unwrap_or(0));
+            }
         }
     }
     Ok(out)
+}
+
+/// What of a message row's `data` says whether it is finished (the rest
+/// is passed over unread).
+#[derive(serde::Deserialize)]
+struct MessageData {
+    role: Option<String>,
+    time: Option<MessageTime>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct MessageTime {
+    completed: Option<serde::de::IgnoredAny>,
+}
+
+/// Whether a message row's `data` says it is finished: a user message, or
+/// an assistant message completed or failed.
+fn finished(data: &MessageData) -> bool {
+    data.role.as_deref() == Some("user")
+        || data.time.as_ref().is_some_and(|t| t.completed.is_some())
+        || data.error.is_some()
+}
+
+/// Hands `f` the lines of session `id`'s rows as they are now, one at a
+/// time: its session row, its finished messages in order (with `every`,
+/// those in flight too), each followed by its parts.
+pub fn session_lines<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    schema: &Schema,
+    id: &str,
+    every: bool,
+    mut f: impl FnMut(Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    let cols = schema.cols("session");
+    let mut st = conn.prepare_cached("SELECT * FROM session WHERE id = ?1")?;
+    let mut rows = st.query([id])?;
+    while let Some(r) = rows.next()? {
+        f(line_of(r, "session", None, cols)?)?;
+    }
+    let cols = schema.cols("message");
+    let data_at = cols.iter().position(|c| c == "data");
+    let pcols = schema.cols("part");
+    let mut st = conn
+        .prepare_cached("SELECT * FROM message WHERE session_id = ?1 ORDER BY time_created, id")?;
+    let mut parts = conn.prepare_cached("SELECT * FROM part WHERE message_id = ?1 ORDER BY id")?;
+    let mut rows = st.query([id])?;
+    while let Some(r) = rows.next()? {
+        let data: Option<MessageData> = data_at
+            .and_then(|i| r.get_ref(i).ok())
+            .and_then(|v| v.as_bytes().ok())
+            .and_then(|d| serde_json::from_slice(d).ok());
+        if !every && !data.as_ref().is_some_and(finished) {
+            continue;
+        }
+        let mid: String = r.get("id")?;
+        let role = data.and_then(|d| d.role);
+        f(line_of(r, "message", None, cols)?)?;
+        let mut prows = parts.query([&mid])?;
+        while let Some(p) = prows.next()? {
+            f(line_of(p, "part", role.as_deref(), pcols)?)?;
+        }
+    }
+    Ok(())
 }
 
 fn line_of(
@@ -101,22 +186,30 @@ fn line_of(
     Ok(row::line(table, role, cols, &vals))
 }
 
-/// The row text ([`Line::row_text`]) of row `id` of `table` as the database
-/// holds it now, `None` when it has no such row.
-pub fn current(tx: &Transaction<'_>, table: &str, id: &str) -> rusqlite::Result<Option<String>> {
-    let cols = columns(tx, table)?;
-    let mut st = tx.prepare(&format!("SELECT * FROM \"{table}\" WHERE id = ?1"))?;
-    let line = st
-        .query_row([id], |r| line_of(r, table, None, &cols))
-        .optional()?;
-    Ok(line.and_then(|l| Line::parse(&l).map(|p| p.row_text.to_owned())))
+/// The line of row `id` of `table` as the database holds it now, `None`
+/// when it has no such row.
+pub fn current(
+    tx: &Transaction<'_>,
+    schema: &Schema,
+    table: &str,
+    id: &str,
+) -> rusqlite::Result<Option<Vec<u8>>> {
+    let cols = schema.cols(table);
+    let mut st = tx.prepare_cached(&format!("SELECT * FROM \"{table}\" WHERE id = ?1"))?;
+    st.query_row([id], |r| line_of(r, table, None, cols))
+        .optional()
 }
 
 /// Writes `line`'s row: inserted when `replace` is false, else the row of
 /// its id updated to it. Columns the table does not have are left out; a row
 /// that needs one the line lacks fails (and its transaction with it).
-pub fn write(tx: &Transaction<'_>, line: &Line<'_>, replace: bool) -> rusqlite::Result<()> {
-    let have = columns(tx, &line.table)?;
+pub fn write(
+    tx: &Transaction<'_>,
+    schema: &Schema,
+    line: &Line<'_>,
+    replace: bool,
+) -> rusqlite::Result<()> {
+    let have = schema.cols(&line.table);
     let vals: Vec<(String, Value)> = line
         .values()
         .into_iter()
@@ -138,7 +231,8 @@ pub fn write(tx: &Transaction<'_>, line: &Line<'_>, replace: bool) -> rusqlite::
         sets.join(", ")
     );
     let params = vals.into_iter().map(|(_, v)| v).chain([Value::Text(id)]);
-    tx.execute(&sql, rusqlite::params_from_iter(params))?;
+    tx.prepare_cached(&sql)?
+        .execute(rusqlite::params_from_iter(params))?;
     Ok(())
 }
 
@@ -159,10 +253,8 @@ fn insert<C: AsRef<str>>(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    tx.execute(
-        &sql,
-        rusqlite::params_from_iter(vals.into_iter().map(|(_, v)| v)),
-    )?;
+    tx.prepare_cached(&sql)?
+        .execute(rusqlite::params_from_iter(vals.into_iter().map(|(_, v)| v)))?;
     Ok(())
 }
 
@@ -171,7 +263,11 @@ fn insert<C: AsRef<str>>(
 /// session through its project (its id is the repository's, the same on
 /// every clone with the same remote), and updates the row itself when it
 /// starts there.
-pub fn ensure_project(tx: &Transaction<'_>, session: &Line<'_>) -> rusqlite::Result<()> {
+pub fn ensure_project(
+    tx: &Transaction<'_>,
+    schema: &Schema,
+    session: &Line<'_>,
+) -> rusqlite::Result<()> {
     let (Some(project), Some(dir)) = (session.text("project_id"), session.text("directory")) else {
         return Ok(());
     };
@@ -187,7 +283,7 @@ pub fn ensure_project(tx: &Transaction<'_>, session: &Line<'_>) -> rusqlite::Res
         return Ok(());
     }
     let now = chrono::Utc::now().timestamp_millis();
-    let cols = columns(tx, "project")?;
+    let cols = schema.cols("project");
     let mut vals: HashMap<&str, Value> = HashMap::new();
     vals.insert("id", Value::Text(project));
     vals.insert("worktree", Value::Text(dir));

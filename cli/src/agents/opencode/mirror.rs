@@ -52,11 +52,15 @@ fn load_owners(mirror: &Path) -> Owners {
         .unwrap_or_default()
 }
 
-fn save_owners(mirror: &Path, owners: &Owners) -> std::io::Result<()> {
+/// With `durable`, synced before it replaces the last; else the caller
+/// makes it durable with what it describes.
+fn save_owners(mirror: &Path, owners: &Owners, durable: bool) -> std::io::Result<()> {
     let path = owners_path(mirror);
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(owners).expect("a map"))?;
-    std::fs::File::open(&tmp)?.sync_all()?;
+    if durable {
+        std::fs::File::open(&tmp)?.sync_all()?;
+    }
     std::fs::rename(&tmp, &path)
 }
 
@@ -90,8 +94,71 @@ impl Drop for Lock {
     }
 }
 
+/// What the last refresh or import saw of a session, beside its mirror
+/// (`<session id>.seen`), so that the next does only what changed since: a
+/// cache, never the record of anything. Lost or older than the mirror, it
+/// costs a read of what it would have saved (an import of lines already in
+/// is a no-op, an export of rows the mirror has appends nothing); it is
+/// written only after what it describes is committed and durable, so it is
+/// never ahead of it.
+#[derive(Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Seen {
+    /// The fingerprint of the session's rows in the database when every
+    /// finished row of them was in the mirror ([`db::fingerprints`]).
+    #[serde(default)]
+    exported: Option<String>,
+    /// The mirror file (its inode) and the end of the last whole line
+    /// whose row went into the database.
+    #[serde(default)]
+    imported: Option<(u64, u64)>,
+}
+
+fn seen_path(mirror: &Path) -> PathBuf {
+    mirror.with_extension("seen")
+}
+
+fn load_seen(mirror: &Path) -> Seen {
+    std::fs::read(seen_path(mirror))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Not made durable of its own: see [`Seen`] (the caller has made what it
+/// describes durable first).
+fn save_seen(mirror: &Path, seen: &Seen) -> std::io::Result<()> {
+    let path = seen_path(mirror);
+    let tmp = path.with_extension("seen.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(seen).expect("a struct"))?;
+    std::fs::rename(&tmp, &path)
+}
+
+#[cfg(unix)]
+fn inode(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(meta)
+}
+
+#[cfg(not(unix))]
+fn inode(_: &std::fs::Metadata) -> u64 {
+    0
+}
+
+/// Where an import of `mirror` starts: after what the last import read,
+/// when the file is the same one and grew since; `None` when it is just as
+/// the last import left it.
+fn import_from(seen: &Seen, meta: &std::fs::Metadata) -> Option<u64> {
+    match seen.imported {
+        Some((ino, end)) if ino == inode(meta) && end == meta.len() => None,
+        Some((ino, end)) if ino == inode(meta) && end < meta.len() => Some(end),
+        _ => Some(0),
+    }
+}
+
 /// Brings OpenCode's folder `root` level: rows waiting in mirrors go into
-/// the database, then the database's new rows into mirrors. Nothing when
+/// the database, then the database's new rows into mirrors. Only what
+/// changed since the last refresh is read ([`Seen`]): mirrors that grew,
+/// from where the last import stopped; sessions whose rows' fingerprint
+/// moved. What it wrote is made durable once, at the end. Nothing when
 /// OpenCode has no database here.
 pub fn refresh(root: &Path) -> Result<(), MirrorError> {
     let dbp = super::database(root);
@@ -103,6 +170,9 @@ pub fn refresh(root: &Path) -> Result<(), MirrorError> {
     let Some(mut conn) = db::open(&dbp)? else {
         return Ok(());
     };
+    let schema = db::Schema::read(&conn)?;
+    let mut seen: HashMap<String, Seen> = HashMap::new();
+    let mut was: HashMap<String, Seen> = HashMap::new();
     if let Ok(list) = std::fs::read_dir(&dir) {
         let mut files: Vec<PathBuf> = list
             .flatten()
@@ -111,16 +181,97 @@ pub fn refresh(root: &Path) -> Result<(), MirrorError> {
             .collect();
         files.sort();
         for f in files {
-            import(&mut conn, &f)?;
+            let Some(id) = f.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            let mut s = load_seen(&f);
+            was.insert(id.clone(), s.clone());
+            let meta = std::fs::metadata(&f)?;
+            if let Some(from) = import_from(&s, &meta) {
+                let end = import(&mut conn, &schema, &f, from)?;
+                s.imported = Some((inode(&meta), end));
+            }
+            seen.insert(id, s);
         }
     }
+    // Without a fingerprint (a schema evi does not know), every session is
+    // read, as before there were any.
+    let fps = db::fingerprints(&conn, &schema, None).unwrap_or_default();
+    let mut wrote = false;
     for id in db::session_ids(&conn)? {
         if id.parse::<evi_shared::SessionId>().is_err() {
             continue;
         }
-        export(&conn, &dir.join(format!("{id}.jsonl")), &id)?;
+        let mirror = dir.join(format!("{id}.jsonl"));
+        let s = seen.entry(id.clone()).or_default();
+        let fp = fps.get(&id);
+        if fp.is_some() && s.exported.as_ref() == fp && mirror.is_file() {
+            continue;
+        }
+        let Some(out) = export(&conn, &schema, &mirror, &id)? else {
+            continue;
+        };
+        wrote |= out.wrote;
+        // What export appended came from the database: no import needed.
+        let level = match s.imported {
+            Some((ino, end)) => ino == out.inode && end == out.len_before,
+            None => out.len_before == 0,
+        };
+        if level {
+            s.imported = Some((out.inode, out.len_after));
+        }
+        s.exported = fp.cloned();
+    }
+    if wrote {
+        // One barrier for every mirror and record written above.
+        crate::fsutil::sync_files(vec![std::fs::File::open(&dir)?])?;
+    }
+    for (id, s) in &seen {
+        if was.get(id) != Some(s) {
+            save_seen(&dir.join(format!("{id}.jsonl")), s)?;
+        }
     }
     Ok(())
+}
+
+/// Reads the lines of `path` from byte `from`, whole lines only, handing
+/// each to `f` with its offset; where the whole lines end.
+fn each_line(
+    path: &Path,
+    from: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), MirrorError>,
+) -> Result<u64, MirrorError> {
+    use std::io::{BufRead, Seek};
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let mut r = std::io::BufReader::with_capacity(256 * 1024, file);
+    r.seek(std::io::SeekFrom::Start(from))?;
+    let mut at = from;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok(at);
+        }
+        let line = &buf[..n - 1];
+        if !line.is_empty() {
+            f(at, line)?;
+        }
+        at += n as u64;
+    }
+}
+
+/// The line of `path` at `at`, `len` bytes.
+fn line_at(file: &mut std::fs::File, at: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    file.seek(std::io::SeekFrom::Start(at))?;
+    let mut buf = vec![0; len];
+    file.read_exact(&mut buf)?;
+    Ok(buf)
 }
 
 /// The lines of a mirror file, whole lines only, and whether it ends in one.
@@ -150,95 +301,227 @@ fn parse_line(raw: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// Appends session `id`'s row versions the mirror lacks.
-pub fn export(conn: &rusqlite::Connection, mirror: &Path, id: &str) -> Result<(), MirrorError> {
-    let (lines, whole) = read_lines(mirror)?;
-    if !whole {
-        return Ok(());
+/// What identifies a row version ([`Line::key`]) in 16 bytes: a mirror's
+/// set of them is a fraction of the mirror.
+fn key_hash(table: &str, row_text: &str) -> [u8; 16] {
+    let mut h = Sha256::new();
+    h.update(table.as_bytes());
+    h.update(b"\n");
+    h.update(row_text.as_bytes());
+    h.finalize()[..16].try_into().expect("16 bytes")
+}
+
+/// What an [`export`] did to the mirror.
+pub struct Exported {
+    inode: u64,
+    len_before: u64,
+    len_after: u64,
+    /// Whether it wrote anything (left to the caller to make durable).
+    wrote: bool,
+}
+
+/// Appends session `id`'s row versions the mirror lacks; `None` when the
+/// mirror ends in a partial line (a pull cut short: pull finishes it). The
+/// mirror is read a line at a time (what it has kept as hashes) and the
+/// rows one at a time; a new mirror is written whole under another name
+/// and renamed into place, so that it appears whole.
+pub fn export(
+    conn: &rusqlite::Connection,
+    schema: &db::Schema,
+    mirror: &Path,
+    id: &str,
+) -> Result<Option<Exported>, MirrorError> {
+    let before = match std::fs::metadata(mirror) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let len_before = before.as_ref().map_or(0, std::fs::Metadata::len);
+    let mut known: HashSet<[u8; 16]> = HashSet::new();
+    if before.is_some() {
+        let end = each_line(mirror, 0, |_, l| {
+            if let Some(row) = parse_line(l)
+                && let Some(p) = Line::parse(&row)
+            {
+                known.insert(key_hash(&p.table, p.row_text));
+            }
+            Ok(())
+        })?;
+        if end != len_before {
+            return Ok(None);
+        }
     }
-    let known: HashSet<(String, String)> = lines
-        .iter()
-        .filter_map(|l| parse_line(l))
-        .filter_map(|l| Line::parse(&l).map(|p| p.key()))
-        .collect();
     let mut owners = load_owners(mirror);
-    let before = owners.len();
+    let owned_before = owners.len();
+    if let Some(dir) = mirror.parent() {
+        crate::fsutil::create_dir_all_durable(dir)?;
+    }
+    let tmp = mirror.with_extension("jsonl.tmp");
+    // A new mirror goes to a file of its own, a line at a time; new rows of
+    // a mirror there are appended in one write.
+    let mut fresh = match before {
+        None => Some(std::io::BufWriter::with_capacity(
+            256 * 1024,
+            std::fs::File::create(&tmp)?,
+        )),
+        Some(_) => None,
+    };
     let mut out = Vec::new();
-    for line in db::session_lines(conn, id, false)? {
+    let mut wrote = false;
+    db::session_lines(conn, schema, id, false, |line| -> Result<(), MirrorError> {
         let Some(row) = Line::parse(&line) else {
-            continue;
+            return Ok(());
         };
         if let Some(rid) = row.id() {
             owners.entry(row_key(&row.table, &rid)).or_insert(None);
         }
-        if !known.contains(&row.key()) {
-            out.extend_from_slice(&line);
-            out.push(b'\n');
+        if known.insert(key_hash(&row.table, row.row_text)) {
+            match &mut fresh {
+                Some(w) => {
+                    w.write_all(&line)?;
+                    w.write_all(b"\n")?;
+                }
+                None => {
+                    out.extend_from_slice(&line);
+                    out.push(b'\n');
+                }
+            }
+            wrote = true;
         }
-    }
-    if !out.is_empty() {
-        if let Some(dir) = mirror.parent() {
-            crate::fsutil::create_dir_all_durable(dir)?;
+        Ok(())
+    })?;
+    if let Some(w) = fresh {
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        drop(f);
+        if wrote {
+            std::fs::rename(&tmp, mirror)?;
+        } else {
+            remove_if_there(&tmp)?;
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(mirror)?;
+    } else if !out.is_empty() {
+        let mut f = std::fs::OpenOptions::new().append(true).open(mirror)?;
         f.write_all(&out)?;
-        f.sync_all()?;
     }
-    if owners.len() != before {
-        save_owners(mirror, &owners)?;
+    if owners.len() != owned_before {
+        save_owners(mirror, &owners, false)?;
+        wrote = true;
     }
-    Ok(())
+    let after = match std::fs::metadata(mirror) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(Exported {
+        inode: after.as_ref().map_or(0, inode),
+        len_before,
+        len_after: after.as_ref().map_or(0, std::fs::Metadata::len),
+        wrote,
+    }))
 }
 
-/// [`import`] of one mirror file, the database opened for it.
+/// [`import`] of one mirror file, the database opened for it: what pull
+/// appended to it (from where the last import stopped, [`Seen`]). When the
+/// database held nothing of the session's the mirror lacked before, it
+/// still holds nothing after (the rows that went in came from the mirror),
+/// and the next refresh need not read the session.
 pub fn import_file(root: &Path, mirror: &Path) -> Result<(), MirrorError> {
     let dbp = super::database(root);
     let Some(mut conn) = db::open(&dbp)? else {
         return Err(MirrorError::NoDatabase(root.to_owned()));
     };
     let _lock = Lock::take(&super::mirror_dir(root))?;
-    import(&mut conn, mirror)
+    let schema = db::Schema::read(&conn)?;
+    let mut seen = load_seen(mirror);
+    let was = seen.clone();
+    let meta = std::fs::metadata(mirror)?;
+    let Some(from) = import_from(&seen, &meta) else {
+        return Ok(());
+    };
+    let id = mirror
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    let fp = |conn: &rusqlite::Connection| {
+        db::fingerprints(conn, &schema, Some(&id))
+            .ok()
+            .and_then(|mut m| m.remove(&id))
+    };
+    let level = seen.exported.is_some() && fp(&conn) == seen.exported;
+    let end = import(&mut conn, &schema, mirror, from)?;
+    seen.imported = Some((inode(&meta), end));
+    if level {
+        seen.exported = fp(&conn);
+    }
+    if seen != was {
+        save_seen(mirror, &seen)?;
+    }
+    Ok(())
 }
 
-/// Writes each row's latest version in `mirror` into the database where
-/// that is evi's to do (see the module's promises).
-pub fn import(conn: &mut rusqlite::Connection, mirror: &Path) -> Result<(), MirrorError> {
-    let (lines, _) = read_lines(mirror)?;
-    let rows: Vec<Vec<u8>> = lines.iter().filter_map(|l| parse_line(l)).collect();
-    // The latest version of each row, by table.
-    let mut latest: HashMap<(String, String), (i64, usize)> = HashMap::new();
-    let parsed: Vec<Line<'_>> = rows.iter().filter_map(|r| Line::parse(r)).collect();
-    for (i, l) in parsed.iter().enumerate() {
-        let Some(id) = l.id() else { continue };
+/// Writes each row's latest version in `mirror`'s lines from byte `from`
+/// into the database where that is evi's to do (see the module's
+/// promises); where the whole lines it read end. A version older (by
+/// `time_updated`) than the one evi wrote before is not written over it:
+/// read from the middle, the latest of the lines read may be older than
+/// one read before. The lines are read twice, a line at a time: first to
+/// find each row's latest (its place kept), then those.
+pub fn import(
+    conn: &mut rusqlite::Connection,
+    schema: &db::Schema,
+    mirror: &Path,
+    from: u64,
+) -> Result<u64, MirrorError> {
+    // The latest version of each row: its time, place and length.
+    let mut latest: HashMap<(String, String), (i64, u64, usize)> = HashMap::new();
+    let end = each_line(mirror, from, |at, raw| {
+        let Some(row) = parse_line(raw) else {
+            return Ok(());
+        };
+        let Some(l) = Line::parse(&row) else {
+            return Ok(());
+        };
+        let Some(id) = l.id() else { return Ok(()) };
         let t = l.int("time_updated").unwrap_or(0);
-        let e = latest.entry((l.table.clone(), id)).or_insert((t, i));
+        let e = latest
+            .entry((l.table.clone(), id))
+            .or_insert((t, at, raw.len()));
         if t >= e.0 {
-            *e = (t, i);
+            *e = (t, at, raw.len());
         }
+        Ok(())
+    })?;
+    if latest.is_empty() {
+        return Ok(end);
     }
+    let mut file = std::fs::File::open(mirror)?;
     let mut owners = load_owners(mirror);
     let mut changed = false;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     for table in TABLES {
-        let mut these: Vec<(usize, String)> = latest
+        let mut these: Vec<(u64, usize, i64, String)> = latest
             .iter()
             .filter(|((t, _), _)| t == table)
-            .map(|((_, id), (_, i))| (*i, id.clone()))
+            .map(|((_, id), (t, at, len))| (*at, *len, *t, id.clone()))
             .collect();
         these.sort();
-        for (i, id) in these {
-            let line = &parsed[i];
+        for (at, len, t, id) in these {
+            let raw = line_at(&mut file, at, len)?;
+            let Some(row) = parse_line(&raw) else {
+                continue;
+            };
+            let Some(line) = Line::parse(&row) else {
+                continue;
+            };
             let key = row_key(table, &id);
-            let now = db::current(&tx, table, &id)?;
+            let now = db::current(&tx, schema, table, &id)?;
+            let now = now.as_deref().and_then(Line::parse);
             match (owners.get(&key).cloned(), now) {
                 (None, None) => {
                     if table == "session" {
-                        db::ensure_project(&tx, line)?;
+                        db::ensure_project(&tx, schema, &line)?;
                     }
-                    db::write(&tx, line, false)?;
+                    db::write(&tx, schema, &line, false)?;
                     owners.insert(key, Some(hash(line.row_text)));
                     changed = true;
                 }
@@ -246,9 +529,9 @@ pub fn import(conn: &mut rusqlite::Connection, mirror: &Path) -> Result<(), Mirr
                     owners.insert(key, None);
                     changed = true;
                 }
-                (Some(Some(mine)), Some(now)) if hash(&now) == mine => {
-                    if now != line.row_text {
-                        db::write(&tx, line, true)?;
+                (Some(Some(mine)), Some(now)) if hash(now.row_text) == mine => {
+                    if now.row_text != line.row_text && t >= now.int("time_updated").unwrap_or(0) {
+                        db::write(&tx, schema, &line, true)?;
                         owners.insert(key, Some(hash(line.row_text)));
                         changed = true;
                     }
@@ -265,9 +548,9 @@ pub fn import(conn: &mut rusqlite::Connection, mirror: &Path) -> Result<(), Mirr
     }
     tx.commit()?;
     if changed {
-        save_owners(mirror, &owners)?;
+        save_owners(mirror, &owners, true)?;
     }
-    Ok(())
+    Ok(end)
 }
 
 /// Takes session `id` out of OpenCode's database once a forget moved its
@@ -284,6 +567,7 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
     let mirror = dir.join(format!("{id}.jsonl"));
     let Some(mut conn) = db::open(&super::database(root))? else {
         remove_if_there(&owners_path(&mirror))?;
+        remove_if_there(&seen_path(&mirror))?;
         return Ok(0);
     };
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -293,7 +577,12 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
         .filter_map(|l| parse_line(l))
         .filter_map(|l| Line::parse(&l).map(|p| p.key()))
         .collect();
-    let mut rows = db::session_lines(&tx, id, true)?;
+    let schema = db::Schema::read(&tx)?;
+    let mut rows = Vec::new();
+    db::session_lines(&tx, &schema, id, true, |l| {
+        rows.push(l);
+        Ok::<_, MirrorError>(())
+    })?;
     let again = mirror.is_file();
     if again {
         rows.extend(read_lines(&mirror)?.0.iter().filter_map(|l| parse_line(l)));
@@ -320,6 +609,7 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
         remove_if_there(&mirror)?;
     }
     remove_if_there(&owners_path(&mirror))?;
+    remove_if_there(&seen_path(&mirror))?;
     Ok(n)
 }
 
