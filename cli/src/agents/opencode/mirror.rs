@@ -6,7 +6,13 @@
 //!
 //! - [`export`]: every row version the database holds that the mirror does
 //!   not is appended, in one write, once the file ends in a whole line (a
-//!   pull cut short leaves a partial line for pull to finish).
+//!   pull cut short leaves a partial line for pull to finish); a new mirror
+//!   appears whole (written under another name, then renamed).
+//! - [`refresh`] reads only what changed since the last: a mirror that grew
+//!   from where the last import stopped, a session whose rows' fingerprint
+//!   in the database moved ([`db::fingerprints`]); what it last saw is a
+//!   cache beside the mirror (`<session id>.seen`), never ahead of what it
+//!   describes.
 //! - [`import_file`]: each row's latest version in the mirror (latest by
 //!   `time_updated`, then by place in the file) goes into the database only
 //!   where the database never had the row, or holds exactly the version evi
