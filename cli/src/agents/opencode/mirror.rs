@@ -51,11 +51,17 @@ fn owners_path(mirror: &Path) -> PathBuf {
     mirror.with_extension("rows.json")
 }
 
-fn load_owners(mirror: &Path) -> Owners {
-    std::fs::read(owners_path(mirror))
+/// A JSON file kept beside a mirror, or the default when it is absent or
+/// does not read (what it held is learned again).
+fn load_beside<T: serde::de::DeserializeOwned + Default>(path: &Path) -> T {
+    std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()
+}
+
+fn load_owners(mirror: &Path) -> Owners {
+    load_beside(&owners_path(mirror))
 }
 
 /// With `durable`, synced before it replaces the last; else the caller
@@ -124,10 +130,7 @@ fn seen_path(mirror: &Path) -> PathBuf {
 }
 
 fn load_seen(mirror: &Path) -> Seen {
-    std::fs::read(seen_path(mirror))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
+    load_beside(&seen_path(mirror))
 }
 
 /// Not made durable of its own: see [`Seen`] (the caller has made what it
