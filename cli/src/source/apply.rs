@@ -67,7 +67,7 @@ use super::paths::PathMap;
 use super::project::ProjectRecord;
 use super::{Agent, StreamName};
 use crate::sync::Entry;
-use crate::sync::engine::apply::PARALLEL_FACTS_FROM;
+use crate::sync::engine::apply::{LineFacts, PARALLEL_FACTS_FROM};
 use crate::sync::engine::cores::on_all_cores;
 use crate::sync::engine::gather::{Gathered, next_part};
 use crate::sync::engine::pending::{PendingStore, WaitReason, Waiting, abandoned};
@@ -75,7 +75,7 @@ use crate::sync::error::{IoContext, SyncError};
 use crate::sync::state::append_marks::cut_here_if_asked;
 use crate::sync::state::context::SyncContext;
 use crate::sync::state::{FileState, Stat, line_hash};
-use crate::transcript::entry_id::{ExplicitIds, IdChain, derive_id};
+use crate::transcript::entry_id::IdChain;
 use crate::transcript::lines::walk_file;
 
 /// What the agents' part of a pull did.
@@ -231,22 +231,6 @@ struct Planned<'a> {
     new: Vec<String>,
 }
 
-/// What an entry's own bytes say, whatever the file holds: the ids the
-/// line names, and for a line naming no id whether its id is the one
-/// derived from its parent and bytes.
-struct Facts {
-    own: ExplicitIds,
-    derived: bool,
-}
-
-impl Facts {
-    fn of(agent: Agent, e: &Entry) -> Self {
-        let own = agent.explicit_ids(&e.line);
-        let derived = own.id.is_none() && derive_id(e.parent.as_deref(), &e.line) == e.id;
-        Self { own, derived }
-    }
-}
-
 /// The bytes to append for `entries` after what `r` holds, and the tip after.
 fn plan<'a>(agent: Agent, map: &PathMap, r: &Seen, entries: &'a [Entry]) -> Planned<'a> {
     let mut out = Gathered::new();
@@ -258,27 +242,24 @@ fn plan<'a>(agent: Agent, map: &PathMap, r: &Seen, entries: &'a [Entry]) -> Plan
     // Hashing and parsing each line is most of planning: on all cores when
     // there is enough of it, as for eVi's own sessions.
     let bytes: usize = fresh.iter().map(|e| e.line.len()).sum();
+    let of = |e: &&Entry| LineFacts::with_ids(e, agent.explicit_ids(&e.line));
     let facts = if bytes >= PARALLEL_FACTS_FROM {
-        on_all_cores(&fresh, |e| Facts::of(agent, e))
+        on_all_cores(&fresh, of)
     } else {
-        fresh.iter().map(|e| Facts::of(agent, e)).collect()
+        fresh.iter().map(of).collect()
     };
     let mut added = Vec::with_capacity(fresh.len());
-    for (e, Facts { own, derived }) in fresh.into_iter().zip(facts) {
+    for (e, facts) in fresh.into_iter().zip(facts) {
         added.push(e.id.clone());
         // As the line would read back here: its parent the one it names,
         // else the tip; its id the one it names, else derived from that
         // parent (a line naming its id and not its parent, as Claude Code's
         // `api-request` lines do, continues the tip like any other).
-        let parent_reads_back = match &own.parent {
+        let parent_reads_back = match &facts.explicit_parent {
             Some(parent) => *parent == e.parent,
             None => e.parent == tip,
         };
-        let id_reads_back = match &own.id {
-            Some(id) => *id == e.id,
-            None => derived,
-        };
-        let verbatim = parent_reads_back && id_reads_back;
+        let verbatim = parent_reads_back && facts.id_reads_back;
         if verbatim {
             match agent.localize(&e.line, map) {
                 Cow::Borrowed(line) => out.push_line(line),
@@ -287,14 +268,14 @@ fn plan<'a>(agent: Agent, map: &PathMap, r: &Seen, entries: &'a [Entry]) -> Plan
                     out.push_built(line);
                 }
             }
-            if own.parent.is_none() {
+            if facts.explicit_parent.is_none() {
                 tip = Some(e.id.clone());
             }
         } else {
             let is_object =
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.line)
                     .is_ok();
-            let line = agent.with_ids(e, own.id.is_some(), is_object);
+            let line = agent.with_ids(e, facts.explicit_id, is_object);
             out.push_built(agent.localize(&line, map).into_owned());
         }
     }
@@ -743,6 +724,7 @@ fn ends_in_newline(f: &mut std::fs::File, size: u64) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::entry_id::derive_id;
 
     fn entry(id: &str, parent: Option<&str>, line: &str) -> Entry {
         Entry {

@@ -171,19 +171,25 @@ pub(crate) const PARALLEL_FACTS_FROM: usize = 1 << 20;
 /// Whether it is a JSON object matters only to an entry written with ids,
 /// which is rare: [`with_ids`] parses those alone, not every line of a
 /// page (a pass over each was 4% of a fresh pull's CPU).
-struct LineFacts {
+/// Other agents' entries are read the same way, with their own explicit
+/// ids ([`Self::with_ids`]).
+pub(crate) struct LineFacts {
     /// A string `id` of its own.
-    explicit_id: bool,
+    pub explicit_id: bool,
     /// Its `parentId`, when it has one (`Some(None)`: a root).
-    explicit_parent: Option<Option<String>>,
+    pub explicit_parent: Option<Option<String>>,
     /// Written as it is, it reads back under its id: its own `id`, or the
     /// id derived from its bytes and its parent.
-    id_reads_back: bool,
+    pub id_reads_back: bool,
 }
 
 impl LineFacts {
     fn of(e: &Entry) -> Self {
-        let ids = explicit_ids(&e.line);
+        Self::with_ids(e, explicit_ids(&e.line))
+    }
+
+    /// The facts of `e`, whose line names `ids`.
+    pub(crate) fn with_ids(e: &Entry, ids: crate::transcript::entry_id::ExplicitIds) -> Self {
         let id_reads_back = match &ids.id {
             Some(id) => *id == e.id,
             None => derive_id(e.parent.as_deref(), &e.line) == e.id,

@@ -512,10 +512,12 @@ impl OpenedRun {
     }
 }
 
-/// A part of a page opened ([`PART_BYTES`]): its runs, each with the forget
-/// or undo that follows it.
+/// Opened runs of records, each with the forget or undo that follows it.
+type Runs = Vec<(OpenedRun, Option<PulledRecord>)>;
+
+/// A part of a page opened ([`PART_BYTES`]).
 struct OpenedPage {
-    runs: Vec<(OpenedRun, Option<PulledRecord>)>,
+    runs: Runs,
     /// Records of the page in this part.
     count: u64,
     /// Whether this part ends its page: only then does the cursor move,
@@ -632,11 +634,7 @@ impl Opener {
     }
 
     /// Opens a part of a page: its runs, and how many records it had.
-    #[allow(clippy::type_complexity)]
-    fn open(
-        &self,
-        mut records: Vec<PulledRecord>,
-    ) -> Result<(Vec<(OpenedRun, Option<PulledRecord>)>, u64), SyncError> {
+    fn open(&self, mut records: Vec<PulledRecord>) -> Result<(Runs, u64), SyncError> {
         let count = records.len() as u64;
         if let Some(stream) = &self.only {
             // A page of one stream holds that stream only; anything else a
