@@ -238,6 +238,18 @@ pub fn sync_files(files: Vec<fs::File>) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes everything written on the filesystem holding `dir` durable: one
+/// `syncfs` on Linux, for a caller that wrote many files there and kept no
+/// handle on them (see [`sync_files`]). Elsewhere only `dir` itself is
+/// synced, and files written in it should be synced by the caller.
+pub fn sync_filesystem_of(dir: &Path) -> io::Result<()> {
+    let d = fs::File::open(dir)?;
+    #[cfg(target_os = "linux")]
+    return rustix::fs::syncfs(&d).map_err(io::Error::from);
+    #[cfg(not(target_os = "linux"))]
+    d.sync_all()
+}
+
 /// Starts writing `len` bytes of `f` from `offset` to the disk now, without
 /// waiting for them: a hint, for bytes that [`sync_files`] will make durable
 /// later. A pull's appends would otherwise sit in the page cache until its

@@ -161,16 +161,17 @@ pub trait AgentKind: Sync {
         None
     }
 
-    /// After pull wrote `file` of `stream`: what the agent's own index of
-    /// sessions needs (a note for the user when it could not be done).
+    /// After a command's pull appended to `files` of these streams, once
+    /// per command and only once they are durable: what the agent's own
+    /// index of sessions needs (a note for the user for each that could not
+    /// be done).
     fn after_pull(
         &self,
         _ctx: &SyncContext,
         _root: &Path,
-        _stream: &StreamName,
-        _file: &Path,
-    ) -> Option<String> {
-        None
+        _files: &[(StreamName, PathBuf)],
+    ) -> Vec<String> {
+        Vec::new()
     }
 }
 

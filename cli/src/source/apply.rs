@@ -126,14 +126,22 @@ pub struct SeenFiles {
     /// The paths of `seen`, appended to least recently first.
     order: std::collections::VecDeque<PathBuf>,
     listed: HashMap<Agent, HashMap<StreamName, PathBuf>>,
+    /// The files this command appended to (with their agent's folder), for
+    /// [`after_pull`].
+    appended: BTreeMap<StreamName, (PathBuf, PathBuf)>,
 }
 
 impl SeenFiles {
     const KEEP: usize = 16;
 
-    /// Forgets everything: a new pull lists and reads again.
+    /// Forgets what was listed and read: a new pull lists and reads again.
+    /// What waits for [`after_pull`] stays.
     pub fn clear(&mut self) {
-        *self = Self::default();
+        let appended = std::mem::take(&mut self.appended);
+        *self = Self {
+            appended,
+            ..Self::default()
+        };
     }
 
     /// Keeps what was learned of `path`, forgetting the file appended to
@@ -355,6 +363,7 @@ pub fn apply(
     // Put back below: listed once per command (see `SeenFiles`).
     let mut local = std::mem::take(&mut ctx.seen_files.listed);
     let mut unsynced = Unsynced::default();
+    let mut appended = Vec::new();
     for (stream, fresh) in by_stream {
         let Some(source) = ctx
             .sources
@@ -438,12 +447,7 @@ pub fn apply(
                     done.entries += n;
                     done.sessions.insert(stream.clone());
                 }
-                done.notes.extend(
-                    stream
-                        .agent
-                        .kind()
-                        .after_pull(ctx, &source.root, &stream, &p),
-                );
+                appended.push((stream.clone(), (source.root.clone(), p.clone())));
                 files.insert(stream.clone(), p);
             }
             (None, Some(_)) => {
@@ -461,12 +465,36 @@ pub fn apply(
     }
     ctx.seen_files.listed = local;
     (unsynced.flush()).ctx(|| "cannot make the pulled entries of other agents durable".into())?;
+    ctx.seen_files.appended.extend(appended);
     done.waiting = pending.count();
     // Durable before the caller moves the cursor.
     (pending.save()).ctx(|| "cannot save the entries that wait in sync/pending-agents".into())?;
     // Each append above is durable: a kill can no longer cut it.
     (ctx.marks.clear()).ctx(|| "cannot clear sync/appending".into())?;
     Ok(done)
+}
+
+/// Runs each agent's [`AgentKind::after_pull`](crate::agents::AgentKind::after_pull)
+/// once for every file the command appended to since the last call, after
+/// those appends are durable: what the agent's own index or database needs
+/// (OpenCode's rows, Codex's threads) is brought level once per command,
+/// not once per page (a session of a few hundred pages cost that many
+/// imports of its mirror into OpenCode's database). What a command killed
+/// before it is done by the next: OpenCode imports a mirror that grew at
+/// every listing, Codex's index takes the session at its next pull.
+pub fn after_pull(ctx: &mut SyncContext) -> Vec<String> {
+    let appended = std::mem::take(&mut ctx.seen_files.appended);
+    let mut by_agent: BTreeMap<(Agent, PathBuf), Vec<(StreamName, PathBuf)>> = BTreeMap::new();
+    for (stream, (root, file)) in appended {
+        by_agent
+            .entry((stream.agent, root))
+            .or_default()
+            .push((stream, file));
+    }
+    by_agent
+        .into_iter()
+        .flat_map(|((agent, root), files)| agent.kind().after_pull(ctx, &root, &files))
+        .collect()
 }
 
 /// Places a session this device has no file of yet by its project's git

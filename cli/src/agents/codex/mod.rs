@@ -73,48 +73,60 @@ impl AgentKind for Codex {
         &["codex", "resume"]
     }
 
-    /// Enters the rollout in Codex's index, which current Codex CLIs look a
-    /// session up in.
+    /// Enters each rollout in Codex's index, which current Codex CLIs look
+    /// a session up in.
     fn after_pull(
         &self,
         ctx: &SyncContext,
         root: &Path,
-        stream: &StreamName,
-        rollout: &Path,
-    ) -> Option<String> {
-        use index::{Outcome, Thread, enter};
-        // No index, nothing to enter: the rollout is not read. Read, it
-        // cost a pull a read of the whole file after each page appended to
-        // it, and the file in memory (a fresh pull of a 200 MB session:
-        // peak RSS 274 MiB, bench/RESULTS.md "agents.sh").
-        index::database(root)?;
-        let text = std::fs::read(rollout).ok()?;
-        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
-        let meta = files::meta(lines.iter().copied())?;
-        let facts = files::facts(lines.iter().copied());
-        let map = ctx.projects.map_for(&ctx.path_map, stream);
-        let cwd = here(&map, meta.cwd.as_deref().unwrap_or(""));
-        let t = Thread {
-            meta: &meta,
-            facts: &facts,
-            rollout,
-            cwd: &cwd,
-        };
-        let session = &stream.session;
-        match enter(root, &t) {
-            Ok(Outcome::Added(_) | Outcome::Present | Outcome::NoDatabase) => None,
-            Ok(Outcome::UnknownSchema { db, why }) => Some(format!(
-                "Codex session {session} is at {}, but Codex's index {} was left alone: {why}; \
+        files: &[(StreamName, PathBuf)],
+    ) -> Vec<String> {
+        files
+            .iter()
+            .filter_map(|(stream, rollout)| enter_pulled(ctx, root, stream, rollout))
+            .collect()
+    }
+}
+
+/// Enters a rollout pull wrote in Codex's index; a note when it could not.
+fn enter_pulled(
+    ctx: &SyncContext,
+    root: &Path,
+    stream: &StreamName,
+    rollout: &Path,
+) -> Option<String> {
+    use index::{Outcome, Thread, enter};
+    // No index, nothing to enter: the rollout is not read. Read, it
+    // cost a pull a read of the whole file after each page appended to
+    // it, and the file in memory (a fresh pull of a 200 MB session:
+    // peak RSS 274 MiB, bench/RESULTS.md "agents.sh").
+    index::database(root)?;
+    let text = std::fs::read(rollout).ok()?;
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let meta = files::meta(lines.iter().copied())?;
+    let facts = files::facts(lines.iter().copied());
+    let map = ctx.projects.map_for(&ctx.path_map, stream);
+    let cwd = here(&map, meta.cwd.as_deref().unwrap_or(""));
+    let t = Thread {
+        meta: &meta,
+        facts: &facts,
+        rollout,
+        cwd: &cwd,
+    };
+    let session = &stream.session;
+    match enter(root, &t) {
+        Ok(Outcome::Added(_) | Outcome::Present | Outcome::NoDatabase) => None,
+        Ok(Outcome::UnknownSchema { db, why }) => Some(format!(
+            "Codex session {session} is at {}, but Codex's index {} was left alone: {why}; \
                  a Codex that re-indexes its sessions folder lists it, or open the rollout file",
-                rollout.display(),
-                db.display()
-            )),
-            Err(e) => Some(format!(
-                "Codex session {session} is at {}, but it could not be entered in Codex's \
+            rollout.display(),
+            db.display()
+        )),
+        Err(e) => Some(format!(
+            "Codex session {session} is at {}, but it could not be entered in Codex's \
                  index: {e}",
-                rollout.display()
-            )),
-        }
+            rollout.display()
+        )),
     }
 }
 

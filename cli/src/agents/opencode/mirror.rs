@@ -11,9 +11,10 @@
 //! - [`refresh`] reads only what changed since the last: a mirror that grew
 //!   from where the last import stopped, a session whose rows' fingerprint
 //!   in the database moved ([`db::fingerprints`]); what it last saw is a
-//!   cache beside the mirror (`<session id>.seen`), never ahead of what it
+//!   cache beside the mirrors (`seen.json`), never ahead of what it
 //!   describes.
-//! - [`import_file`]: each row's latest version in the mirror (latest by
+//! - [`import_files`] (after a pull, once per command): each row's latest
+//!   version in the mirror (latest by
 //!   `time_updated`, then by place in the file) goes into the database only
 //!   where the database never had the row, or holds exactly the version evi
 //!   itself wrote there. Which rows evi wrote is kept beside the mirror
@@ -30,7 +31,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::db;
-use super::row::{Line, TABLES};
+use super::row::{self, Line};
 
 /// What a failure here is.
 #[derive(Debug, thiserror::Error)]
@@ -64,16 +65,51 @@ fn load_owners(mirror: &Path) -> Owners {
     load_beside(&owners_path(mirror))
 }
 
-/// With `durable`, synced before it replaces the last; else the caller
-/// makes it durable with what it describes.
-fn save_owners(mirror: &Path, owners: &Owners, durable: bool) -> std::io::Result<()> {
+/// Not made durable of its own: the caller makes it durable with what it
+/// describes.
+fn save_owners(mirror: &Path, owners: &Owners) -> std::io::Result<()> {
     let path = owners_path(mirror);
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(owners).expect("a map"))?;
-    if durable {
-        std::fs::File::open(&tmp)?.sync_all()?;
-    }
     std::fs::rename(&tmp, &path)
+}
+
+/// What imports learned of who wrote which rows, saved after the
+/// transactions that wrote them committed, durably and together: each
+/// written beside its mirror as soon as its import is done (so that only
+/// one session's is in memory at a time), then one barrier for all
+/// ([`crate::fsutil::sync_files`]), then each renamed into place. Lost in a
+/// crash before, a row evi wrote counts as OpenCode's (never written again
+/// by evi): never the other way round, which would keep a pulled row out
+/// for good.
+#[derive(Default)]
+struct StagedOwners {
+    written: Vec<(PathBuf, std::fs::File)>,
+}
+
+impl StagedOwners {
+    fn stage(&mut self, mirror: &Path, owners: &Owners) -> std::io::Result<()> {
+        let tmp = owners_path(mirror).with_extension("json.tmp");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        serde_json::to_writer(&mut w, owners).map_err(std::io::Error::from)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        self.written.push((mirror.to_owned(), f));
+        Ok(())
+    }
+
+    /// Once what they describe is committed.
+    fn save(self) -> std::io::Result<()> {
+        let (mirrors, files): (Vec<PathBuf>, Vec<std::fs::File>) = self.written.into_iter().unzip();
+        crate::fsutil::sync_files(files)?;
+        for mirror in &mirrors {
+            let path = owners_path(mirror);
+            std::fs::rename(path.with_extension("json.tmp"), &path)?;
+        }
+        if let Some(dir) = mirrors.first().and_then(|m| m.parent()) {
+            crate::fsutil::sync_dir(dir)?;
+        }
+        Ok(())
+    }
 }
 
 fn hash(text: &str) -> String {
@@ -106,13 +142,12 @@ impl Drop for Lock {
     }
 }
 
-/// What the last refresh or import saw of a session, beside its mirror
-/// (`<session id>.seen`), so that the next does only what changed since: a
-/// cache, never the record of anything. Lost or older than the mirror, it
-/// costs a read of what it would have saved (an import of lines already in
-/// is a no-op, an export of rows the mirror has appends nothing); it is
-/// written only after what it describes is committed and durable, so it is
-/// never ahead of it.
+/// What the last refresh or import saw of a session, so that the next does
+/// only what changed since: a cache, never the record of anything. Lost or
+/// older than the mirror, it costs a read of what it would have saved (an
+/// import of lines already in is a no-op, an export of rows the mirror has
+/// appends nothing); it is written only after what it describes is
+/// committed and durable, so it is never ahead of it.
 #[derive(Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Seen {
     /// The fingerprint of the session's rows in the database when every
@@ -125,20 +160,25 @@ struct Seen {
     imported: Option<(u64, u64)>,
 }
 
-fn seen_path(mirror: &Path) -> PathBuf {
-    mirror.with_extension("seen")
+/// Every session's [`Seen`], by session id, in one file beside the mirrors
+/// (`evi-sync/seen.json`): a file per session cost a pull of 2,000
+/// sessions 2,000 opens, writes and renames, and every listing 2,000 reads.
+type SeenAll = HashMap<String, Seen>;
+
+fn seen_all_path(dir: &Path) -> PathBuf {
+    dir.join("seen.json")
 }
 
-fn load_seen(mirror: &Path) -> Seen {
-    load_beside(&seen_path(mirror))
+fn load_seen_all(dir: &Path) -> SeenAll {
+    load_beside(&seen_all_path(dir))
 }
 
 /// Not made durable of its own: see [`Seen`] (the caller has made what it
 /// describes durable first).
-fn save_seen(mirror: &Path, seen: &Seen) -> std::io::Result<()> {
-    let path = seen_path(mirror);
-    let tmp = path.with_extension("seen.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(seen).expect("a struct"))?;
+fn save_seen_all(dir: &Path, all: &SeenAll) -> std::io::Result<()> {
+    let path = seen_all_path(dir);
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(all).expect("a map"))?;
     std::fs::rename(&tmp, &path)
 }
 
@@ -176,31 +216,49 @@ pub fn refresh(root: &Path) -> Result<(), MirrorError> {
     }
     let dir = super::mirror_dir(root);
     let _lock = Lock::take(&dir)?;
-    let Some(mut conn) = db::open(&dbp)? else {
+    let Some(conn) = db::open(&dbp)? else {
         return Ok(());
     };
     let schema = db::Schema::read(&conn)?;
-    let mut seen: HashMap<String, Seen> = HashMap::new();
-    let mut was: HashMap<String, Seen> = HashMap::new();
+    let was = load_seen_all(&dir);
+    let mut seen = SeenAll::new();
     if let Ok(list) = std::fs::read_dir(&dir) {
-        let mut files: Vec<PathBuf> = list
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
+        let mut files: Vec<PathBuf> = Vec::new();
+        for p in list.flatten().map(|e| e.path()) {
+            match p.extension().and_then(|x| x.to_str()) {
+                Some("jsonl") => files.push(p),
+                // Where an earlier evi kept each session's.
+                Some("seen") => remove_if_there(&p)?,
+                _ => {}
+            }
+        }
         files.sort();
+        let mut grew = Vec::new();
         for f in files {
             let Some(id) = f.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
                 continue;
             };
-            let mut s = load_seen(&f);
-            was.insert(id.clone(), s.clone());
+            let s = was.get(&id).cloned().unwrap_or_default();
             let meta = std::fs::metadata(&f)?;
             if let Some(from) = import_from(&s, &meta) {
-                let end = import(&mut conn, &schema, &f, from)?;
-                s.imported = Some((inode(&meta), end));
+                grew.push((id.clone(), f, meta, from));
             }
             seen.insert(id, s);
+        }
+        if !grew.is_empty() {
+            let mut batch = db::Batch::begin(&conn)?;
+            let mut owners = StagedOwners::default();
+            for (id, f, meta, from) in grew {
+                match import(&mut batch, &schema, &f, from, &mut owners) {
+                    Ok(end) => seen.entry(id).or_default().imported = Some((inode(&meta), end)),
+                    // Tried again at the next refresh; the others go in.
+                    Err(e) => eprintln!(
+                        "warning: OpenCode session {id} not yet in OpenCode's database: {e}"
+                    ),
+                }
+            }
+            batch.commit()?;
+            owners.save()?;
         }
     }
     // Without a fingerprint (a schema evi does not know), every session is
@@ -233,12 +291,10 @@ pub fn refresh(root: &Path) -> Result<(), MirrorError> {
     }
     if wrote {
         // One barrier for every mirror and record written above.
-        crate::fsutil::sync_files(vec![std::fs::File::open(&dir)?])?;
+        crate::fsutil::sync_filesystem_of(&dir)?;
     }
-    for (id, s) in &seen {
-        if was.get(id) != Some(s) {
-            save_seen(&dir.join(format!("{id}.jsonl")), s)?;
-        }
+    if seen != was {
+        save_seen_all(&dir, &seen)?;
     }
     Ok(())
 }
@@ -274,15 +330,6 @@ fn each_line(
     }
 }
 
-/// The line of `path` at `at`, `len` bytes.
-fn line_at(file: &mut std::fs::File, at: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::{Read, Seek};
-    file.seek(std::io::SeekFrom::Start(at))?;
-    let mut buf = vec![0; len];
-    file.read_exact(&mut buf)?;
-    Ok(buf)
-}
-
 /// The lines of a mirror file, whole lines only, and whether it ends in one.
 fn read_lines(path: &Path) -> std::io::Result<(Vec<Vec<u8>>, bool)> {
     let bytes = match std::fs::read(path) {
@@ -302,12 +349,36 @@ fn read_lines(path: &Path) -> std::io::Result<(Vec<Vec<u8>>, bool)> {
     Ok((lines, whole))
 }
 
-/// The line as a row, unwrapping pull's `eviRawLine` form.
-fn parse_line(raw: &[u8]) -> Option<Vec<u8>> {
-    match crate::transcript::line::original_bytes(raw) {
-        Some(inner) => Line::parse(&inner).is_some().then_some(inner),
-        None => Line::parse(raw).map(|_| raw.to_vec()),
+/// The line as a row, handed to `f` (pull's `eviRawLine` form unwrapped:
+/// looked for only where the line names it, a whole parse saved on every
+/// other line).
+fn with_row<T>(raw: &[u8], f: impl FnOnce(Line<'_>) -> T) -> Option<T> {
+    if memchr::memmem::find(raw, b"\"eviRawLine\"").is_some()
+        && let Some(inner) = crate::transcript::line::original_bytes(raw)
+    {
+        return Line::parse(&inner).map(f);
     }
+    Line::parse(raw).map(f)
+}
+
+/// `f` of the line's bytes, pull's `eviRawLine` form unwrapped.
+fn with_raw<T>(raw: &[u8], f: impl FnOnce(&[u8]) -> Option<T>) -> Option<T> {
+    if memchr::memmem::find(raw, b"\"eviRawLine\"").is_some()
+        && let Some(inner) = crate::transcript::line::original_bytes(raw)
+    {
+        return f(&inner);
+    }
+    f(raw)
+}
+
+/// The line as a row's line (pull's `eviRawLine` form unwrapped).
+fn row_bytes(raw: &[u8]) -> Option<Vec<u8>> {
+    if memchr::memmem::find(raw, b"\"eviRawLine\"").is_some()
+        && let Some(inner) = crate::transcript::line::original_bytes(raw)
+    {
+        return Line::parse(&inner).is_some().then_some(inner);
+    }
+    Line::parse(raw).map(|_| raw.to_vec())
 }
 
 /// What identifies a row version ([`Line::key`]) in 16 bytes: a mirror's
@@ -349,10 +420,8 @@ pub fn export(
     let mut known: HashSet<[u8; 16]> = HashSet::new();
     if before.is_some() {
         let end = each_line(mirror, 0, |_, l| {
-            if let Some(row) = parse_line(l)
-                && let Some(p) = Line::parse(&row)
-            {
-                known.insert(key_hash(&p.table, p.row_text));
+            if let Some(k) = with_row(l, |p| key_hash(&p.table, p.row_text)) {
+                known.insert(k);
             }
             Ok(())
         })?;
@@ -412,7 +481,7 @@ pub fn export(
         f.write_all(&out)?;
     }
     if owners.len() != owned_before {
-        save_owners(mirror, &owners, false)?;
+        save_owners(mirror, &owners)?;
         wrote = true;
     }
     let after = match std::fs::metadata(mirror) {
@@ -428,44 +497,66 @@ pub fn export(
     }))
 }
 
-/// [`import`] of one mirror file, the database opened for it: what pull
-/// appended to it (from where the last import stopped, [`Seen`]). When the
-/// database held nothing of the session's the mirror lacked before, it
-/// still holds nothing after (the rows that went in came from the mirror),
-/// and the next refresh need not read the session.
-pub fn import_file(root: &Path, mirror: &Path) -> Result<(), MirrorError> {
+/// [`import`] of the mirror files pull appended to, after pull, under one
+/// lock and in one run of transactions ([`db::Batch`]): what each gained
+/// since the last import ([`Seen`]). A session the database held nothing
+/// of, or just what the last refresh exported, holds after it only what its
+/// mirror has (the rows that went in came from it), so the next refresh
+/// need not read it.
+/// Each mirror that could not be imported, with why, is passed over (its
+/// rows go in at the next import) and named in what it returns; the
+/// others' go in all the same.
+pub fn import_files<'m>(
+    root: &Path,
+    mirrors: &[&'m Path],
+) -> Result<Vec<(&'m Path, MirrorError)>, MirrorError> {
     let dbp = super::database(root);
-    let Some(mut conn) = db::open(&dbp)? else {
+    let Some(conn) = db::open(&dbp)? else {
         return Err(MirrorError::NoDatabase(root.to_owned()));
     };
     let _lock = Lock::take(&super::mirror_dir(root))?;
     let schema = db::Schema::read(&conn)?;
-    let mut seen = load_seen(mirror);
-    let was = seen.clone();
-    let meta = std::fs::metadata(mirror)?;
-    let Some(from) = import_from(&seen, &meta) else {
-        return Ok(());
-    };
-    let id = mirror
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default()
-        .to_owned();
-    let fp = |conn: &rusqlite::Connection| {
-        db::fingerprints(conn, &schema, Some(&id))
+    let fingerprint = |conn: &rusqlite::Connection, id: &str| {
+        db::fingerprints(conn, &schema, Some(id))
             .ok()
-            .and_then(|mut m| m.remove(&id))
+            .and_then(|mut m| m.remove(id))
     };
-    let level = seen.exported.is_some() && fp(&conn) == seen.exported;
-    let end = import(&mut conn, &schema, mirror, from)?;
-    seen.imported = Some((inode(&meta), end));
-    if level {
-        seen.exported = fp(&conn);
+    let mut batch = db::Batch::begin(&conn)?;
+    let mut owners = StagedOwners::default();
+    let dir = super::mirror_dir(root);
+    let was = load_seen_all(&dir);
+    let mut all = was.clone();
+    let mut failed = Vec::new();
+    for &mirror in mirrors {
+        let id = mirror
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let seen = all.entry(id.to_owned()).or_default();
+        let meta = std::fs::metadata(mirror)?;
+        let Some(from) = import_from(seen, &meta) else {
+            continue;
+        };
+        let before = fingerprint(&batch, id);
+        let level = before.is_none() || (seen.exported.is_some() && before == seen.exported);
+        let end = match import(&mut batch, &schema, mirror, from, &mut owners) {
+            Ok(end) => end,
+            Err(e) => {
+                failed.push((mirror, e));
+                continue;
+            }
+        };
+        seen.imported = Some((inode(&meta), end));
+        if level {
+            seen.exported = fingerprint(&batch, id);
+        }
     }
-    if seen != was {
-        save_seen(mirror, &seen)?;
+    batch.commit()?;
+    owners.save()?;
+    if all != was {
+        save_seen_all(&dir, &all)?;
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// Writes each row's latest version in `mirror`'s lines from byte `from`
@@ -473,93 +564,117 @@ pub fn import_file(root: &Path, mirror: &Path) -> Result<(), MirrorError> {
 /// promises); where the whole lines it read end. A version older (by
 /// `time_updated`) than the one evi wrote before is not written over it:
 /// read from the middle, the latest of the lines read may be older than
-/// one read before. The lines are read twice, a line at a time: first to
-/// find each row's latest (its place kept), then those.
-pub fn import(
-    conn: &mut rusqlite::Connection,
+/// one read before. The lines are read in order, a line at a time: first
+/// only each row's table, id and time ([`row::Head`]) to find each row's
+/// latest, then once per table for those lines whole. Who wrote which row,
+/// when that changed, is staged in `owners_out` (saved once `batch`
+/// committed), also when a row fails: the rows before it stay in.
+fn import(
+    batch: &mut db::Batch<'_>,
     schema: &db::Schema,
     mirror: &Path,
     from: u64,
+    owners_out: &mut StagedOwners,
 ) -> Result<u64, MirrorError> {
-    // The latest version of each row: its time, place and length.
-    let mut latest: HashMap<(String, String), (i64, u64, usize)> = HashMap::new();
+    // The latest version of each row: its time and place.
+    let mut latest: HashMap<(&'static str, String), (i64, u64)> = HashMap::new();
     let end = each_line(mirror, from, |at, raw| {
-        let Some(row) = parse_line(raw) else {
+        let Some(head) = with_raw(raw, row::Head::parse) else {
             return Ok(());
         };
-        let Some(l) = Line::parse(&row) else {
-            return Ok(());
-        };
-        let Some(id) = l.id() else { return Ok(()) };
-        let t = l.int("time_updated").unwrap_or(0);
         let e = latest
-            .entry((l.table.clone(), id))
-            .or_insert((t, at, raw.len()));
-        if t >= e.0 {
-            *e = (t, at, raw.len());
+            .entry((head.table, head.id))
+            .or_insert((head.time_updated, at));
+        if head.time_updated >= e.0 {
+            *e = (head.time_updated, at);
         }
         Ok(())
     })?;
     if latest.is_empty() {
         return Ok(end);
     }
-    let mut file = std::fs::File::open(mirror)?;
+    // By place: which table, time and id.
+    let wanted: HashMap<u64, (&'static str, i64, String)> = latest
+        .into_iter()
+        .map(|((table, id), (t, at))| (at, (table, t, id)))
+        .collect();
     let mut owners = load_owners(mirror);
     let mut changed = false;
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    for table in TABLES {
-        let mut these: Vec<(u64, usize, i64, String)> = latest
-            .iter()
-            .filter(|((t, _), _)| t == table)
-            .map(|((_, id), (t, at, len))| (*at, *len, *t, id.clone()))
-            .collect();
-        these.sort();
-        for (at, len, t, id) in these {
-            let raw = line_at(&mut file, at, len)?;
-            let Some(row) = parse_line(&raw) else {
-                continue;
-            };
-            let Some(line) = Line::parse(&row) else {
-                continue;
-            };
-            let key = row_key(table, &id);
-            let now = db::current(&tx, schema, table, &id)?;
-            let now = now.as_deref().and_then(Line::parse);
-            match (owners.get(&key).cloned(), now) {
-                (None, None) => {
-                    if table == "session" {
-                        db::ensure_project(&tx, schema, &line)?;
+    // A table at a time, each row after those it refers to (OpenCode's
+    // database checks its foreign keys), a read of the lines each.
+    let mut wrote = || -> Result<(), MirrorError> {
+        for table in row::TABLES {
+            each_line(mirror, from, |at, raw| {
+                match wanted.get(&at) {
+                    Some((t, time, id)) if *t == table => {
+                        changed |= import_row(batch, schema, &mut owners, raw, *time, id)?;
                     }
-                    db::write(&tx, schema, &line, false)?;
-                    owners.insert(key, Some(hash(line.row_text)));
-                    changed = true;
+                    _ => {}
                 }
-                (None, Some(_)) => {
-                    owners.insert(key, None);
-                    changed = true;
-                }
-                (Some(Some(mine)), Some(now)) if hash(now.row_text) == mine => {
-                    if now.row_text != line.row_text && t >= now.int("time_updated").unwrap_or(0) {
-                        db::write(&tx, schema, &line, true)?;
-                        owners.insert(key, Some(hash(line.row_text)));
-                        changed = true;
-                    }
-                }
-                (Some(Some(_)), Some(_)) => {
-                    owners.insert(key, None);
-                    changed = true;
-                }
-                // Gone from the database (deleted in OpenCode), or
-                // OpenCode's own: left as it is.
-                (Some(_), None) | (Some(None), Some(_)) => {}
-            }
+                Ok(())
+            })?;
         }
-    }
-    tx.commit()?;
+        Ok(())
+    };
+    let result = wrote();
+    // What went in before an error is recorded as evi's all the same.
     if changed {
-        save_owners(mirror, &owners, true)?;
+        owners_out.stage(mirror, &owners)?;
     }
-    Ok(end)
+    result.map(|()| end)
+}
+
+/// Writes one row's latest version `raw` (of time `t`) where that is evi's
+/// to do ([`import`]); whether what evi knows of who wrote it changed.
+fn import_row(
+    batch: &mut db::Batch<'_>,
+    schema: &db::Schema,
+    owners: &mut Owners,
+    raw: &[u8],
+    t: i64,
+    id: &str,
+) -> Result<bool, MirrorError> {
+    let Some(row) = row_bytes(raw) else {
+        return Ok(false);
+    };
+    let Some(line) = Line::parse(&row) else {
+        return Ok(false);
+    };
+    batch.breathe()?;
+    let tx: &rusqlite::Connection = batch;
+    let table = line.table.as_str();
+    let key = row_key(table, id);
+    let now = db::current(tx, schema, table, id)?;
+    let now = now.as_deref().and_then(Line::parse);
+    match (owners.get(&key), now) {
+        (None, None) => {
+            if table == "session" {
+                db::ensure_project(tx, schema, &line)?;
+            }
+            db::write(tx, schema, &line, false)?;
+            owners.insert(key, Some(hash(line.row_text)));
+            Ok(true)
+        }
+        (None, Some(_)) => {
+            owners.insert(key, None);
+            Ok(true)
+        }
+        (Some(Some(mine)), Some(now)) if hash(now.row_text) == *mine => {
+            if now.row_text != line.row_text && t >= now.int("time_updated").unwrap_or(0) {
+                db::write(tx, schema, &line, true)?;
+                owners.insert(key, Some(hash(line.row_text)));
+                return Ok(true);
+            }
+            Ok(false)
+        }
+        (Some(Some(_)), Some(_)) => {
+            owners.insert(key, None);
+            Ok(true)
+        }
+        // Gone from the database (deleted in OpenCode), or OpenCode's
+        // own: left as it is.
+        (Some(_), None) | (Some(None), Some(_)) => Ok(false),
+    }
 }
 
 /// Takes session `id` out of OpenCode's database once a forget moved its
@@ -576,15 +691,14 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
     let mirror = dir.join(format!("{id}.jsonl"));
     let Some(mut conn) = db::open(&super::database(root))? else {
         remove_if_there(&owners_path(&mirror))?;
-        remove_if_there(&seen_path(&mirror))?;
+        forget_seen(&dir, id)?;
         return Ok(0);
     };
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let (have, whole) = read_lines(trashed)?;
     let mut known: HashSet<(String, String)> = have
         .iter()
-        .filter_map(|l| parse_line(l))
-        .filter_map(|l| Line::parse(&l).map(|p| p.key()))
+        .filter_map(|l| with_row(l, |p| p.key()))
         .collect();
     let schema = db::Schema::read(&tx)?;
     let mut rows = Vec::new();
@@ -594,7 +708,7 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
     })?;
     let again = mirror.is_file();
     if again {
-        rows.extend(read_lines(&mirror)?.0.iter().filter_map(|l| parse_line(l)));
+        rows.extend(read_lines(&mirror)?.0.iter().filter_map(|l| row_bytes(l)));
     }
     let mut out = Vec::new();
     for line in rows {
@@ -618,8 +732,16 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
         remove_if_there(&mirror)?;
     }
     remove_if_there(&owners_path(&mirror))?;
-    remove_if_there(&seen_path(&mirror))?;
+    forget_seen(&dir, id)?;
     Ok(n)
+}
+
+fn forget_seen(dir: &Path, id: &str) -> std::io::Result<()> {
+    let mut all = load_seen_all(dir);
+    if all.remove(id).is_some() {
+        save_seen_all(dir, &all)?;
+    }
+    Ok(())
 }
 
 /// Puts session `id`'s rows back into OpenCode's database from its mirror,
@@ -630,12 +752,160 @@ pub fn restore(root: &Path, id: &str) -> Result<(), MirrorError> {
     if !mirror.is_file() {
         return Ok(());
     }
-    import_file(root, &mirror)
+    match import_files(root, &[&mirror])?.pop() {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
 }
 
 fn remove_if_there(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S1: &str = "ses_db11e77f7ffeBZB1cFrSN20WW2";
+    const S2: &str = "ses_db131773fffe3b27T7SPN8guk1";
+
+    /// An OpenCode data folder with an empty database of OpenCode's schema.
+    fn opencode_folder() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let conn = rusqlite::Connection::open(super::super::database(root.path())).unwrap();
+        conn.execute_batch(include_str!("testdata/schema.sql"))
+            .unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        std::fs::create_dir_all(super::super::mirror_dir(root.path())).unwrap();
+        root
+    }
+
+    fn session(id: &str, t: i64) -> String {
+        format!(
+            r#"{{"table":"session","row":{{"id":"{id}","project_id":"p1","slug":"s","directory":"/work/app","title":"t","version":"1.18.33","time_created":1,"time_updated":{t}}}}}"#
+        )
+    }
+
+    fn message(id: &str, session: &str, t: i64, v: &str) -> String {
+        format!(
+            r#"{{"table":"message","row":{{"id":"{id}","session_id":"{session}","time_created":1,"time_updated":{t},"data":{{"role":"user","v":"{v}"}}}}}}"#
+        )
+    }
+
+    fn part(id: &str, message: &str, session: &str, t: i64) -> String {
+        format!(
+            r#"{{"table":"part","role":"user","row":{{"id":"{id}","message_id":"{message}","session_id":"{session}","time_created":1,"time_updated":{t},"data":{{"type":"text","text":"hi"}}}}}}"#
+        )
+    }
+
+    fn append(mirror: &Path, lines: &[String]) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(mirror)
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+
+    fn query(root: &Path, sql: &str) -> Vec<String> {
+        let conn = rusqlite::Connection::open(super::super::database(root)).unwrap();
+        let mut st = conn.prepare(sql).unwrap();
+        st.query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// Pull's appends go in a table at a time (a message's latest version
+    /// may come after its parts: OpenCode's database checks foreign keys),
+    /// from where the last import stopped; a refresh after finds the
+    /// session level and appends nothing; a row OpenCode changed is
+    /// exported once, and never written over by a later pulled version.
+    #[test]
+    fn pulled_rows_go_in_each_after_what_it_refers_to_and_opencodes_own_stay() {
+        let root = opencode_folder();
+        let root = root.path();
+        let mirror = super::super::mirror_dir(root).join(format!("{S1}.jsonl"));
+        append(
+            &mirror,
+            &[
+                session(S1, 1),
+                message("msg_1", S1, 1, "one"),
+                part("prt_1", "msg_1", S1, 1),
+                message("msg_1", S1, 2, "two"),
+            ],
+        );
+        assert!(import_files(root, &[&mirror]).unwrap().is_empty());
+        assert_eq!(query(root, "SELECT id FROM session"), [S1]);
+        assert_eq!(
+            query(root, "SELECT data FROM message"),
+            [r#"{"role":"user","v":"two"}"#]
+        );
+        assert_eq!(query(root, "SELECT id FROM part"), ["prt_1"]);
+        assert_eq!(query(root, "SELECT worktree FROM project"), ["/work/app"]);
+
+        // Level: a refresh reads nothing of it and appends nothing.
+        let pulled = std::fs::read(&mirror).unwrap();
+        refresh(root).unwrap();
+        assert_eq!(std::fs::read(&mirror).unwrap(), pulled);
+
+        // OpenCode changes the message: the next refresh appends that
+        // version once, the one after nothing.
+        let conn = rusqlite::Connection::open(super::super::database(root)).unwrap();
+        conn.execute(
+            r#"UPDATE message SET data = '{"role":"user","v":"mine"}', time_updated = 3"#,
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        refresh(root).unwrap();
+        let exported = std::fs::read_to_string(&mirror).unwrap();
+        assert_eq!(exported.matches(r#""v":"mine""#).count(), 1, "{exported}");
+        refresh(root).unwrap();
+        assert_eq!(std::fs::read_to_string(&mirror).unwrap(), exported);
+
+        // A later version pulled from elsewhere does not overwrite what
+        // OpenCode wrote; a new row beside it goes in.
+        append(
+            &mirror,
+            &[
+                message("msg_1", S1, 4, "other"),
+                part("prt_2", "msg_1", S1, 4),
+            ],
+        );
+        assert!(import_files(root, &[&mirror]).unwrap().is_empty());
+        assert_eq!(
+            query(root, "SELECT data FROM message"),
+            [r#"{"role":"user","v":"mine"}"#]
+        );
+        assert_eq!(
+            query(root, "SELECT id FROM part ORDER BY id"),
+            ["prt_1", "prt_2"]
+        );
+    }
+
+    /// A session whose rows cannot go in (a part of a message the database
+    /// lacks) is named, and the others' rows go in all the same.
+    #[test]
+    fn a_session_that_cannot_go_in_keeps_no_other_out() {
+        let root = opencode_folder();
+        let root = root.path();
+        let dir = super::super::mirror_dir(root);
+        let (good, bad) = (
+            dir.join(format!("{S1}.jsonl")),
+            dir.join(format!("{S2}.jsonl")),
+        );
+        append(&good, &[session(S1, 1), message("msg_1", S1, 1, "one")]);
+        append(&bad, &[session(S2, 1), part("prt_9", "msg_gone", S2, 1)]);
+        let failed = import_files(root, &[&bad, &good]).unwrap();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].0, bad.as_path());
+        assert_eq!(query(root, "SELECT id FROM message"), ["msg_1"]);
+        assert!(query(root, "SELECT id FROM part").is_empty());
     }
 }

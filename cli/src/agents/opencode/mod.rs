@@ -22,8 +22,8 @@
 //!   evi itself wrote and OpenCode has not changed since. A row that was
 //!   here once and is gone (the user deleted the session) is not brought
 //!   back.
-//! - Writes to OpenCode's live WAL database are short `IMMEDIATE`
-//!   transactions with a busy timeout, one per session.
+//! - Writes to OpenCode's live WAL database are `IMMEDIATE` transactions of
+//!   at most about 200 ms each, with a busy timeout ([`db::Batch`]).
 //! - Paths (`session.directory`, an assistant message's `path.cwd` and
 //!   `path.root`) are canonicalized through `[paths]` before ids are
 //!   derived and localized when written, as Claude Code's `cwd` is:
@@ -184,24 +184,32 @@ impl AgentKind for OpenCode {
         }
     }
 
-    /// The rows pull appended to the mirror go into the database; a note
-    /// when they cannot yet.
+    /// The rows pull appended to the mirrors go into the database, once per
+    /// command ([`mirror::import_files`]); a note when they cannot yet.
     fn after_pull(
         &self,
         _ctx: &SyncContext,
         root: &Path,
-        stream: &StreamName,
-        mirror: &Path,
-    ) -> Option<String> {
-        match mirror::import_file(root, mirror) {
-            Ok(()) => None,
-            Err(e) => Some(format!(
-                "OpenCode session {} is in {}, not yet in OpenCode's database: {e}; \
-                 it goes in at the next evi command once that is fixed",
-                stream.session,
-                mirror.display()
-            )),
-        }
+        files: &[(StreamName, PathBuf)],
+    ) -> Vec<String> {
+        let mirrors: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
+        let failed: Vec<(&Path, String)> = match mirror::import_files(root, &mirrors) {
+            Ok(failed) => failed
+                .into_iter()
+                .map(|(m, e)| (m, e.to_string()))
+                .collect(),
+            Err(e) => mirrors.iter().map(|m| (*m, e.to_string())).collect(),
+        };
+        failed
+            .into_iter()
+            .map(|(m, e)| {
+                format!(
+                    "OpenCode session in {}, not yet in OpenCode's database: {e}; it goes in \
+                     at the next evi command once that is fixed",
+                    m.display()
+                )
+            })
+            .collect()
     }
 }
 

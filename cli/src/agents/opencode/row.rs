@@ -72,6 +72,44 @@ fn embeds(t: &str) -> bool {
         && serde_json::from_str::<&RawValue>(t).is_ok()
 }
 
+/// What an import reads first of a row's line: its table, id and time,
+/// the columns passed over unparsed ([`Line::parse`] reads them whole).
+pub struct Head {
+    pub table: &'static str,
+    pub id: String,
+    /// `time_updated`, 0 without one.
+    pub time_updated: i64,
+}
+
+impl Head {
+    /// `None` when `raw` is no row line, or its row has no string `id`.
+    pub fn parse(raw: &[u8]) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct H<'a> {
+            #[serde(borrow)]
+            table: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            row: R<'a>,
+        }
+        #[derive(Deserialize)]
+        struct R<'a> {
+            id: Option<String>,
+            #[serde(borrow)]
+            time_updated: Option<&'a RawValue>,
+        }
+        let h: H<'_> = serde_json::from_slice(raw).ok()?;
+        let table = TABLES.into_iter().find(|t| *t == h.table)?;
+        let time_updated = (h.row.time_updated)
+            .and_then(|v| serde_json::from_str::<i64>(v.get()).ok())
+            .unwrap_or(0);
+        Some(Self {
+            table,
+            id: h.row.id?,
+            time_updated,
+        })
+    }
+}
+
 /// A row's line read back.
 #[derive(Debug)]
 pub struct Line<'a> {
@@ -241,5 +279,15 @@ mod tests {
             parsed.key()
         );
         assert!(Line::parse(br#"{"table":"event","row":{}}"#).is_none());
+        // The head an import reads first says what the whole line says.
+        for raw in [&l[..], with_ids.as_bytes()] {
+            let head = Head::parse(raw).unwrap();
+            let line = Line::parse(raw).unwrap();
+            assert_eq!(head.table, line.table);
+            assert_eq!(Some(head.id), line.id());
+            assert_eq!(head.time_updated, line.int("time_updated").unwrap_or(0));
+        }
+        assert!(Head::parse(br#"{"table":"event","row":{"id":"x"}}"#).is_none());
+        assert!(Head::parse(br#"{"table":"part","row":{"id":7}}"#).is_none());
     }
 }

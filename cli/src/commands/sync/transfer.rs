@@ -79,6 +79,9 @@ pub fn cmd_sync_push(ctx: &Ctx, args: JsonArgs) -> CommandResult {
         for note in r.checkpoint_forget.notes() {
             eprintln!("note: {note}");
         }
+        for note in &r.agent_notes {
+            eprintln!("note: {note}");
+        }
     }
     if r.failed.is_empty() {
         return Ok(());

@@ -293,7 +293,7 @@ fn pull_scope(
     // Two stages, each on its own thread, so that network, CPU and disk
     // overlap: the next page is downloaded and opened (decrypted and
     // verified, on all cores) while this one is written.
-    std::thread::scope(|scope_| -> Result<(), SyncError> {
+    let fetched = std::thread::scope(|scope_| -> Result<(), SyncError> {
         // A rendezvous: the opener holds the one part of a page it opened
         // until this loop takes it, so two parts are in memory, and the
         // rest of a page's ciphertext.
@@ -362,7 +362,12 @@ fn pull_scope(
             }
         }
         Ok(())
-    })?;
+    });
+    // What was applied before an error too: it is durable.
+    report
+        .agent_notes
+        .extend(crate::source::apply::after_pull(ctx));
+    fetched?;
     progress.finish();
     damaged::name_sessions(&mut ctx.state.damaged, &ctx.home, &ctx.keys);
     report.damaged = (ctx.state.damaged.iter())

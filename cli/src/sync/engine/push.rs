@@ -130,6 +130,9 @@ fn push_into(
     // Entries that waited for eVi (or another agent) to finish a line go
     // in first, so what is read below is the home as pull would leave it.
     drain_pending(ctx)?;
+    report
+        .agent_notes
+        .extend(crate::source::apply::after_pull(ctx));
     let unfinished = Unfinished::begin(&ctx.paths, caps.known_entries)?;
     // The journal's blobs go up while the transcripts are read and sealed.
     let journal_careful = unfinished.careful || opts.recheck_journal;

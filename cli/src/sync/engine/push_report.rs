@@ -40,6 +40,10 @@ pub struct PushReport {
     pub forget: crate::sync::engine::forget::Applied,
     /// What checkpoint forgets did (`keep_days`, tombstones sent).
     pub checkpoint_forget: crate::sync::engine::checkpoint_forget::Done,
+    /// What people should know of other agents' entries that waited and
+    /// went in first (a Codex index left alone, and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_notes: Vec<String>,
     /// Where, for the device's record (saved even when the push fails).
     #[serde(skip)]
     pub(crate) redacted: Vec<(String, Redaction)>,
