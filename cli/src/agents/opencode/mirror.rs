@@ -18,19 +18,20 @@
 //!   `time_updated`, then by place in the file) goes into the database only
 //!   where the database never had the row, or holds exactly the version evi
 //!   itself wrote there. Which rows evi wrote is kept beside the mirror
-//!   (`<session id>.rows.json`: each row evi wrote, with the SHA-256 of
+//!   ([`owners`], `<session id>.rows.json`: each row evi wrote, with a hash of
 //!   what it wrote, and each row OpenCode wrote, as OpenCode's); a row
 //!   OpenCode wrote or changed is never written again, and a row that was
 //!   here and is gone (deleted in OpenCode) is not brought back.
 //! - One evi process at a time does this, under `evi-sync/.lock`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use super::db;
+use super::owners::{self, Owner, Owners};
 use super::row::{self, Line};
 
 /// What a failure here is.
@@ -44,14 +45,6 @@ pub enum MirrorError {
     NoDatabase(PathBuf),
 }
 
-/// Rows of a session and who wrote them here: `Some(hash)` evi (the
-/// SHA-256 of the row text it wrote), `None` OpenCode.
-type Owners = BTreeMap<String, Option<String>>;
-
-fn owners_path(mirror: &Path) -> PathBuf {
-    mirror.with_extension("rows.json")
-}
-
 /// A JSON file kept beside a mirror, or the default when it is absent or
 /// does not read (what it held is learned again).
 fn load_beside<T: serde::de::DeserializeOwned + Default>(path: &Path) -> T {
@@ -61,16 +54,12 @@ fn load_beside<T: serde::de::DeserializeOwned + Default>(path: &Path) -> T {
         .unwrap_or_default()
 }
 
-fn load_owners(mirror: &Path) -> Owners {
-    load_beside(&owners_path(mirror))
-}
-
 /// Not made durable of its own: the caller makes it durable with what it
 /// describes.
 fn save_owners(mirror: &Path, owners: &Owners) -> std::io::Result<()> {
-    let path = owners_path(mirror);
+    let path = owners::path(mirror);
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(owners).expect("a map"))?;
+    drop(owners.write(&tmp)?);
     std::fs::rename(&tmp, &path)
 }
 
@@ -89,10 +78,7 @@ struct StagedOwners {
 
 impl StagedOwners {
     fn stage(&mut self, mirror: &Path, owners: &Owners) -> std::io::Result<()> {
-        let tmp = owners_path(mirror).with_extension("json.tmp");
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        serde_json::to_writer(&mut w, owners).map_err(std::io::Error::from)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
+        let f = owners.write(&owners::path(mirror).with_extension("json.tmp"))?;
         self.written.push((mirror.to_owned(), f));
         Ok(())
     }
@@ -102,7 +88,7 @@ impl StagedOwners {
         let (mirrors, files): (Vec<PathBuf>, Vec<std::fs::File>) = self.written.into_iter().unzip();
         crate::fsutil::sync_files(files)?;
         for mirror in &mirrors {
-            let path = owners_path(mirror);
+            let path = owners::path(mirror);
             std::fs::rename(path.with_extension("json.tmp"), &path)?;
         }
         if let Some(dir) = mirrors.first().and_then(|m| m.parent()) {
@@ -110,14 +96,6 @@ impl StagedOwners {
         }
         Ok(())
     }
-}
-
-fn hash(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-fn row_key(table: &str, id: &str) -> String {
-    format!("{table}/{id}")
 }
 
 /// Holds `evi-sync/.lock` while alive.
@@ -381,8 +359,8 @@ fn row_bytes(raw: &[u8]) -> Option<Vec<u8>> {
     Line::parse(raw).map(|_| raw.to_vec())
 }
 
-/// What identifies a row version ([`Line::key`]) in 16 bytes: a mirror's
-/// set of them is a fraction of the mirror.
+/// What identifies a row version ([`Line::key`]), or a row (its table and
+/// id), in 16 bytes: a mirror's set of them is a fraction of the mirror.
 fn key_hash(table: &str, row_text: &str) -> [u8; 16] {
     let mut h = Sha256::new();
     h.update(table.as_bytes());
@@ -429,7 +407,7 @@ pub fn export(
             return Ok(None);
         }
     }
-    let mut owners = load_owners(mirror);
+    let mut owners = Owners::load(mirror);
     let owned_before = owners.len();
     if let Some(dir) = mirror.parent() {
         crate::fsutil::create_dir_all_durable(dir)?;
@@ -451,7 +429,7 @@ pub fn export(
             return Ok(());
         };
         if let Some(rid) = row.id() {
-            owners.entry(row_key(&row.table, &rid)).or_insert(None);
+            owners.know(&row.table, &rid);
         }
         if known.insert(key_hash(&row.table, row.row_text)) {
             match &mut fresh {
@@ -577,28 +555,33 @@ fn import(
     owners_out: &mut StagedOwners,
 ) -> Result<u64, MirrorError> {
     // The latest version of each row: its time and place.
-    let mut latest: HashMap<(&'static str, String), (i64, u64)> = HashMap::new();
+    // The latest version of each row (by a hash of its table and id: a
+    // fraction of the ids, for a session of 100,000 rows): its table, time
+    // and place.
+    let mut latest: HashMap<[u8; 16], (&'static str, i64, u64)> = HashMap::new();
     let end = each_line(mirror, from, |at, raw| {
         let Some(head) = with_raw(raw, row::Head::parse) else {
             return Ok(());
         };
-        let e = latest
-            .entry((head.table, head.id))
-            .or_insert((head.time_updated, at));
-        if head.time_updated >= e.0 {
-            *e = (head.time_updated, at);
+        let e = latest.entry(key_hash(head.table, &head.id)).or_insert((
+            head.table,
+            head.time_updated,
+            at,
+        ));
+        if head.time_updated >= e.1 {
+            *e = (head.table, head.time_updated, at);
         }
         Ok(())
     })?;
     if latest.is_empty() {
         return Ok(end);
     }
-    // By place: which table, time and id.
-    let wanted: HashMap<u64, (&'static str, i64, String)> = latest
-        .into_iter()
-        .map(|((table, id), (t, at))| (at, (table, t, id)))
+    // By place: which table, and the time.
+    let wanted: HashMap<u64, (&'static str, i64)> = latest
+        .into_values()
+        .map(|(table, t, at)| (at, (table, t)))
         .collect();
-    let mut owners = load_owners(mirror);
+    let mut owners = Owners::load(mirror);
     let mut changed = false;
     // A table at a time, each row after those it refers to (OpenCode's
     // database checks its foreign keys), a read of the lines each.
@@ -606,8 +589,8 @@ fn import(
         for table in row::TABLES {
             each_line(mirror, from, |at, raw| {
                 match wanted.get(&at) {
-                    Some((t, time, id)) if *t == table => {
-                        changed |= import_row(batch, schema, &mut owners, raw, *time, id)?;
+                    Some((t, time)) if *t == table => {
+                        changed |= import_row(batch, schema, &mut owners, raw, *time)?;
                     }
                     _ => {}
                 }
@@ -632,48 +615,47 @@ fn import_row(
     owners: &mut Owners,
     raw: &[u8],
     t: i64,
-    id: &str,
 ) -> Result<bool, MirrorError> {
     let Some(row) = row_bytes(raw) else {
         return Ok(false);
     };
-    let Some(line) = Line::parse(&row) else {
+    let Some((line, id)) = Line::parse(&row).and_then(|l| l.id().map(|id| (l, id))) else {
         return Ok(false);
     };
+    let id = id.as_str();
     batch.breathe()?;
     let tx: &rusqlite::Connection = batch;
     let table = line.table.as_str();
-    let key = row_key(table, id);
     let now = db::current(tx, schema, table, id)?;
     let now = now.as_deref().and_then(Line::parse);
-    match (owners.get(&key), now) {
-        (None, None) => {
+    match (owners.get(table, id), now) {
+        (Owner::Unknown, None) => {
             if table == "session" {
                 db::ensure_project(tx, schema, &line)?;
             }
             db::write(tx, schema, &line, false)?;
-            owners.insert(key, Some(hash(line.row_text)));
+            owners.evis(table, id, line.row_text);
             Ok(true)
         }
-        (None, Some(_)) => {
-            owners.insert(key, None);
+        (Owner::Unknown, Some(_)) => {
+            owners.opencodes(table, id);
             Ok(true)
         }
-        (Some(Some(mine)), Some(now)) if hash(now.row_text) == *mine => {
+        (Owner::Evi(mine), Some(now)) if Owners::wrote_this(&mine, now.row_text) => {
             if now.row_text != line.row_text && t >= now.int("time_updated").unwrap_or(0) {
                 db::write(tx, schema, &line, true)?;
-                owners.insert(key, Some(hash(line.row_text)));
+                owners.evis(table, id, line.row_text);
                 return Ok(true);
             }
             Ok(false)
         }
-        (Some(Some(_)), Some(_)) => {
-            owners.insert(key, None);
+        (Owner::Evi(_), Some(_)) => {
+            owners.opencodes(table, id);
             Ok(true)
         }
         // Gone from the database (deleted in OpenCode), or OpenCode's
         // own: left as it is.
-        (Some(_), None) | (Some(None), Some(_)) => Ok(false),
+        (Owner::Evi(_) | Owner::OpenCode, None) | (Owner::OpenCode, Some(_)) => Ok(false),
     }
 }
 
@@ -690,7 +672,7 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
     let _lock = Lock::take(&dir)?;
     let mirror = dir.join(format!("{id}.jsonl"));
     let Some(mut conn) = db::open(&super::database(root))? else {
-        remove_if_there(&owners_path(&mirror))?;
+        remove_if_there(&owners::path(&mirror))?;
         forget_seen(&dir, id)?;
         return Ok(0);
     };
@@ -731,7 +713,7 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
     if again {
         remove_if_there(&mirror)?;
     }
-    remove_if_there(&owners_path(&mirror))?;
+    remove_if_there(&owners::path(&mirror))?;
     forget_seen(&dir, id)?;
     Ok(n)
 }

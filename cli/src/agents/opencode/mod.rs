@@ -35,6 +35,7 @@
 pub mod db;
 mod message;
 pub mod mirror;
+mod owners;
 pub mod row;
 
 use std::borrow::Cow;
