@@ -15,7 +15,9 @@
 # Prints, per home: synced bytes (the agent's session files; OpenCode's, the
 # mirror files push made of its database's rows), wall and CPU seconds and
 # peak RSS of `sync push` and `sync pull`, and the agent/eVi ratio per byte
-# of each, by wall and by CPU time.
+# of each, by wall and by CPU time. RUNS (default 3) repeats the whole
+# round, every home once per round, and prints the median of each time and
+# the highest RSS: one run moves by up to 1.3x on 2 cores.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,10 +53,10 @@ done
 
 export EVI_SYNC_PASSWORD=bench-password-123 EVI_KEY_PASSPHRASE=bench-passphrase-123
 
-# timed KEY CMD...: one run after a `sync`; sets wall[KEY], cpu[KEY] (user
-# + system seconds: on a machine shared with other work, the steadier of
-# the two) and rss[KEY] (KiB).
-declare -A wall cpu rss
+# timed KEY CMD...: one run after a `sync`; adds to walls[KEY], cpus[KEY]
+# (user + system seconds: on a machine shared with other work, the steadier
+# of the two) and sets rss[KEY] (KiB) to the highest yet.
+declare -A walls cpus rss
 timed() {
   local key=$1
   shift
@@ -64,9 +66,18 @@ timed() {
     cat "$work/$key.err" >&2
     exit 1
   fi
-  local user sys
-  read -r wall[$key] rss[$key] user sys < "$work/$key.time"
-  cpu[$key]=$(awk "BEGIN{printf \"%.2f\", $user + $sys}")
+  local w r user sys
+  read -r w r user sys < "$work/$key.time"
+  walls[$key]+=" $w"
+  cpus[$key]+=" $(awk "BEGIN{printf \"%.2f\", $user + $sys}")"
+  (( r > ${rss[$key]:-0} )) && rss[$key]=$r
+  return 0
+}
+
+# median LIST: the middle of the numbers in LIST (the lower middle of an
+# even count).
+median() {
+  tr ' ' '\n' <<< "$1" | awk 'NF' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
 }
 
 # synced DIR KIND: the bytes of KIND's sessions in home DIR.
@@ -88,9 +99,12 @@ sessions() {
 }
 
 declare -A bytes
+for run in $(seq "${RUNS:-3}"); do
 for kind in $kinds; do
   a=$work/$kind-a
   b=$work/$kind-b
+  rm -rf "$a" "$b" "$work/$kind-data" "$work/$kind-key.age"
+  echo "round $run: $kind ..." >&2
   cp -a "$homes/$kind" "$a"
   rm -f "$a/gen-home.txt"
   mkdir -p "$b"
@@ -130,6 +144,12 @@ for kind in $kinds; do
   if [[ $got != "${bytes[$kind]}" ]]; then
     echo "note: $kind on B holds $got bytes of sessions, A $((bytes[$kind]))" >&2
   fi
+done
+done
+declare -A wall cpu
+for key in "${!walls[@]}"; do
+  wall[$key]=$(median "${walls[$key]}")
+  cpu[$key]=$(median "${cpus[$key]}")
 done
 
 # ratio KIND STEP TIMES: KIND's seconds per byte over eVi's, from TIMES (wall or cpu).

@@ -78,9 +78,11 @@ pub trait AgentKind: Sync {
     }
 
     /// A line's own id and parent (eVi's `id`/`parentId` that pull added,
-    /// else none: derived).
+    /// else none: derived), read as eVi's are: parsed only when the line
+    /// could hold them (a parse of every Codex line was a seventh of its
+    /// push).
     fn explicit_ids(&self, raw: &[u8]) -> ExplicitIds {
-        crate::transcript::line::parse_head(raw).ids
+        crate::transcript::line::explicit_ids(raw)
     }
 
     /// `e`'s line as pull writes it when it would not read back with its

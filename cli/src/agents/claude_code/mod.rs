@@ -51,7 +51,7 @@ impl AgentKind for ClaudeCode {
     /// the parent, so such a line never moves the implicit chain; a line
     /// without (a summary, a file-history snapshot) reads as eVi's do.
     fn explicit_ids(&self, raw: &[u8]) -> ExplicitIds {
-        files::uuid_ids(raw).unwrap_or_else(|| crate::transcript::line::parse_head(raw).ids)
+        files::uuid_ids(raw).unwrap_or_else(|| crate::transcript::line::explicit_ids(raw))
     }
 
     fn map_paths<'a>(&self, raw: &'a [u8], f: &dyn Fn(&str) -> String) -> Cow<'a, [u8]> {

@@ -395,7 +395,10 @@ fn push_files(
     let redactor = ctx.redactor.clone();
     let mut chain = IdChain::default();
     // Another agent may write one id twice in a file (eVi never does): the
-    // first is the entry, a repeat is passed over.
+    // first is the entry, a repeat is passed over. Only a line with an id
+    // or parent of its own can repeat one: an id derived from the chain
+    // follows from every line before it, so they are not kept (a copy of
+    // each of Codex's ids was a tenth of its push's main thread).
     let mut seen = std::collections::HashSet::new();
     for file in files {
         let rel = file.rel.clone();
@@ -447,8 +450,9 @@ fn push_files(
                 Agent::Evi => explicit_ids(raw),
                 a => a.explicit_ids(&canon),
             };
+            let own = ids.id.is_some() || ids.parent.is_some();
             let placed = chain.place(&canon, ids);
-            let repeat = agent != Agent::Evi && !seen.insert(placed.id.clone());
+            let repeat = agent != Agent::Evi && own && !seen.insert(placed.id.clone());
             let skipped = skip.remove(&placed.id) || repeat;
             // Secrets out before sealing; the line keeps the ids of its
             // original bytes (derived above), so it travels with them.
