@@ -216,6 +216,43 @@ fn finished(data: &MessageData) -> bool {
         || data.error.is_some()
 }
 
+/// A row's line as [`session_lines`] hands it over, with what it knows of
+/// it without parsing the line again.
+pub struct RowLine {
+    pub table: &'static str,
+    pub id: String,
+    pub line: Vec<u8>,
+}
+
+impl RowLine {
+    fn of(
+        r: &rusqlite::Row<'_>,
+        table: &'static str,
+        role: Option<&str>,
+        cols: &[String],
+    ) -> rusqlite::Result<Self> {
+        let at = cols.iter().position(|c| c == "id");
+        let id = match at {
+            Some(i) => r.get::<_, String>(i)?,
+            None => String::new(),
+        };
+        Ok(Self {
+            table,
+            id,
+            line: line_of(r, table, role, cols)?,
+        })
+    }
+
+    /// The row object's text ([`row::Line::row_text`]): the line is
+    /// `{"table":…,["role":…,]"row":{…}}`, and no string before the row
+    /// can hold an unescaped quote.
+    pub fn row_text(&self) -> &str {
+        let start = memchr::memmem::find(&self.line, b",\"row\":").map_or(0, |i| i + 7);
+        let end = self.line.len().saturating_sub(1).max(start);
+        std::str::from_utf8(&self.line[start..end]).unwrap_or_default()
+    }
+}
+
 /// Hands `f` the lines of session `id`'s rows as they are now, one at a
 /// time: its session row, its finished messages in order (with `every`,
 /// those in flight too), each followed by its parts.
@@ -224,13 +261,13 @@ pub fn session_lines<E: From<rusqlite::Error>>(
     schema: &Schema,
     id: &str,
     every: bool,
-    mut f: impl FnMut(Vec<u8>) -> Result<(), E>,
+    mut f: impl FnMut(RowLine) -> Result<(), E>,
 ) -> Result<(), E> {
     let cols = schema.cols("session");
     let mut st = conn.prepare_cached("SELECT * FROM session WHERE id = ?1")?;
     let mut rows = st.query([id])?;
     while let Some(r) = rows.next()? {
-        f(line_of(r, "session", None, cols)?)?;
+        f(RowLine::of(r, "session", None, cols)?)?;
     }
     let cols = schema.cols("message");
     let data_at = cols.iter().position(|c| c == "data");
@@ -247,12 +284,12 @@ pub fn session_lines<E: From<rusqlite::Error>>(
         if !every && !data.as_ref().is_some_and(finished) {
             continue;
         }
-        let mid: String = r.get("id")?;
         let role = data.and_then(|d| d.role);
-        f(line_of(r, "message", None, cols)?)?;
-        let mut prows = parts.query([&mid])?;
+        let message = RowLine::of(r, "message", None, cols)?;
+        let mut prows = parts.query([&message.id])?;
+        f(message)?;
         while let Some(p) = prows.next()? {
-            f(line_of(p, "part", role.as_deref(), pcols)?)?;
+            f(RowLine::of(p, "part", role.as_deref(), pcols)?)?;
         }
     }
     Ok(())
@@ -393,4 +430,29 @@ pub fn delete_session(tx: &Connection, id: &str) -> rusqlite::Result<usize> {
     let messages = tx.execute("DELETE FROM message WHERE session_id = ?1", [id])?;
     let sessions = tx.execute("DELETE FROM session WHERE id = ?1", [id])?;
     Ok(parts + messages + sessions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_lines_row_text_is_the_one_a_parse_reads() {
+        let cols: Vec<String> = ["id", "data"].map(String::from).to_vec();
+        let data = br#"{"text":"a \",\"row\": b","n":1}"#;
+        for role in [None, Some("assistant")] {
+            let line = row::line(
+                "part",
+                role,
+                &cols,
+                &[ValueRef::Text(b"prt_1"), ValueRef::Text(data)],
+            );
+            let r = RowLine {
+                table: "part",
+                id: "prt_1".into(),
+                line: line.clone(),
+            };
+            assert_eq!(r.row_text(), row::Line::parse(&line).unwrap().row_text);
+        }
+    }
 }

@@ -424,21 +424,19 @@ pub fn export(
     };
     let mut out = Vec::new();
     let mut wrote = false;
-    db::session_lines(conn, schema, id, false, |line| -> Result<(), MirrorError> {
-        let Some(row) = Line::parse(&line) else {
-            return Ok(());
-        };
-        if let Some(rid) = row.id() {
-            owners.know(&row.table, &rid);
-        }
-        if known.insert(key_hash(&row.table, row.row_text)) {
+    db::session_lines(conn, schema, id, false, |r| -> Result<(), MirrorError> {
+        let line = &r.line;
+        owners.know(r.table, &r.id);
+        // Each row once from the database: a new mirror needs no record of
+        // what it holds.
+        if before.is_none() || known.insert(key_hash(r.table, r.row_text())) {
             match &mut fresh {
                 Some(w) => {
-                    w.write_all(&line)?;
+                    w.write_all(line)?;
                     w.write_all(b"\n")?;
                 }
                 None => {
-                    out.extend_from_slice(&line);
+                    out.extend_from_slice(line);
                     out.push(b'\n');
                 }
             }
@@ -684,8 +682,8 @@ pub fn remove(root: &Path, id: &str, trashed: &Path) -> Result<usize, MirrorErro
         .collect();
     let schema = db::Schema::read(&tx)?;
     let mut rows = Vec::new();
-    db::session_lines(&tx, &schema, id, true, |l| {
-        rows.push(l);
+    db::session_lines(&tx, &schema, id, true, |r| {
+        rows.push(r.line);
         Ok::<_, MirrorError>(())
     })?;
     let again = mirror.is_file();

@@ -119,6 +119,15 @@ impl AgentKind for OpenCode {
             .then(|| mirror_dir(at.root).join(file))
     }
 
+    /// A row's line (`{"table":…`) has no ids of its own: only pull's, in
+    /// front, as eVi's. Read without a parse of every row.
+    fn explicit_ids(&self, raw: &[u8]) -> crate::transcript::entry_id::ExplicitIds {
+        if raw.starts_with(b"{\"table\":") {
+            return Default::default();
+        }
+        crate::transcript::line::explicit_ids(raw)
+    }
+
     /// `session.directory` and an assistant message's `path.cwd` and
     /// `path.root`.
     fn map_paths<'a>(&self, raw: &'a [u8], f: &dyn Fn(&str) -> String) -> Cow<'a, [u8]> {

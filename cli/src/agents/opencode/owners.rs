@@ -96,13 +96,21 @@ impl Owners {
     pub fn write(&self, tmp: &Path) -> std::io::Result<std::fs::File> {
         let mut w = std::io::BufWriter::new(std::fs::File::create(tmp)?);
         w.write_all(b"{")?;
+        // In hex without a String each (formatting them was a tenth of a
+        // first push).
+        let mut hexed = [0u8; 32];
         for (i, (row, by)) in self.0.iter().enumerate() {
-            if i > 0 {
-                w.write_all(b",")?;
-            }
-            write!(w, "\"{}\":", hex::encode(row))?;
+            w.write_all(if i > 0 { b",\"" } else { b"\"" })?;
+            hex::encode_to_slice(row, &mut hexed).expect("32 hex digits");
+            w.write_all(&hexed)?;
+            w.write_all(b"\":")?;
             match by {
-                Some(h) => write!(w, "\"{}\"", hex::encode(h))?,
+                Some(h) => {
+                    hex::encode_to_slice(h, &mut hexed).expect("32 hex digits");
+                    w.write_all(b"\"")?;
+                    w.write_all(&hexed)?;
+                    w.write_all(b"\"")?;
+                }
                 None => w.write_all(b"null")?,
             }
         }
