@@ -174,6 +174,18 @@ pub fn append_slices_all_or_none(
     Ok(())
 }
 
+/// Creates (or truncates) `path` for writing, the user's alone (0600) when
+/// new, as transcripts and keys are.
+pub fn create_private(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Makes a rename or create in `dir` durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()

@@ -59,7 +59,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::checkouts::Checkouts;
@@ -632,10 +632,13 @@ fn append(
             crate::fsutil::create_dir_all_durable(dir)
                 .ctx(|| format!("cannot create {}", dir.display()))?;
         }
+        // A new file is the user's alone, as eVi's transcripts are (an
+        // agent's file already here keeps the mode the agent gave it).
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .read(true)
+            .mode(0o600)
             .open(path)
             .ctx(what)?;
         if let Some(name) = path.to_str() {

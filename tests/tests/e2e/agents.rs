@@ -220,6 +220,12 @@ fn claude_code_and_codex_sessions_land_where_each_agent_looks_and_converge() {
             .unwrap()
             .replace(&cwd(&proj_a), &cwd(&proj_b))
     );
+    // Transcripts pull made are the user's alone, as eVi's are.
+    for f in [&cc_b, &cx_b] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
     // Codex's index on B lists it, at B's rollout and B's project path.
     assert_eq!(
         codex_threads(&index_b),

@@ -418,7 +418,7 @@ pub fn export(
     let mut fresh = match before {
         None => Some(std::io::BufWriter::with_capacity(
             256 * 1024,
-            std::fs::File::create(&tmp)?,
+            crate::fsutil::create_private(&tmp)?,
         )),
         Some(_) => None,
     };

@@ -94,7 +94,7 @@ impl Owners {
     /// Writes them to `tmp` (the caller renames it into place); the file,
     /// for the caller to make durable.
     pub fn write(&self, tmp: &Path) -> std::io::Result<std::fs::File> {
-        let mut w = std::io::BufWriter::new(std::fs::File::create(tmp)?);
+        let mut w = std::io::BufWriter::new(crate::fsutil::create_private(tmp)?);
         w.write_all(b"{")?;
         // In hex without a String each (formatting them was a tenth of a
         // first push).
