@@ -21,6 +21,7 @@ pub mod resume;
 pub mod search;
 pub mod source;
 pub mod sync;
+pub mod test_hooks;
 pub mod title_command;
 pub mod transcript;
 pub mod web;

@@ -222,7 +222,8 @@ pub struct Config {
     /// The descriptor limit as [`crate::fdlimit::fit`] found and raised it,
     /// when the binary ran it (the start lines report it).
     pub fd_limit: Option<crate::fdlimit::Fitted>,
-    /// A test hook (see [`crate::fault`]); `None` in every real run.
+    /// A test hook (see [`crate::fault`]); always `None` in a build without
+    /// the `test-hooks` feature.
     pub fault: Option<crate::fault::Fault>,
     /// `postgres://…` (`--database`): the metadata goes there instead of
     /// the SQLite file in the data folder. Holds the password: never log it

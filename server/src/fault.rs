@@ -1,4 +1,6 @@
-//! A fault-injection hook for crash and race tests, and nothing else.
+//! A fault-injection hook for crash and race tests, and nothing else: only a
+//! build with the `test-hooks` feature (the tests') reads it; the server
+//! `cargo build` makes never does, and every [`is`] is false there.
 //!
 //! `EVI_SERVER_FAULT=crash-after-body` makes every push that stores bodies
 //! abort the process (`std::process::abort`, as abrupt as SIGKILL) right
@@ -30,25 +32,50 @@ pub enum Fault {
 /// How long `slow-pull-bodies` pauses a pull.
 pub const SLOW_PULL: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// The variable that sets the fault.
-pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
+/// Whether the fault `set` is `want`. Always false in a build without the
+/// `test-hooks` feature, so every branch that breaks something on purpose is
+/// compiled out of the server operators run.
+#[inline(always)]
+pub fn is(set: Option<Fault>, want: Fault) -> bool {
+    cfg!(feature = "test-hooks") && set == Some(want)
+}
 
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect, slow-pull-bodies)"
-)]
-pub struct UnknownFault(String);
+/// Aborts the process (as abruptly as SIGKILL) when `armed`, logging
+/// `fault <what>` first. Inlined, so without the `test-hooks` feature the
+/// call, its message and its abort are gone from the binary.
+#[inline(always)]
+pub fn crash_if(armed: bool, what: &str) {
+    if cfg!(feature = "test-hooks") && armed {
+        tracing::error!("fault {what}");
+        std::process::abort();
+    }
+}
 
-impl Fault {
+#[cfg(feature = "test-hooks")]
+pub use from_env::{FAULT_ENV, UnknownFault, from_env};
+
+#[cfg(feature = "test-hooks")]
+mod from_env {
+    use super::Fault;
+
+    /// The variable that sets the fault.
+    pub const FAULT_ENV: &str = "EVI_SERVER_FAULT";
+
+    #[derive(Debug, thiserror::Error)]
+    #[error(
+        "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect, slow-pull-bodies)"
+    )]
+    pub struct UnknownFault(String);
+
     /// The fault `EVI_SERVER_FAULT` asks for (unset or empty: none).
-    pub fn from_env() -> Result<Option<Self>, UnknownFault> {
+    pub fn from_env() -> Result<Option<Fault>, UnknownFault> {
         match std::env::var(FAULT_ENV).unwrap_or_default().as_str() {
             "" => Ok(None),
-            "crash-after-body" => Ok(Some(Self::CrashAfterBody)),
-            "crash-mid-migrate" => Ok(Some(Self::CrashMidMigrate)),
-            "crash-mid-compaction" => Ok(Some(Self::CrashMidCompaction)),
-            "crash-mid-collect" => Ok(Some(Self::CrashMidCollect)),
-            "slow-pull-bodies" => Ok(Some(Self::SlowPullBodies)),
+            "crash-after-body" => Ok(Some(Fault::CrashAfterBody)),
+            "crash-mid-migrate" => Ok(Some(Fault::CrashMidMigrate)),
+            "crash-mid-compaction" => Ok(Some(Fault::CrashMidCompaction)),
+            "crash-mid-collect" => Ok(Some(Fault::CrashMidCollect)),
+            "slow-pull-bodies" => Ok(Some(Fault::SlowPullBodies)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

@@ -335,13 +335,16 @@ async fn main() -> std::process::ExitCode {
         eprintln!("evi-server: {e}");
         return std::process::ExitCode::from(2);
     }
-    config.fault = match evi_server::fault::Fault::from_env() {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("evi-server: {e}");
-            return std::process::ExitCode::from(2);
-        }
-    };
+    #[cfg(feature = "test-hooks")]
+    {
+        config.fault = match evi_server::fault::from_env() {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("evi-server: {e}");
+                return std::process::ExitCode::from(2);
+            }
+        };
+    }
 
     let result = match cli.command {
         Some(Command::Invite) => invite(&config, registration_known).await,

@@ -38,7 +38,7 @@ impl Collector {
         Arc::new(Self {
             store,
             blobs,
-            crash: fault == Some(crate::fault::Fault::CrashMidCollect),
+            crash: crate::fault::is(fault, crate::fault::Fault::CrashMidCollect),
             worker: Worker::new(
                 "deleted blobs no record refers to any more",
                 "deleting unreferenced blobs failed; it runs again at the next forget or start",
@@ -70,13 +70,10 @@ pub async fn collect_pending(
     let mut done = 0;
     for (user, name) in store.blobs_to_collect().await? {
         if let Some(pieces) = store.collect_blob_row(user, &name).await? {
-            if crash {
-                tracing::error!(
-                    "{}=crash-mid-collect: aborting after the row went, before the bytes",
-                    crate::fault::FAULT_ENV
-                );
-                std::process::abort();
-            }
+            crate::fault::crash_if(
+                crash,
+                "crash-mid-collect: aborting after the row went, before the bytes",
+            );
             for piece in &pieces {
                 blobs.remove(user, piece).await?;
                 store.blob_collected(user, piece).await?;

@@ -66,7 +66,7 @@ impl Compactor {
             bodies,
             readers: PackReaders::new(),
             grace,
-            crash: fault == Some(crate::fault::Fault::CrashMidCompaction),
+            crash: crate::fault::is(fault, crate::fault::Fault::CrashMidCompaction),
             worker: Worker::new(
                 "rewrote body packs without forgotten records",
                 "compaction after a forget failed; it runs again at the next forget or start",
@@ -187,13 +187,10 @@ async fn compact_pack(
                 let refs: Vec<BodyRef> = live.iter().map(|(_, r)| r.clone()).collect();
                 let data = bodies.read_small(user, refs).await?;
                 let moved_to = bodies.put_batch(user, data).await?;
-                if crash {
-                    tracing::error!(
-                        "{}=crash-mid-compaction: aborting before the records point at the new pack",
-                        crate::fault::FAULT_ENV
-                    );
-                    std::process::abort();
-                }
+                crate::fault::crash_if(
+                    crash,
+                    "crash-mid-compaction: aborting before the records point at the new pack",
+                );
                 moved = live.into_iter().map(|(seq, _)| seq).zip(moved_to).collect();
             }
             // With nothing to move the time is recorded all the same: a

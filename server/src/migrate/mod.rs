@@ -52,7 +52,8 @@ pub struct MigrateOptions {
     /// the data folder, where the new server (run with `--data` on the same
     /// folder) reads them.
     pub to_store: Option<String>,
-    /// A test hook (see [`crate::fault`]); `None` in every real run.
+    /// A test hook (see [`crate::fault`]); always `None` in a build without
+    /// the `test-hooks` feature.
     pub fault: Option<crate::fault::Fault>,
 }
 

@@ -334,9 +334,10 @@ pub async fn copy_all(
     fault: Option<crate::fault::Fault>,
 ) -> Result<(), MigrateError> {
     for t in TABLES {
-        if t.name == "records" && fault == Some(crate::fault::Fault::CrashMidMigrate) {
-            std::process::abort();
-        }
+        crate::fault::crash_if(
+            t.name == "records" && crate::fault::is(fault, crate::fault::Fault::CrashMidMigrate),
+            "crash-mid-migrate: aborting between the devices and the records tables",
+        );
         let mut stmt = ends.source.prepare(t.select)?;
         let n = stmt.column_count();
         let mut rows = stmt.query([])?;

@@ -251,13 +251,10 @@ async fn store_segments(
             BodyError::Unavailable(cause) => StoreError::Unavailable(cause),
             e => StoreError::Backend(e.to_string()),
         })?;
-    if state.config.fault == Some(Fault::CrashAfterBody) && !refs.is_empty() {
-        tracing::error!(
-            "{}=crash-after-body: aborting before the commit",
-            crate::fault::FAULT_ENV
-        );
-        std::process::abort();
-    }
+    crate::fault::crash_if(
+        crate::fault::is(state.config.fault, Fault::CrashAfterBody) && !refs.is_empty(),
+        "crash-after-body: aborting before the commit",
+    );
     let pack = refs.first().map(|r| r.pack.clone());
     let records = segments
         .into_iter()
@@ -365,12 +362,11 @@ pub async fn pull(
         .store
         .pull(auth.user_id, q.after, q.stream, limit, budget, cost)
         .await?;
-    if state.config.fault == Some(crate::fault::Fault::SlowPullBodies) {
+    if crate::fault::is(state.config.fault, crate::fault::Fault::SlowPullBodies) {
         // The line a test waits for before it changes what the pull read.
         tracing::info!(
             records = page.records.len(),
-            "{}=slow-pull-bodies: holding a pull between reading where its bodies are and reading them",
-            crate::fault::FAULT_ENV
+            "fault slow-pull-bodies: holding a pull between reading where its bodies are and reading them"
         );
         tokio::time::sleep(crate::fault::SLOW_PULL).await;
     }

@@ -197,18 +197,16 @@ fn crosses_page(at: u64, len: u64) -> bool {
     len > 0 && at / PAGE != (at + len - 1) / PAGE
 }
 
-/// A test hook: `EVI_PULL_CUT_AT=<n>` ends the process inside the n-th
-/// append that crosses a page boundary, once its bytes up to the first
-/// boundary are written, as a kill inside the kernel's copy leaves it.
-/// Called right before the append of `slices` at `at` to `f`.
+/// The `EVI_PULL_CUT_AT` hook (see [`crate::test_hooks`]): ends the process
+/// inside the n-th append that crosses a page boundary, once its bytes up to
+/// the first boundary are written, as a kill inside the kernel's copy leaves
+/// it. Called right before the append of `slices` at `at` to `f`; without
+/// the `test-hooks` feature it does nothing.
 pub fn cut_here_if_asked(f: &mut File, at: u64, slices: &[io::IoSlice<'_>]) {
-    static AT: std::sync::LazyLock<Option<u64>> = std::sync::LazyLock::new(|| {
-        std::env::var("EVI_PULL_CUT_AT")
-            .ok()
-            .and_then(|n| n.parse().ok())
-    });
     static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let Some(nth) = *AT else { return };
+    let Some(nth) = crate::test_hooks::pull_cut_at() else {
+        return;
+    };
     let len: usize = slices.iter().map(|s| s.len()).sum();
     if !crosses_page(at, len as u64) {
         return;

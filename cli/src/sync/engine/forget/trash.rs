@@ -27,20 +27,12 @@ use crate::home::EviHome;
 pub const KEEP_DAYS: i64 = 7;
 const META: &str = "trash.json";
 
-/// A test hook, not a setting (absent from `--help` and the config):
-/// seconds added to this device's clock (negative for earlier) where the
-/// trash reads it, so a test can pull "a day later" or purge "a week
-/// later" without waiting. Read by [`now_ms`] only.
-pub const TEST_NOW_OFFSET_ENV: &str = "EVI_TEST_NOW_OFFSET_SECS";
-
 /// The trash's clock, in ms since the epoch: when files move in, and what
-/// [`purge`] is asked about by push and pull. The system clock, moved by
-/// [`TEST_NOW_OFFSET_ENV`] when that is set to a whole number.
+/// [`purge`] is asked about by push and pull. The system clock (moved by a
+/// test's `EVI_TEST_NOW_OFFSET_SECS` in a build with the test hooks, see
+/// [`crate::test_hooks`]).
 pub fn now_ms() -> i64 {
-    let offset = std::env::var(TEST_NOW_OFFSET_ENV)
-        .ok()
-        .and_then(|s| s.trim().parse::<i64>().ok())
-        .unwrap_or(0);
+    let offset = crate::test_hooks::now_offset_secs();
     (chrono::Utc::now().timestamp_millis()).saturating_add(offset.saturating_mul(1000))
 }
 

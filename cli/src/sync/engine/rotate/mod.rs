@@ -134,27 +134,6 @@ pub struct Rotated {
     pub abandoned_by: Option<String>,
 }
 
-/// A test hook: `EVI_ROTATE_KILL_AT=<point>` ends the process at once (as a
-/// kill would) at that point: `page` (after a page was pushed, before its
-/// progress is saved), `verify` (before the commit), `commit` (after the
-/// commit, before any local change) or `swap` (after the local state, before
-/// the identity moves). `<point>:<n>` for the n-th time it is reached.
-fn kill_point(point: &str, count: &mut u64) {
-    let Ok(want) = std::env::var("EVI_ROTATE_KILL_AT") else {
-        return;
-    };
-    let (name, nth) = match want.split_once(':') {
-        Some((n, k)) => (n.to_owned(), k.parse().unwrap_or(1)),
-        None => (want, 1),
-    };
-    if name == point {
-        *count += 1;
-        if *count >= nth {
-            std::process::abort();
-        }
-    }
-}
-
 /// Runs (or resumes) a rotation of the account `ctx` syncs with, revoking
 /// the devices `revoke` names (server ids) in the commit.
 pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, RotateError> {
@@ -341,7 +320,7 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
                     .ctx(|| "cannot save sync/forget.json".into())?;
             }
             progress.records += page.records.len() as u64;
-            kill_point("page", &mut hits);
+            crate::test_hooks::rotate_kill_point("page", &mut hits);
             progress.through_seq = page.next_after.max(progress.through_seq);
             progress
                 .save(&paths)
@@ -354,7 +333,7 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
         progress
             .save(&paths)
             .ctx(|| "cannot save sync/rotation.json".into())?;
-        kill_point("verify", &mut hits);
+        crate::test_hooks::rotate_kill_point("verify", &mut hits);
         match ctx.client.rotation_commit(progress.through_seq, &revoke) {
             Ok(done) => break done,
             Err(ClientError::Api {
@@ -368,7 +347,7 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
             Err(e) => return Err(e.into()),
         }
     };
-    kill_point("commit", &mut hits);
+    crate::test_hooks::rotate_kill_point("commit", &mut hits);
     let records = progress.records;
     let blobs = progress.blobs;
     finish_local_with(ctx, &new, &new_keys, &mut hits)?;
@@ -502,7 +481,7 @@ fn finish_local_with(
     hits: &mut u64,
 ) -> Result<(), RotateError> {
     reset_for_new_key(ctx, keys)?;
-    kill_point("swap", hits);
+    crate::test_hooks::rotate_kill_point("swap", hits);
     local::swap_identity(&ctx.paths).ctx(|| "cannot move the new key into place".into())?;
     ctx.identity = new.clone();
     ctx.keys = keys.clone();

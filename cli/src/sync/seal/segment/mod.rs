@@ -97,9 +97,11 @@ use evi_shared::{Day, KeyedId, SessionId};
 
 pub use layout::check_device;
 pub use open::{open, open_plaintext_bytes};
+#[cfg(feature = "test-hooks")]
+pub use seal::seal_unchecked_for_tests;
 #[cfg(test)]
 pub(crate) use seal::{BodyRef, RawEntry, seal_raw_for_test, write_plaintext};
-pub use seal::{seal, seal_journal, seal_stream, seal_unchecked_for_tests};
+pub use seal::{seal, seal_journal, seal_stream};
 
 /// Plaintext format version written by this code.
 pub const FORMAT_VERSION: u8 = 2;

@@ -380,9 +380,10 @@ pub fn seal_journal(
 
 /// Tests of other crates only (the end-to-end tampering tests play a server
 /// that holds a stolen identity): seals entries under any session id and
-/// days, unvalidated, with a valid MAC and outer ids. `evi` never calls it;
+/// days, unvalidated, with a valid MAC and outer ids. `evi` never calls it,
+/// and only a build with the `test-hooks` feature (the test crate's) has it;
 /// `entries` are `(id, parent, day, line)`, each day exactly 10 bytes.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub fn seal_unchecked_for_tests(
     keys: &SyncKeys,
     identity: &Identity,
