@@ -210,6 +210,7 @@ impl Bucket {
             max_retries: MAX_RETRIES,
             retry_timeout: RETRY_TIMEOUT,
         };
+        install_tls_provider();
         let mut s3 = AmazonS3Builder::from_env();
         // Every body and blob is sealed and MAC'd by the device that wrote
         // it, and every device checks both on the way back: a payload hash
@@ -283,4 +284,13 @@ pub async fn open_stores(
     }
     .with_context(|| format!("cannot open blob folder {}", config.blobs_dir().display()))?;
     Ok((Arc::new(bodies), Arc::new(blobs)))
+}
+
+/// Makes ring the process's rustls provider, once: object_store's HTTP
+/// client (reqwest 0.13 without a provider of its own, so that no aws-lc is
+/// built, see Cargo.toml) takes it to reach an S3 store, and panics without
+/// one. Anything else that builds an object_store S3 client calls it first.
+pub fn install_tls_provider() {
+    // An error only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -128,6 +128,7 @@ impl S3Server {
     /// A client of the bucket, to look at and plant objects as an
     /// operator's tool would.
     pub fn client(&self) -> Arc<dyn ObjectStore> {
+        evi_server::storage::install_tls_provider();
         let s3 = AmazonS3Builder::new()
             .with_bucket_name(BUCKET)
             .with_access_key_id(ACCESS_KEY)
