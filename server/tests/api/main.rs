@@ -20,6 +20,7 @@ mod empty_database;
 mod forget_groups;
 mod framed;
 mod hardening;
+mod help;
 mod hygiene;
 mod limiter;
 mod meta;
@@ -45,7 +46,8 @@ mod wire;
 
 /// The modules whose tests run again on Postgres and a bucket. Not here:
 /// those that open the SQLite file or check what lies in the data folder
-/// (`bucket`, `bucket_usage`, `data_folder`, `sqlite_only`).
+/// (`bucket`, `bucket_usage`, `data_folder`, `sqlite_only`), and `help`,
+/// which starts no server.
 const ON_POSTGRES: &[&str] = &[
     "accounts",
     "blob_race",

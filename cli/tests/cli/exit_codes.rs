@@ -1,5 +1,4 @@
-//! The `evi` binary's contract with scripts: exit codes and where output goes.
-//! (Behaviour is tested end to end in the workspace's `tests/` crate.)
+//! Exit codes and where output goes.
 
 use std::process::Command;
 
