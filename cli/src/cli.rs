@@ -14,7 +14,21 @@ use crate::commands::{self, Ctx, sessions::SessionsCommand, sync::SyncCommand};
 
 /// Sessions, sync and handoff for eVi transcripts.
 #[derive(Debug, Parser)]
-#[command(name = "evi", version, propagate_version = true)]
+#[command(
+    name = "evi",
+    version,
+    propagate_version = true,
+    after_help = "\
+Environment:
+  EVI_HOME            the eVi home: transcripts, checkpoints, config.toml, sync/ [default: ~/.evi]
+  EVI_SYNC_PASSWORD   the account password, for init and login without a prompt
+  EVI_KEY_PASSPHRASE  the key file's passphrase, for key export and import without a prompt
+  EVI_SYNC_INVITE     an invite code for init (--invite)
+  EVI_SYNC_LOCK_WAIT  seconds to wait for another sync command of this home [default: 10]
+  EVI_SYNC_RETRIES    attempts of a request the server could not answer [default: 5]
+Commands that take away what cannot be brought back ask first, and without a terminal
+refuse unless --yes. Exit codes: 0 success, 1 failure, 2 usage error."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -32,7 +32,7 @@ pub struct RewindArgs {
     /// With --list: at most this many checkpoints (0: all).
     #[arg(long, default_value_t = 20, requires = "list")]
     pub limit: usize,
-    /// With --list: print JSON (stable, documented in README.md).
+    /// With --list: print JSON (stable, documented in docs/json.md).
     #[arg(long, requires = "list")]
     pub json: bool,
     /// Print what would be undone and change nothing.

@@ -76,6 +76,26 @@ fn key_commands_name_the_passphrase_variable() {
 }
 
 #[test]
+fn top_help_names_the_home_and_every_variable_that_stands_for_a_prompt() {
+    let text = help(&[]);
+    for var in [
+        "EVI_HOME",
+        "EVI_SYNC_PASSWORD",
+        "EVI_KEY_PASSPHRASE",
+        "EVI_SYNC_INVITE",
+    ] {
+        assert!(
+            text.contains(var),
+            "evi --help does not name {var}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("--yes"),
+        "evi --help does not say how to confirm without a terminal:\n{text}"
+    );
+}
+
+#[test]
 fn top_help_lists_every_command() {
     let text = help(&[]);
     let listed: Vec<&str> = text

@@ -14,6 +14,7 @@ mod common;
 mod convergence;
 mod deploy;
 mod device_names;
+mod docs;
 mod drift;
 mod fake_model;
 mod first_hour_account;

@@ -28,7 +28,7 @@ pub struct HandoffArgs {
     /// Do not push first (print the steps only).
     #[arg(long)]
     pub no_push: bool,
-    /// Print JSON (stable, documented in README.md).
+    /// Print JSON (stable, documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
     /// Also draw the URL as a QR code.

@@ -22,7 +22,7 @@ pub struct ListArgs {
     /// At most this many sessions.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// Print JSON (stable, documented in README.md).
+    /// Print JSON (stable, documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
     /// Only this agent's sessions: evi, claude-code, codex, gemini or opencode (those of other

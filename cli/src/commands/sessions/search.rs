@@ -40,7 +40,7 @@ pub struct SearchArgs {
     /// other agents are searched when `[agents]` turns them on).
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
-    /// Print JSON (stable, documented in README.md).
+    /// Print JSON (stable, documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

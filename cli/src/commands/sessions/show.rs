@@ -18,7 +18,7 @@ use crate::transcript::view::{PageRequest, TreeIndex};
 pub struct ShowArgs {
     /// Session id or unambiguous prefix.
     pub id: String,
-    /// Print JSON (stable, documented in README.md): the active branch, or
+    /// Print JSON (stable, documented in docs/json.md): the active branch, or
     /// the branch through `--through`, with every fork's choices.
     #[arg(long)]
     pub json: bool,

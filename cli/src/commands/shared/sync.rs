@@ -52,11 +52,12 @@ pub fn sync_error(e: SyncError) -> CommandError {
     let hint: Option<std::borrow::Cow<'static, str>> = match &e {
         SyncError::NotSetUp { .. } => Some(
             "run `evi sync init --server URL --user NAME` on your first device, \
-             or `evi sync login --server URL --user NAME` on another".into(),
+             or `evi sync login --server URL --user NAME` on another"
+                .into(),
         ),
-        SyncError::Client(c) if is_unauthorized(c) => {
-            Some("this device's token is no longer valid (revoked?): run `evi sync login` again".into())
-        }
+        SyncError::Client(c) if is_unauthorized(c) => Some(
+            "this device's token is no longer valid (revoked?): run `evi sync login` again".into(),
+        ),
         SyncError::KeyMismatch => Some(
             format!(
                 "move sync/identity.txt (in the eVi home) away, then pair this device: {}",
@@ -69,11 +70,13 @@ pub fn sync_error(e: SyncError) -> CommandError {
         }
         SyncError::Segment { .. } | SyncError::Blob { .. } => Some(
             "nothing from that record was written; the server may be compromised or its data \
-             damaged".into(),
+             damaged"
+                .into(),
         ),
         SyncError::Lock(_) => Some("set EVI_SYNC_LOCK_WAIT=SECONDS to wait longer".into()),
         SyncError::Config(_) => Some(
-            "fix `[sync]` in config.toml (in the eVi home); README.md, \"Redaction\", lists the rules".into(),
+            "fix `[sync]` in config.toml (in the eVi home); docs/redaction.md lists the rules"
+                .into(),
         ),
         _ => None,
     };

@@ -20,14 +20,14 @@ use crate::transcript::line::parse_ts;
 
 #[derive(Debug, Args)]
 pub struct JsonArgs {
-    /// Print JSON (stable, documented in README.md).
+    /// Print JSON (stable, documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// Print JSON (stable, documented in README.md).
+    /// Print JSON (stable, documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
     /// Fetch every record again, this device's own too, and add what is
@@ -43,7 +43,7 @@ pub struct PullArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Print JSON (stable, documented in README.md; times in RFC 3339).
+    /// Print JSON (stable, documented in docs/json.md; times in RFC 3339).
     #[arg(long)]
     pub json: bool,
 }

@@ -17,7 +17,7 @@ pub struct VerifyArgs {
     /// entry id, as push and pull do), then check again.
     #[arg(long)]
     pub repair: bool,
-    /// Print JSON (stable, documented in README.md).
+    /// Print JSON (stable, documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

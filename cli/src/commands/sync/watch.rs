@@ -17,7 +17,7 @@ use crate::sync::engine::watch::{WatchError, WatchEvent, WatchLog, WatchOptions,
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Print each event as a JSON line on stdout (stable, documented in
-    /// README.md) instead of text on stderr.
+    /// docs/json.md) instead of text on stderr.
     #[arg(long)]
     pub json: bool,
     /// Write and enable a user service that runs `evi sync watch` for this

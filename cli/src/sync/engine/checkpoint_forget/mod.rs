@@ -39,7 +39,7 @@
 //! is not built: a device that moved to the version 2 name pushed its
 //! journal again whole under it, so the format 1 records hold copies of
 //! lines the new stream holds too (or lines rewound away before the move,
-//! which no journal here names any more); the README says what stays.
+//! which no journal here names any more); docs/forget.md says what stays.
 //!
 //! No undo: a session's forget keeps the files in a trash for 7 days
 //! because a transcript is what a user would miss; a checkpoint is the
