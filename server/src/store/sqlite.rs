@@ -70,6 +70,9 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0015_stream_groups.sql"
     )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0016_entries_by_seq.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]

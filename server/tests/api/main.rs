@@ -12,6 +12,7 @@ mod blobs;
 mod bodies;
 mod bucket;
 mod bucket_usage;
+mod by_seq;
 mod common;
 mod crash;
 mod crosssite;
@@ -53,6 +54,7 @@ const ON_POSTGRES: &[&str] = &[
     "blob_race",
     "blobs",
     "bodies",
+    "by_seq",
     "crash",
     "crosssite",
     "empty_database",

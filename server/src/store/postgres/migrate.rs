@@ -72,6 +72,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "stream_groups",
         sql: include_str!("../../../migrations/postgres/0011_stream_groups.sql"),
     },
+    Migration {
+        version: 12,
+        name: "entries_by_seq",
+        sql: include_str!("../../../migrations/postgres/0012_entries_by_seq.sql"),
+    },
 ];
 
 /// The table of applied versions.
