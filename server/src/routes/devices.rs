@@ -47,6 +47,9 @@ pub async fn revoke(
     auth: Authed,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
+    if !super::could_be_device_id(&id) {
+        return Err(crate::error::ApiError::not_found("device"));
+    }
     let ended_rotation =
         state
             .store

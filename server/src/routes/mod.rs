@@ -99,6 +99,28 @@ pub fn check_cursor(after: u64) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Whether `id` can name a device at all. The server issues lowercase
+/// ULIDs; whatever it held from before, no id it issued holds a control
+/// character, and a NUL in one reached Postgres, whose text cannot hold it
+/// (answered 500 where SQLite said "no such device").
+pub fn could_be_device_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && !id.chars().any(char::is_control)
+}
+
+/// 400 unless every one of `ids` (from field `field`) can name a device.
+pub fn check_device_ids<'a>(
+    field: &str,
+    ids: impl IntoIterator<Item = &'a String>,
+) -> Result<(), ApiError> {
+    match ids.into_iter().find(|id| !could_be_device_id(id)) {
+        Some(bad) => Err(ApiError::bad_request(format!(
+            "{field}: {:?} is not a device id (1 to 128 characters, no control characters)",
+            bad.chars().take(40).collect::<String>()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Parses a keyed id from a path segment.
 pub fn keyed(s: &str) -> Result<evi_shared::KeyedId, ApiError> {
     s.parse()

@@ -344,6 +344,7 @@ pub async fn wait(
     params(("slot" = u32, Path, minimum = 1, maximum = 999_999, description = "the code's number")),
     request_body = PairDeviceRequest,
     responses((status = 200, body = AuthResponse),
+        (status = 400, body = ErrorBody, description = "a device name, or a `replaces` that no device id can be"),
         (status = 404, body = ErrorBody, description = "no such slot of this device: expired or mistyped"),
         (status = 409, body = ErrorBody, description = "`pairing_state`: the slot is not joined"),
         (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
@@ -354,6 +355,7 @@ pub async fn device(
     ApiJson(req): ApiJson<PairDeviceRequest>,
 ) -> ApiResult<Json<AuthResponse>> {
     super::accounts::check_device(&req.device)?;
+    super::check_device_ids("replaces", &req.replaces)?;
     let slot = own(&state, &auth, number).await?;
     if slot.state != PairState::Joined {
         return Err(wrong_step(slot.state));

@@ -75,6 +75,7 @@ pub async fn commit(
     ApiJson(req): ApiJson<RotationCommitRequest>,
 ) -> ApiResult<Json<RotationCommitResponse>> {
     super::check_cursor(req.through_seq)?;
+    super::check_device_ids("revoke", &req.revoke)?;
     if req.revoke.contains(&auth.device_id) {
         return Err(ApiError::bad_request(
             "the rotating device cannot revoke itself",

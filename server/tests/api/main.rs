@@ -17,6 +17,7 @@ mod common;
 mod crash;
 mod crosssite;
 mod data_folder;
+mod device_ids;
 mod empty_database;
 mod forget_groups;
 mod framed;
@@ -57,6 +58,7 @@ const ON_POSTGRES: &[&str] = &[
     "by_seq",
     "crash",
     "crosssite",
+    "device_ids",
     "empty_database",
     "forget_groups",
     "framed",
