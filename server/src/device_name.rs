@@ -63,6 +63,27 @@ pub fn is_valid(name: &str) -> bool {
         && name.chars().any(|c| !within(INVISIBLE, c))
 }
 
+/// `name` as a list shows it, for telling names apart: without the
+/// characters that show nothing (zero-width spaces and joiners, soft
+/// hyphens, variation selectors, …), its runs of white space one space, and
+/// trimmed. `laptop` and `lap\u{200B}top` show alike, so an account's second
+/// one is named `lap\u{200B}top-2` as a second `laptop` would be; `Laptop`
+/// still shows as another name.
+pub fn shown(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_whitespace() {
+            if !out.is_empty() && !out.ends_with(' ') {
+                out.push(' ');
+            }
+        } else if !within(INVISIBLE, c) {
+            out.push(c);
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
 /// The rule as a regular expression (ECMA-262 `\uXXXX` escapes, and
 /// `\UXXXXXXXX` past the BMP as Python's and Rust's engines read it), for
 /// the document's `pattern`; the length goes in `minLength`/`maxLength`.
@@ -92,6 +113,26 @@ pub fn pattern() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_show_alike_are_one_name() {
+        for (a, b) in [
+            ("laptop", "lap\u{200B}top"),
+            ("laptop", "laptop\u{FE0F}"),
+            ("laptop", "\u{2060}laptop "),
+            ("my laptop", "my\u{00A0}\u{00A0}laptop"),
+            ("laptop", "lap\u{00AD}top"),
+        ] {
+            assert_eq!(shown(a), shown(b), "{a:?} and {b:?}");
+        }
+        for (a, b) in [
+            ("laptop", "Laptop"),
+            ("my laptop", "mylaptop"),
+            ("pc-1", "pc-2"),
+        ] {
+            assert_ne!(shown(a), shown(b), "{a:?} and {b:?}");
+        }
+    }
 
     #[test]
     fn device_names_must_show_what_they_are() {

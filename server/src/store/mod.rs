@@ -248,8 +248,9 @@ pub struct Totals {
 /// the names for which `taken` is true: `asked` itself if free, else the
 /// first free `asked-2`, `asked-3`, …, the base shortened so the whole
 /// stays within [`DEVICE_NAME_MAX_LEN`] characters. Revoked
-/// devices are deleted, so their names are free again. Names compare
-/// exactly (`Laptop` and `laptop` are two names).
+/// devices are deleted, so their names are free again. The backends
+/// compare names as a list shows them ([`crate::device_name::shown`]:
+/// `laptop` and `lap\u{200B}top` are one name, `Laptop` and `laptop` two).
 pub fn unique_device_name(asked: &str, taken: impl Fn(&str) -> bool) -> String {
     if !taken(asked) {
         return asked.to_owned();

@@ -337,10 +337,12 @@ fn insert_unique_device(c: &Connection, user: UserId, mut d: NewDevice) -> Store
     }
     let names = {
         let mut st = c.prepare_cached("SELECT name FROM devices WHERE user_id = ?1")?;
-        st.query_map([user], |r| r.get::<_, String>(0))?
-            .collect::<rusqlite::Result<std::collections::HashSet<_>>>()?
+        st.query_map([user], |r| {
+            r.get::<_, String>(0).map(|n| crate::device_name::shown(&n))
+        })?
+        .collect::<rusqlite::Result<std::collections::HashSet<_>>>()?
     };
-    d.name = unique_device_name(&d.name, |n| names.contains(n));
+    d.name = unique_device_name(&d.name, |n| names.contains(&crate::device_name::shown(n)));
     c.execute(
         "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at, key_generation)
          VALUES (?1, ?2, ?3, ?4, ?5, ?5, (SELECT key_generation FROM users WHERE id = ?2))",

@@ -350,6 +350,17 @@ async fn a_device_name_already_in_use_gets_the_first_free_suffix() {
         ["laptop", "laptop-2", "laptop-3"]
     );
 
+    // A name that shows as one taken is taken: a zero-width space or a
+    // trailing variation selector does not make a second "laptop".
+    assert_eq!(
+        login("pat", "lap\u{200B}top".into()).await.0,
+        "lap\u{200B}top-4"
+    );
+    assert_eq!(
+        login("pat", "laptop\u{FE0F}".into()).await.0,
+        "laptop\u{FE0F}-5"
+    );
+
     // Concurrent logins under one name never share it.
     let racing = tokio::join!(
         login("pat", "desk".into()),

@@ -24,9 +24,9 @@ async fn insert_unique_device(
         .query("SELECT name FROM devices WHERE user_id = $1", &[&user])
         .await?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| crate::device_name::shown(r.get(0)))
         .collect();
-    d.name = unique_device_name(&d.name, |n| names.contains(n));
+    d.name = unique_device_name(&d.name, |n| names.contains(&crate::device_name::shown(n)));
     tx.execute(
         "INSERT INTO devices (id, user_id, name, token_hash, created_at, last_seen_at, key_generation)
          VALUES ($1, $2, $3, $4, $5, $5, (SELECT key_generation FROM users WHERE id = $2))",
