@@ -346,7 +346,7 @@ pub async fn wait(
     responses((status = 200, body = AuthResponse),
         (status = 400, body = ErrorBody, description = "a device name, or a `replaces` that no device id can be"),
         (status = 404, body = ErrorBody, description = "no such slot of this device: expired or mistyped"),
-        (status = 409, body = ErrorBody, description = "`pairing_state`: the slot is not joined"),
+        (status = 409, body = ErrorBody, description = "`pairing_state`: the slot is not joined, or made its device already"),
         (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn device(
     State(state): State<AppState>,
@@ -359,6 +359,15 @@ pub async fn device(
     let slot = own(&state, &auth, number).await?;
     if slot.state != PairState::Joined {
         return Err(wrong_step(slot.state));
+    }
+    // One device per slot, taken before the device is made, so that two
+    // calls at once cannot both make one.
+    if !state.store.pair_mint(number, now()).await? {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::PairingState,
+            "this pairing made its device already; start a new pairing for another",
+        ));
     }
     let (mut device, token) = super::accounts::new_device(req.device)?;
     // The joiner's own device from before a key rotation goes in the same

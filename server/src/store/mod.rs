@@ -407,6 +407,11 @@ pub trait Store: Send + Sync + 'static {
         step: PairStep,
         now: i64,
     ) -> StoreResult<bool>;
+    /// Marks the live, joined slot `number` as having made its device, as
+    /// one compare-and-set; false if it made one already (or is not joined,
+    /// or expired). A slot makes one device: its creator's token could
+    /// otherwise mint devices without end through one joined slot.
+    async fn pair_mint(&self, number: u32, now: i64) -> StoreResult<bool>;
     /// Blobs listed for collection and not collected yet, with their
     /// owner (see [`blob_refs`]); drops listings done long ago.
     async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>>;

@@ -73,6 +73,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0016_entries_by_seq.sql"
     )),
+    Migration::Sql(include_str!("../../migrations/sqlite/0017_pair_minted.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -414,6 +415,9 @@ impl Store for SqliteStore {
         now: i64,
     ) -> StoreResult<bool> {
         super::sqlite_pairing::step(self, number, from, step, now).await
+    }
+    async fn pair_mint(&self, number: u32, now: i64) -> StoreResult<bool> {
+        super::sqlite_pairing::mint(self, number, now).await
     }
     async fn create_user(
         &self,

@@ -105,3 +105,16 @@ pub(super) async fn step(
     })
     .await
 }
+
+/// See [`super::Store::pair_mint`].
+pub(super) async fn mint(s: &SqliteStore, number: u32, now: i64) -> StoreResult<bool> {
+    s.write(move |c| {
+        let changed = c.execute(
+            "UPDATE pair_slots SET minted_at = ?1
+             WHERE number = ?2 AND state = ?3 AND minted_at IS NULL AND expires_at > ?1",
+            params![now, number, state_name(PairState::Joined)],
+        )?;
+        Ok(changed == 1)
+    })
+    .await
+}

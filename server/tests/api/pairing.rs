@@ -92,6 +92,26 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
         (StatusCode::OK, &json!("phone")),
         "{v}"
     );
+    // One slot makes one device: asking again (a second phone, or a stolen
+    // token minting devices) is refused and adds none.
+    for _ in 0..3 {
+        let (st, v) = pat
+            .post(
+                &format!("/api/v1/pair/{slot}/device"),
+                json!({"device": "phone"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CONFLICT, "{v}");
+        assert_eq!(v["code"], json!("pairing_state"), "{v}");
+    }
+    let (_, v) = pat.get("/api/v1/devices").await;
+    let phones = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["name"].as_str().unwrap().starts_with("phone"))
+        .count();
+    assert_eq!(phones, 1, "{v}");
     let (st, _) = pat
         .post(
             &format!("/api/v1/pair/{slot}/reply"),

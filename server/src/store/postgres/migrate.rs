@@ -77,6 +77,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "entries_by_seq",
         sql: include_str!("../../../migrations/postgres/0012_entries_by_seq.sql"),
     },
+    Migration {
+        version: 13,
+        name: "pair_minted",
+        sql: include_str!("../../../migrations/postgres/0013_pair_minted.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -104,3 +104,16 @@ pub(super) async fn step(
         .await?;
     Ok(changed == 1)
 }
+
+/// See [`crate::store::Store::pair_mint`].
+pub(super) async fn mint(s: &PgStore, number: u32, now: i64) -> StoreResult<bool> {
+    let c = s.client().await?;
+    let changed = c
+        .execute(
+            "UPDATE pair_slots SET minted_at = $1
+             WHERE number = $2 AND state = $3 AND minted_at IS NULL AND expires_at > $1",
+            &[&now, &column(number), &state_name(PairState::Joined)],
+        )
+        .await?;
+    Ok(changed == 1)
+}
