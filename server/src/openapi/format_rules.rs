@@ -10,7 +10,9 @@ use evi_shared::limits::{
     PAIR_MESSAGE_MAX_BYTES, PASSWORD_MAX_LEN, PASSWORD_MIN_LEN,
 };
 use utoipa::Modify;
-use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::schema::{
+    ArrayItems, KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
 use utoipa::openapi::{OpenApi, RefOr, Required};
 
 pub struct FormatRules;
@@ -74,6 +76,28 @@ impl Modify for FormatRules {
         *property(api, "RegisterRequest", "device") = device();
         *property(api, "LoginRequest", "device") = device();
         *property(api, "PairDeviceRequest", "device") = device();
+        let device_id = |nullable: bool| {
+            let mut id = ObjectBuilder::new()
+                .description(Some(
+                    "A device id, as the device list gives it: 1 to 128 characters, no \
+                     control characters.",
+                ))
+                .min_length(Some(1))
+                .max_length(Some(crate::routes::DEVICE_ID_MAX_LEN))
+                .pattern(Some(crate::routes::DEVICE_ID_PATTERN));
+            id = if nullable {
+                id.schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+            } else {
+                id.schema_type(Type::String)
+            };
+            RefOr::T(Schema::Object(id.build()))
+        };
+        *property(api, "PairDeviceRequest", "replaces") = device_id(true);
+        let RefOr::T(Schema::Array(revoke)) = property(api, "RotationCommitRequest", "revoke")
+        else {
+            panic!("RotationCommitRequest.revoke is not an array");
+        };
+        revoke.items = ArrayItems::RefOrSchema(Box::new(device_id(false)));
         let password = |what: &str| text(what, PASSWORD_MIN_LEN, PASSWORD_MAX_LEN, None);
         *property(api, "RegisterRequest", "password") = password("The account password.");
         *property(api, "PasswordChangeRequest", "new_password") = password("The new password.");

@@ -104,8 +104,16 @@ pub fn check_cursor(after: u64) -> Result<(), ApiError> {
 /// character, and a NUL in one reached Postgres, whose text cannot hold it
 /// (answered 500 where SQLite said "no such device").
 pub fn could_be_device_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && !id.chars().any(char::is_control)
+    (1..=DEVICE_ID_MAX_LEN).contains(&id.chars().count()) && !id.chars().any(char::is_control)
 }
+
+/// The longest string [`could_be_device_id`] takes, in characters.
+pub const DEVICE_ID_MAX_LEN: usize = 128;
+
+/// [`could_be_device_id`] as the document's `pattern` (the length goes in
+/// `minLength`/`maxLength`): no control character (Unicode Cc, what
+/// `char::is_control` finds).
+pub const DEVICE_ID_PATTERN: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
 
 /// 400 unless every one of `ids` (from field `field`) can name a device.
 pub fn check_device_ids<'a>(
