@@ -147,8 +147,8 @@ fn every_link_of_the_readme_and_the_book_resolves() {
             let Some(at) = line.find("{{#include ") else {
                 continue;
             };
-            let spec = line[at + 11..].trim_end_matches("}}").trim_end_matches('}');
-            let spec = spec.trim_end_matches('}').trim();
+            let rest = &line[at + "{{#include ".len()..];
+            let spec = rest[..rest.find("}}").unwrap_or(rest.len())].trim();
             let (file, anchor) = spec.split_once(':').unwrap_or((spec, ""));
             let target = dir.join(file);
             let Ok(there) = std::fs::read_to_string(&target) else {
