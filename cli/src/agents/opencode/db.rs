@@ -27,19 +27,39 @@ const HOLD: Duration = Duration::from_millis(200);
 /// written whole or not at all; a crash between two of them leaves the rows
 /// before in, which the next import finds there (see [`super::mirror`]'s
 /// record of who wrote a row). Rolled back when dropped uncommitted.
+///
+/// The transactions commit without a flush each (`synchronous = NORMAL` on
+/// evi's connection alone: in WAL mode a commit is then a write to the WAL,
+/// and the flushes only come with checkpoints); [`Self::commit`] flushes the
+/// WAL and the database once, at the end, before anything is recorded of
+/// what went in. A flush per 200 ms transaction was most of a fresh pull's
+/// wait. A crash before that flush may lose the last transactions, which is
+/// what a crash before any commit does: the rows are still in the mirror.
 pub struct Batch<'c> {
     conn: &'c Connection,
     since: std::time::Instant,
     open: bool,
+    /// `synchronous` as it was, put back at the end.
+    synchronous: i64,
 }
 
 impl<'c> Batch<'c> {
     pub fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        let synchronous: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Checkpoints copy each page once however often the WAL holds it:
+        // fewer, larger ones copy less (evi's connection alone). The WAL is
+        // cut back to SQLite's usual size when evi's connection starts it
+        // over.
+        conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
+        conn.pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
+        conn.pragma_update(None, "cache_size", CACHE_KIB)?;
         conn.execute_batch("BEGIN IMMEDIATE")?;
         Ok(Self {
             conn,
             since: std::time::Instant::now(),
             open: true,
+            synchronous,
         })
     }
 
@@ -55,11 +75,41 @@ impl<'c> Batch<'c> {
         Ok(())
     }
 
-    pub fn commit(mut self) -> rusqlite::Result<()> {
+    /// Commits, then makes every transaction of the batch durable: the
+    /// WAL's frames and what checkpoints copied into the database are
+    /// flushed (an fsync of each file flushes every write to it, whoever
+    /// made it).
+    pub fn commit(mut self) -> Result<(), super::mirror::MirrorError> {
         self.open = false;
-        self.conn.execute_batch("COMMIT")
+        self.conn.execute_batch("COMMIT")?;
+        self.conn
+            .pragma_update(None, "synchronous", self.synchronous)?;
+        if let Some(path) = self.conn.path().filter(|p| !p.is_empty()) {
+            let db = Path::new(path);
+            let mut wal = db.as_os_str().to_owned();
+            wal.push("-wal");
+            for f in [Path::new(&wal), db] {
+                match std::fs::File::open(f) {
+                    Ok(f) => f.sync_all()?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
     }
 }
+
+/// Pages between evi's checkpoints (SQLite's default is 1,000).
+const CHECKPOINT_PAGES: i64 = 8_000;
+
+/// What of the WAL file evi leaves when it starts it over: SQLite's
+/// default checkpoint's worth.
+const WAL_KEPT_BYTES: i64 = 4 << 20;
+
+/// Evi's page cache on OpenCode's database, in KiB (SQLite's default is
+/// 2,000): the indexes a fresh pull inserts into stay in it.
+const CACHE_KIB: i64 = -8_000;
 
 impl std::ops::Deref for Batch<'_> {
     type Target = Connection;
@@ -72,6 +122,9 @@ impl Drop for Batch<'_> {
     fn drop(&mut self) {
         if self.open {
             let _ = self.conn.execute_batch("ROLLBACK");
+            let _ = self
+                .conn
+                .pragma_update(None, "synchronous", self.synchronous);
         }
     }
 }
@@ -113,7 +166,7 @@ impl Schema {
         let mut insert_all = HashMap::new();
         for t in row::TABLES.into_iter().chain(["project"]) {
             let c = columns(conn, t)?;
-            insert_all.insert(t, insert_sql(t, &c));
+            insert_all.insert(t, insert_new_sql(t, &c));
             cols.insert(t, c);
         }
         Ok(Self { cols, insert_all })
@@ -123,6 +176,11 @@ impl Schema {
     pub fn cols(&self, table: &str) -> &[String] {
         self.cols.get(table).map_or(&[], Vec::as_slice)
     }
+}
+
+/// `INSERT INTO table (cols…) VALUES (?1…) ON CONFLICT DO NOTHING`.
+fn insert_new_sql<C: AsRef<str>>(table: &str, cols: &[C]) -> String {
+    format!("{} ON CONFLICT DO NOTHING", insert_sql(table, cols))
 }
 
 /// `INSERT INTO table (cols…) VALUES (?1…)`.
@@ -321,35 +379,41 @@ pub fn current(
         .optional()
 }
 
-/// Writes `line`'s row: inserted when `replace` is false, else the row of
-/// its id updated to it. Columns the table does not have are left out; a row
-/// that needs one the line lacks fails (and its transaction with it).
-pub fn write(
-    tx: &Connection,
-    schema: &Schema,
-    line: &Line<'_>,
-    replace: bool,
-) -> rusqlite::Result<()> {
+/// The columns of `line`'s row that its table has, with their values.
+fn known_values(schema: &Schema, line: &Line<'_>) -> Vec<(String, Value)> {
     let have = schema.cols(&line.table);
-    let vals: Vec<(String, Value)> = line
-        .values()
+    line.values()
         .into_iter()
         .filter(|(c, _)| have.contains(c))
-        .collect();
-    if !replace {
-        // Every column, in this table's order.
-        let every = vals.len() == have.len() && vals.iter().zip(have).all(|((c, _), h)| c == h);
-        let sql = match schema.insert_all.get(line.table.as_str()) {
-            Some(sql) if every => std::borrow::Cow::Borrowed(sql.as_str()),
-            _ => {
-                let cols: Vec<&str> = vals.iter().map(|(c, _)| c.as_str()).collect();
-                std::borrow::Cow::Owned(insert_sql(&line.table, &cols))
-            }
-        };
-        tx.prepare_cached(&sql)?
-            .execute(rusqlite::params_from_iter(vals.into_iter().map(|(_, v)| v)))?;
-        return Ok(());
-    }
+        .collect()
+}
+
+/// Inserts `line`'s row unless its table has a row of that id already
+/// (`ON CONFLICT DO NOTHING`: only the key; a row that breaks another rule,
+/// a column it lacks or a foreign key, fails, and its transaction with it);
+/// whether it went in. Columns the table does not have are left out.
+pub fn insert_new(tx: &Connection, schema: &Schema, line: &Line<'_>) -> rusqlite::Result<bool> {
+    let have = schema.cols(&line.table);
+    let vals = known_values(schema, line);
+    // Every column, in this table's order.
+    let every = vals.len() == have.len() && vals.iter().zip(have).all(|((c, _), h)| c == h);
+    let sql = match schema.insert_all.get(line.table.as_str()) {
+        Some(sql) if every => std::borrow::Cow::Borrowed(sql.as_str()),
+        _ => {
+            let cols: Vec<&str> = vals.iter().map(|(c, _)| c.as_str()).collect();
+            std::borrow::Cow::Owned(insert_new_sql(&line.table, &cols))
+        }
+    };
+    let n = tx
+        .prepare_cached(&sql)?
+        .execute(rusqlite::params_from_iter(vals.into_iter().map(|(_, v)| v)))?;
+    Ok(n == 1)
+}
+
+/// Updates the row of `line`'s id to `line`. Columns the table does not
+/// have are left out.
+pub fn update(tx: &Connection, schema: &Schema, line: &Line<'_>) -> rusqlite::Result<()> {
+    let vals = known_values(schema, line);
     let sets: Vec<String> = vals
         .iter()
         .enumerate()

@@ -552,7 +552,6 @@ fn import(
     from: u64,
     owners_out: &mut StagedOwners,
 ) -> Result<u64, MirrorError> {
-    // The latest version of each row: its time and place.
     // The latest version of each row (by a hash of its table and id: a
     // fraction of the ids, for a session of 100,000 rows): its table, time
     // and place.
@@ -606,7 +605,10 @@ fn import(
 }
 
 /// Writes one row's latest version `raw` (of time `t`) where that is evi's
-/// to do ([`import`]); whether what evi knows of who wrote it changed.
+/// to do ([`import`]); whether what evi knows of who wrote it changed. A
+/// row evi knows nothing of is inserted unless the database has one of its
+/// id (then it is OpenCode's), in one statement: most rows of a pull are
+/// new, and a look first cost a query each.
 fn import_row(
     batch: &mut db::Batch<'_>,
     schema: &db::Schema,
@@ -614,46 +616,55 @@ fn import_row(
     raw: &[u8],
     t: i64,
 ) -> Result<bool, MirrorError> {
-    let Some(row) = row_bytes(raw) else {
-        return Ok(false);
+    let unwrapped;
+    let row: &[u8] = if memchr::memmem::find(raw, b"\"eviRawLine\"").is_some()
+        && let Some(inner) = crate::transcript::line::original_bytes(raw)
+    {
+        unwrapped = inner;
+        &unwrapped
+    } else {
+        raw
     };
-    let Some((line, id)) = Line::parse(&row).and_then(|l| l.id().map(|id| (l, id))) else {
+    let Some((line, id)) = Line::parse(row).and_then(|l| l.id().map(|id| (l, id))) else {
         return Ok(false);
     };
     let id = id.as_str();
     batch.breathe()?;
     let tx: &rusqlite::Connection = batch;
     let table = line.table.as_str();
-    let now = db::current(tx, schema, table, id)?;
-    let now = now.as_deref().and_then(Line::parse);
-    match (owners.get(table, id), now) {
-        (Owner::Unknown, None) => {
+    match owners.get(table, id) {
+        Owner::Unknown => {
             if table == "session" {
                 db::ensure_project(tx, schema, &line)?;
             }
-            db::write(tx, schema, &line, false)?;
-            owners.evis(table, id, line.row_text);
-            Ok(true)
-        }
-        (Owner::Unknown, Some(_)) => {
-            owners.opencodes(table, id);
-            Ok(true)
-        }
-        (Owner::Evi(mine), Some(now)) if Owners::wrote_this(&mine, now.row_text) => {
-            if now.row_text != line.row_text && t >= now.int("time_updated").unwrap_or(0) {
-                db::write(tx, schema, &line, true)?;
+            if db::insert_new(tx, schema, &line)? {
                 owners.evis(table, id, line.row_text);
-                return Ok(true);
+            } else {
+                owners.opencodes(table, id);
             }
-            Ok(false)
-        }
-        (Owner::Evi(_), Some(_)) => {
-            owners.opencodes(table, id);
             Ok(true)
         }
-        // Gone from the database (deleted in OpenCode), or OpenCode's
-        // own: left as it is.
-        (Owner::Evi(_) | Owner::OpenCode, None) | (Owner::OpenCode, Some(_)) => Ok(false),
+        // OpenCode's own: left as it is.
+        Owner::OpenCode => Ok(false),
+        Owner::Evi(mine) => match db::current(tx, schema, table, id)? {
+            Some(now) => {
+                let Some(now) = Line::parse(&now) else {
+                    return Ok(false);
+                };
+                if !Owners::wrote_this(&mine, now.row_text) {
+                    owners.opencodes(table, id);
+                    return Ok(true);
+                }
+                if now.row_text != line.row_text && t >= now.int("time_updated").unwrap_or(0) {
+                    db::update(tx, schema, &line)?;
+                    owners.evis(table, id, line.row_text);
+                    return Ok(true);
+                }
+                Ok(false)
+            }
+            // Gone from the database (deleted in OpenCode): left gone.
+            None => Ok(false),
+        },
     }
 }
 
@@ -867,6 +878,43 @@ mod tests {
             query(root, "SELECT id FROM part ORDER BY id"),
             ["prt_1", "prt_2"]
         );
+    }
+
+    /// A pulled row the database holds already, though evi never wrote it
+    /// (OpenCode made it, or a record of evi's was lost), stays as it is,
+    /// and counts as OpenCode's from then on: a later version pulled is not
+    /// written over it either. The rows beside it go in.
+    #[test]
+    fn a_row_the_database_has_that_evi_never_wrote_is_left_to_opencode() {
+        let root = opencode_folder();
+        let root = root.path();
+        let mirror = super::super::mirror_dir(root).join(format!("{S1}.jsonl"));
+        append(&mirror, &[session(S1, 1), message("msg_1", S1, 1, "one")]);
+        assert!(import_files(root, &[&mirror]).unwrap().is_empty());
+        // What evi wrote is forgotten, and OpenCode writes the message.
+        std::fs::remove_file(owners::path(&mirror)).unwrap();
+        let conn = rusqlite::Connection::open(super::super::database(root)).unwrap();
+        conn.execute(
+            r#"UPDATE message SET data = '{"role":"user","v":"mine"}', time_updated = 3"#,
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        append(
+            &mirror,
+            &[
+                message("msg_1", S1, 4, "theirs"),
+                part("prt_1", "msg_1", S1, 4),
+            ],
+        );
+        assert!(import_files(root, &[&mirror]).unwrap().is_empty());
+        append(&mirror, &[message("msg_1", S1, 5, "later")]);
+        assert!(import_files(root, &[&mirror]).unwrap().is_empty());
+        assert_eq!(
+            query(root, "SELECT data FROM message"),
+            [r#"{"role":"user","v":"mine"}"#]
+        );
+        assert_eq!(query(root, "SELECT id FROM part"), ["prt_1"]);
     }
 
     /// A session whose rows cannot go in (a part of a message the database
