@@ -346,7 +346,7 @@ pub async fn wait(
     responses((status = 200, body = AuthResponse),
         (status = 400, body = ErrorBody, description = "a device name, or a `replaces` that no device id can be"),
         (status = 404, body = ErrorBody, description = "no such slot of this device: expired or mistyped"),
-        (status = 409, body = ErrorBody, description = "`pairing_state`: the slot is not joined, or made its device already"),
+        (status = 409, body = ErrorBody, description = "`pairing_state`: the slot is not joined"),
         (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn device(
     State(state): State<AppState>,
@@ -360,21 +360,26 @@ pub async fn device(
     if slot.state != PairState::Joined {
         return Err(wrong_step(slot.state));
     }
-    // One device per slot, taken before the device is made, so that two
-    // calls at once cannot both make one.
-    if !state.store.pair_mint(number, now()).await? {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::PairingState,
-            "this pairing made its device already; start a new pairing for another",
-        ));
-    }
     let (mut device, token) = super::accounts::new_device(req.device)?;
     // The joiner's own device from before a key rotation goes in the same
     // step, so the new one takes its name.
     device.replaces = req.replaces;
     let device_id = device.id.clone();
-    let device_name = state.store.add_device(auth.user_id, device).await?;
+    // One device per slot: asked again (the answer to the first call was
+    // lost, so no one holds its token), the slot's earlier device goes in
+    // the same step.
+    let Some(device_name) = state
+        .store
+        .pair_mint(number, auth.user_id, device, now())
+        .await?
+    else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::PairingState,
+            "this pairing moved on (answered, closed or expired) before its device was made; \
+             start a new pairing",
+        ));
+    };
     tracing::info!(user = %auth.user_name, device = %device_id, by = %auth.device_id, "device added by pairing");
     Ok(Json(AuthResponse {
         token,

@@ -407,11 +407,20 @@ pub trait Store: Send + Sync + 'static {
         step: PairStep,
         now: i64,
     ) -> StoreResult<bool>;
-    /// Marks the live, joined slot `number` as having made its device, as
-    /// one compare-and-set; false if it made one already (or is not joined,
-    /// or expired). A slot makes one device: its creator's token could
-    /// otherwise mint devices without end through one joined slot.
-    async fn pair_mint(&self, number: u32, now: i64) -> StoreResult<bool>;
+    /// Adds `device` to `user`'s account as the device the live, joined
+    /// slot `number` (of `user`) makes, in one transaction: the device this
+    /// slot made before, if any, goes first, so that a slot holds one
+    /// device however often it is asked (its creator's token could
+    /// otherwise mint devices without end through one joined slot), and a
+    /// creator whose answer was lost can ask again. The device's name, or
+    /// `None` when the slot is not joined (or expired, or another's).
+    async fn pair_mint(
+        &self,
+        number: u32,
+        user: UserId,
+        device: NewDevice,
+        now: i64,
+    ) -> StoreResult<Option<String>>;
     /// Blobs listed for collection and not collected yet, with their
     /// owner (see [`blob_refs`]); drops listings done long ago.
     async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>>;

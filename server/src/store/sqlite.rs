@@ -74,6 +74,9 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0016_entries_by_seq.sql"
     )),
     Migration::Sql(include_str!("../../migrations/sqlite/0017_pair_minted.sql")),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0018_pair_minted_device.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -328,7 +331,11 @@ impl SqliteStore {
 /// [`unique_device_name`]) and returns it. Run inside an immediate
 /// transaction on the writer: nothing can add a device between the look and
 /// the insert.
-fn insert_unique_device(c: &Connection, user: UserId, mut d: NewDevice) -> StoreResult<String> {
+pub(super) fn insert_unique_device(
+    c: &Connection,
+    user: UserId,
+    mut d: NewDevice,
+) -> StoreResult<String> {
     if let Some(stale) = &d.replaces {
         c.execute(
             "DELETE FROM devices WHERE id = ?1 AND user_id = ?2
@@ -416,8 +423,14 @@ impl Store for SqliteStore {
     ) -> StoreResult<bool> {
         super::sqlite_pairing::step(self, number, from, step, now).await
     }
-    async fn pair_mint(&self, number: u32, now: i64) -> StoreResult<bool> {
-        super::sqlite_pairing::mint(self, number, now).await
+    async fn pair_mint(
+        &self,
+        number: u32,
+        user: UserId,
+        device: NewDevice,
+        now: i64,
+    ) -> StoreResult<Option<String>> {
+        super::sqlite_pairing::mint(self, number, user, device, now).await
     }
     async fn create_user(
         &self,

@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::pairing::{hash_column, lowest_free, parse_state, state_name};
 use super::sqlite::SqliteStore;
-use super::{NewPairSlot, PairSlot, PairStep, StoreResult};
+use super::{NewDevice, NewPairSlot, PairSlot, PairStep, StoreResult, UserId};
 
 pub(super) async fn open(s: &SqliteStore, slot: NewPairSlot) -> StoreResult<u32> {
     s.write(move |c| {
@@ -107,14 +107,45 @@ pub(super) async fn step(
 }
 
 /// See [`super::Store::pair_mint`].
-pub(super) async fn mint(s: &SqliteStore, number: u32, now: i64) -> StoreResult<bool> {
+pub(super) async fn mint(
+    s: &SqliteStore,
+    number: u32,
+    user: UserId,
+    device: NewDevice,
+    now: i64,
+) -> StoreResult<Option<String>> {
     s.write(move |c| {
-        let changed = c.execute(
-            "UPDATE pair_slots SET minted_at = ?1
-             WHERE number = ?2 AND state = ?3 AND minted_at IS NULL AND expires_at > ?1",
-            params![now, number, state_name(PairState::Joined)],
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let made: Option<(Option<i64>, Option<String>)> = tx
+            .query_row(
+                "SELECT minted_at, minted_device FROM pair_slots
+                 WHERE number = ?1 AND user_id = ?2 AND state = ?3 AND expires_at > ?4",
+                params![number, user, state_name(PairState::Joined), now],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let before = match made {
+            None => return Ok(None),
+            Some((None, _)) => None,
+            Some((Some(_), Some(id))) => Some(id),
+            // Made by a server before the slot kept which device: refused,
+            // as that server refused it.
+            Some((Some(_), None)) => return Ok(None),
+        };
+        if let Some(id) = before {
+            tx.execute(
+                "DELETE FROM devices WHERE id = ?1 AND user_id = ?2",
+                params![id, user],
+            )?;
+        }
+        let id = device.id.clone();
+        let name = super::sqlite::insert_unique_device(&tx, user, device)?;
+        tx.execute(
+            "UPDATE pair_slots SET minted_at = ?1, minted_device = ?2 WHERE number = ?3",
+            params![now, id, number],
         )?;
-        Ok(changed == 1)
+        tx.commit()?;
+        Ok(Some(name))
     })
     .await
 }

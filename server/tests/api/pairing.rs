@@ -81,30 +81,34 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
         StatusCode::UNAUTHORIZED
     );
 
-    let (st, v) = pat
-        .post(
-            &format!("/api/v1/pair/{slot}/device"),
-            json!({"device": "phone"}),
-        )
-        .await;
-    assert_eq!(
-        (st, &v["device_name"]),
-        (StatusCode::OK, &json!("phone")),
-        "{v}"
-    );
-    // One slot makes one device: asking again (a second phone, or a stolen
-    // token minting devices) is refused and adds none.
-    for _ in 0..3 {
+    // One slot makes one device. Asked again (the creator's answer was
+    // lost, or a stolen token mints devices), it makes a new one in place
+    // of the last: the earlier token stops working, the name stays, and
+    // the account holds one phone however often it is asked.
+    let mut tokens = Vec::new();
+    for _ in 0..4 {
         let (st, v) = pat
             .post(
                 &format!("/api/v1/pair/{slot}/device"),
                 json!({"device": "phone"}),
             )
             .await;
-        assert_eq!(st, StatusCode::CONFLICT, "{v}");
-        assert_eq!(v["code"], json!("pairing_state"), "{v}");
+        assert_eq!(
+            (st, &v["device_name"]),
+            (StatusCode::OK, &json!("phone")),
+            "{v}"
+        );
+        tokens.push(v["token"].as_str().unwrap().to_owned());
     }
-    let (_, v) = pat.get("/api/v1/devices").await;
+    let (last, earlier) = tokens.split_last().unwrap();
+    for t in earlier {
+        assert_eq!(
+            anon.with_token(t).get("/api/v1/devices").await.0,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    let (st, v) = anon.with_token(last).get("/api/v1/devices").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
     let phones = v["devices"]
         .as_array()
         .unwrap()
@@ -135,7 +139,7 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
         (StatusCode::OK, &json!("done"), None),
         "{v}"
     );
-    // Finished: no step applies any more.
+    // Finished: no step applies any more, and the slot's device stays.
     let (st, _) = pat
         .post(
             &format!("/api/v1/pair/{slot}/reply"),
@@ -143,6 +147,21 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
         )
         .await;
     assert_eq!(st, StatusCode::CONFLICT);
+    let (st, v) = pat
+        .post(
+            &format!("/api/v1/pair/{slot}/device"),
+            json!({"device": "phone"}),
+        )
+        .await;
+    assert_eq!(
+        (st, &v["code"]),
+        (StatusCode::CONFLICT, &json!("pairing_state")),
+        "{v}"
+    );
+    assert_eq!(
+        anon.with_token(last).get("/api/v1/devices").await.0,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test]

@@ -61,7 +61,8 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          ALTER TABLE users DROP COLUMN staging_by;
          DROP INDEX IF EXISTS records_by_group;
          ALTER TABLE records DROP COLUMN group_stream;
-         ALTER TABLE pair_slots DROP COLUMN minted_at;",
+         ALTER TABLE pair_slots DROP COLUMN minted_at;
+         ALTER TABLE pair_slots DROP COLUMN minted_device;",
     )
     .unwrap();
     let version: i64 = db

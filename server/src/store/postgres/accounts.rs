@@ -7,7 +7,7 @@ use crate::store::rotation::Began;
 /// [`unique_device_name`]) and returns it; the caller holds the user's row
 /// lock, so no other device of the account can appear between the look and
 /// the insert.
-async fn insert_unique_device(
+pub(super) async fn insert_unique_device(
     tx: &deadpool_postgres::Transaction<'_>,
     user: UserId,
     mut d: NewDevice,

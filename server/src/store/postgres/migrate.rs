@@ -82,6 +82,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "pair_minted",
         sql: include_str!("../../../migrations/postgres/0013_pair_minted.sql"),
     },
+    Migration {
+        version: 14,
+        name: "pair_minted_device",
+        sql: include_str!("../../../migrations/postgres/0014_pair_minted_device.sql"),
+    },
 ];
 
 /// The table of applied versions.

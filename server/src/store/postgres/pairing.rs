@@ -105,15 +105,53 @@ pub(super) async fn step(
     Ok(changed == 1)
 }
 
-/// See [`crate::store::Store::pair_mint`].
-pub(super) async fn mint(s: &PgStore, number: u32, now: i64) -> StoreResult<bool> {
-    let c = s.client().await?;
-    let changed = c
-        .execute(
-            "UPDATE pair_slots SET minted_at = $1
-             WHERE number = $2 AND state = $3 AND minted_at IS NULL AND expires_at > $1",
-            &[&now, &column(number), &state_name(PairState::Joined)],
+/// See [`crate::store::Store::pair_mint`]. The user's row is locked first,
+/// as every change of an account's devices takes it, then the slot's.
+pub(super) async fn mint(
+    s: &PgStore,
+    number: u32,
+    user: UserId,
+    device: NewDevice,
+    now: i64,
+) -> StoreResult<Option<String>> {
+    let mut c = s.client().await?;
+    let tx = c.transaction().await?;
+    lock_user(&tx, user).await?;
+    let Some(made) = tx
+        .query_opt(
+            "SELECT minted_at, minted_device FROM pair_slots
+             WHERE number = $1 AND user_id = $2 AND state = $3 AND expires_at > $4
+             FOR UPDATE",
+            &[&column(number), &user, &state_name(PairState::Joined), &now],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let before = match (
+        made.get::<_, Option<i64>>(0),
+        made.get::<_, Option<String>>(1),
+    ) {
+        (None, _) => None,
+        (Some(_), Some(id)) => Some(id),
+        // Made by a server before the slot kept which device: refused, as
+        // that server refused it.
+        (Some(_), None) => return Ok(None),
+    };
+    if let Some(id) = before {
+        tx.execute(
+            "DELETE FROM devices WHERE id = $1 AND user_id = $2",
+            &[&id, &user],
         )
         .await?;
-    Ok(changed == 1)
+    }
+    let id = device.id.clone();
+    let name = super::accounts::insert_unique_device(&tx, user, device).await?;
+    tx.execute(
+        "UPDATE pair_slots SET minted_at = $1, minted_device = $2 WHERE number = $3",
+        &[&now, &id, &column(number)],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(name))
 }

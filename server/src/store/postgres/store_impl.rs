@@ -19,8 +19,14 @@ impl Store for PgStore {
     ) -> StoreResult<bool> {
         pairing::step(self, number, from, step, now).await
     }
-    async fn pair_mint(&self, number: u32, now: i64) -> StoreResult<bool> {
-        pairing::mint(self, number, now).await
+    async fn pair_mint(
+        &self,
+        number: u32,
+        user: UserId,
+        device: NewDevice,
+        now: i64,
+    ) -> StoreResult<Option<String>> {
+        pairing::mint(self, number, user, device, now).await
     }
     async fn create_user(
         &self,
