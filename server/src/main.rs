@@ -78,8 +78,9 @@ struct Cli {
     /// together (devices already logged in are never held up by them).
     #[arg(long, env = "EVI_SERVER_AUTH_RATE_PER_USER_TOTAL", default_value_t = RateLimits::default().per_user_total_per_minute)]
     auth_rate_per_user_total: u32,
-    /// Long-poll waits (`GET /records/wait`) held at once, all users
-    /// together; past it, 503 with Retry-After. Each costs a connection and
+    /// Long-poll waits (`GET /records/wait`, and pairing's `GET
+    /// /pair/{slot}/wait`) held at once, all users together; past it, 503
+    /// with Retry-After. Each costs a connection and
     /// a few kilobytes, no thread.
     #[arg(long, env = "EVI_SERVER_MAX_WAITERS", default_value_t = Waits::default().max_waiters)]
     max_waiters: usize,

@@ -1,4 +1,6 @@
-//! Who waits for new records (`GET /records/wait`), and waking them.
+//! Who waits for new records (`GET /records/wait`) or for a pairing's next
+//! step (`GET /pair/{slot}/wait`, counted against the slot's account), and
+//! waking them.
 //!
 //! What it promises:
 //! - a wait holds no thread and no database connection: it is a task parked
@@ -159,12 +161,6 @@ impl Waiters {
         for f in self.lock().values() {
             f.newest.send_modify(|_| {});
         }
-    }
-
-    /// Resolves to true once the server is shutting down: for waits that
-    /// hold no slot here (a pairing's, see [`crate::routes::pairing`]).
-    pub fn closing(&self) -> watch::Receiver<bool> {
-        self.closed.subscribe()
     }
 
     /// Ends every wait (shutdown) and refuses new ones.

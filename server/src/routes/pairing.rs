@@ -46,9 +46,12 @@ use crate::error::{ApiError, ApiResult};
 use crate::ratelimit::ClientIp;
 use crate::store::{NewPairSlot, PairSlot, PairStep};
 
-/// How often a wait looks at its slot again (the row may change through
-/// another replica, so it is read, not subscribed to).
-const POLL_EVERY: Duration = Duration::from_millis(200);
+/// How often a wait looks at its slot again when nothing woke it: a step
+/// taken through this server wakes the slot's waits at once (they wait on
+/// the account's feed, see [`crate::waiters`]); one taken through another
+/// replica is seen by this look. A look every 200 ms was a query per wait
+/// five times a second, and one account could park thousands.
+const POLL_EVERY: Duration = Duration::from_secs(1);
 
 fn now() -> i64 {
     Utc::now().timestamp()
@@ -179,9 +182,17 @@ async fn caller(
 /// One step of the slot, or 409 when another step got there first.
 async fn step(state: &AppState, number: u32, from: PairState, step: PairStep) -> ApiResult<()> {
     if state.store.pair_step(number, from, step, now()).await? {
+        stepped(state, number).await;
         return Ok(());
     }
     Err(wrong_step(live(state, number).await?.state))
+}
+
+/// Wakes the waits of slot `number`'s account, which a step of it may end.
+async fn stepped(state: &AppState, number: u32) {
+    if let Ok(Some(slot)) = state.store.pair_slot(number, now()).await {
+        state.waiters.devices_changed(slot.user);
+    }
 }
 
 /// Opens a pairing slot holding the creator's offer; the number it answers
@@ -288,8 +299,8 @@ pub async fn join(
         (status = 400, body = ErrorBody, description = "the slot or the query does not parse"),
         (status = 401, body = ErrorBody, description = "neither the creator's token nor the joiner's secret"),
         (status = 404, body = ErrorBody, description = "no such slot: it expired (or is another device's)"),
-        (status = 429, body = ErrorBody, description = "too many waits on this slot; retry after `Retry-After` seconds"),
-        (status = 503, body = ErrorBody, description = "the server is shutting down; retry")))]
+        (status = 429, body = ErrorBody, description = "too many waits on this slot, or this account holds its share of waits; retry after `Retry-After` seconds"),
+        (status = 503, body = ErrorBody, description = "the server is shutting down, or holds as many waits as it takes; retry after `Retry-After` seconds")))]
 pub async fn wait(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -308,7 +319,9 @@ pub async fn wait(
         Some(t) => t.min(cap),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(secs));
-    let mut closing = state.waiters.closing();
+    // Counted as every wait is: within `--max-waiters`, and the slot's
+    // account's share of them (its creator's; the joiner has none).
+    let mut held = state.waiters.enter(slot.user)?;
     loop {
         if slot.state != q.state || tokio::time::Instant::now() >= deadline {
             let message = match (who, slot.state) {
@@ -321,9 +334,11 @@ pub async fn wait(
                 message: message.map(Into::into),
             }));
         }
+        let woken = held.commits.changed();
         tokio::select! {
             () = tokio::time::sleep(POLL_EVERY) => {}
-            _ = closing.wait_for(|c| *c) => {
+            Ok(()) = woken => {}
+            _ = held.closed.wait_for(|c| *c) => {
                 let mut e = ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     ErrorCode::Unavailable,
@@ -454,6 +469,7 @@ pub async fn close(
             .await?
         {
             tracing::info!(outcome = ?to, "pairing ended");
+            state.waiters.devices_changed(slot.user);
             return Ok(StatusCode::NO_CONTENT);
         }
         slot = live(&state, number).await?;

@@ -164,6 +164,64 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
     );
 }
 
+/// A pairing's long poll counts as a wait: one account parks no more of
+/// them than `--max-waiters-per-user` (429 past it, its record waits
+/// included), and a step ends the creator's wait with the joiner's hello.
+#[tokio::test]
+async fn pairing_waits_count_against_the_accounts_share_of_waits() {
+    let (srv, metrics) = TestServer::start_with_metrics(&[
+        "--max-waiters-per-user",
+        "2",
+        "--wait-rate-per-device",
+        "1000",
+    ]);
+    let pat = srv.register("pat").await;
+    let slots = [open(&pat).await, open(&pat).await, open(&pat).await];
+    let parked = |slot: u64| {
+        let pat = pat.clone();
+        tokio::spawn(async move {
+            pat.get(&format!("/api/v1/pair/{slot}/wait?state=open&timeout=20"))
+                .await
+        })
+    };
+    let first = parked(slots[0]);
+    crate::wait::parked(&metrics, 1.0).await;
+    let second = parked(slots[1]);
+    crate::wait::parked(&metrics, 2.0).await;
+    let third = wait(&pat, slots[2], "open").await;
+    assert_eq!(third.0, StatusCode::TOO_MANY_REQUESTS, "{}", third.1);
+    let share = |v: &Value| {
+        v["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("holds 2 waits")
+    };
+    assert!(share(&third.1), "{}", third.1);
+    let (st, v) = pat.get("/api/v1/records/wait?after=0&timeout=1").await;
+    assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert!(share(&v), "{v}");
+
+    // A join ends the first wait with the hello; the second runs out.
+    let (st, v) = srv
+        .anon()
+        .post(
+            &format!("/api/v1/pair/{}/join", slots[0]),
+            json!({"hello": "Ag=="}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = first.await.unwrap();
+    assert_eq!(
+        (st, &v["state"], &v["message"]),
+        (StatusCode::OK, &json!("joined"), &json!("Ag==")),
+        "{v}"
+    );
+    // With the first wait given back, the account may wait again.
+    crate::wait::parked(&metrics, 1.0).await;
+    assert_eq!(wait(&pat, slots[2], "open").await.0, StatusCode::OK);
+    second.abort();
+}
+
 #[tokio::test]
 async fn messages_are_bounded_and_opening_is_rate_limited() {
     let srv = TestServer::start(&["--pair-rate", "2"]);
