@@ -141,8 +141,10 @@ pub struct Connections {
     /// Connections held at once from one address (off behind a proxy,
     /// with `trust_forwarded_for`).
     pub max_per_address: usize,
-    /// Largest request header hyper buffers (431 past it); at least 8 KiB.
-    /// It is also the most hyper reads from a socket at once, so it paces
+    /// Largest request header (431 past it, measured once parsed: see
+    /// [`crate::listen`]); at least 8 KiB. It also bounds hyper's read
+    /// buffer, which a header fills to about twice it before hyper itself
+    /// refuses it, and is the most hyper reads from a socket at once, so it paces
     /// uploads too: 64 KiB, not a tighter 16, because a 60 MB blob took up
     /// to twice as long through 16 KiB reads (hyper's own default, ~400 KB,
     /// let 2,000 unfinished headers hold 767 MB).
