@@ -240,7 +240,16 @@ pub struct Config {
     /// pointed off it (`--compaction-grace-secs`, see
     /// [`crate::bodies::compact`]); `None`: [`Config::compaction_grace`].
     pub compaction_grace: Option<Duration>,
+    /// How long a key rotation may stay unfinished from its begin before
+    /// the server abandons it (`--rotation-ttl-secs`, see
+    /// [`crate::rotation::expire`]): a staging account holds up to a
+    /// second copy of its account's data, so one never committed must not
+    /// hold it for good.
+    pub rotation_ttl: Duration,
 }
+
+/// [`Config::rotation_ttl`] unless set: a week.
+pub const ROTATION_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Config {
     pub fn new(data_dir: PathBuf) -> Self {
@@ -263,6 +272,7 @@ impl Config {
             database_pool_size: crate::store::postgres::DEFAULT_POOL_SIZE,
             store: None,
             compaction_grace: None,
+            rotation_ttl: ROTATION_TTL,
         }
     }
 

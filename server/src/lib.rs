@@ -143,6 +143,7 @@ impl AppState {
         state.sweep_orphan_packs().await?;
         // What a key rotation retired before a crash or a stop goes now.
         rotation::purge(&state).await;
+        rotation::expire(&state).await;
         // What a forget listed before a crash or a stop is rewritten now.
         state.compactor.wake();
         state.blob_collector.wake();
@@ -344,6 +345,24 @@ pub async fn serve_state(
             }
         }
     });
+    let expiring = {
+        let state = state.clone();
+        let mut rx = stop_rx.clone();
+        tokio::spawn(async move {
+            let every = rotation::expire_every(state.config.rotation_ttl);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                let due = tokio::select! {
+                    _ = tick.tick() => true,
+                    _ = rx.wait_for(|s| *s) => false,
+                };
+                if !due {
+                    break;
+                }
+                rotation::expire(&state).await;
+            }
+        })
+    };
     listen::serve(listener, router(state), options, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
@@ -356,6 +375,7 @@ pub async fn serve_state(
         t.await?;
     }
     flood_lines.await?;
+    expiring.await?;
     tracing::info!("stopped");
     Ok(())
 }

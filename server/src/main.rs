@@ -171,6 +171,12 @@ struct Cli {
     /// [default: 600 with --database, 0 without]
     #[arg(long, env = "EVI_SERVER_COMPACTION_GRACE_SECS")]
     compaction_grace_secs: Option<u64>,
+    /// Seconds a key rotation may stay unfinished from its begin; then the
+    /// server abandons it and deletes what it staged (the device that began
+    /// it starts again). A staging account holds up to a second copy of its
+    /// account's data, beside the account's own quota.
+    #[arg(long, env = "EVI_SERVER_ROTATION_TTL_SECS", default_value_t = evi_server::config::ROTATION_TTL.as_secs())]
+    rotation_ttl_secs: u64,
 }
 
 #[derive(Subcommand)]
@@ -297,6 +303,7 @@ async fn main() -> std::process::ExitCode {
     config.compaction_grace = cli
         .compaction_grace_secs
         .map(std::time::Duration::from_secs);
+    config.rotation_ttl = std::time::Duration::from_secs(cli.rotation_ttl_secs.max(1));
     let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
     config.timeouts = Timeouts {
         header: secs(cli.header_timeout),

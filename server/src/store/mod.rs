@@ -482,6 +482,10 @@ pub trait Store: Send + Sync + 'static {
         revoke: Vec<String>,
         now: i64,
     ) -> StoreResult<rotation::Committed>;
+    /// Abandons every rotation begun before `begun_before` (its staging
+    /// account retired, as an abandon by a revoke retires it, for
+    /// [`crate::rotation::purge`]); how many.
+    async fn expire_rotations(&self, begun_before: i64, now: i64) -> StoreResult<usize>;
     /// Accounts a rotation retired whose data is still to delete.
     async fn retired_users(&self) -> StoreResult<Vec<UserId>>;
     /// The blob names a retired account still holds (their files are the

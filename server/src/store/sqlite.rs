@@ -1180,6 +1180,9 @@ impl Store for SqliteStore {
         super::sqlite_rotation::commit(self, user, device_id.to_owned(), through_seq, revoke, now)
             .await
     }
+    async fn expire_rotations(&self, begun_before: i64, now: i64) -> StoreResult<usize> {
+        super::sqlite_rotation::expire(self, begun_before, now).await
+    }
     async fn retired_users(&self) -> StoreResult<Vec<UserId>> {
         super::sqlite_rotation::retired_users(self).await
     }

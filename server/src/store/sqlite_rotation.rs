@@ -224,6 +224,25 @@ pub(super) async fn commit(
     .await
 }
 
+/// See [`super::Store::expire_rotations`].
+pub(super) async fn expire(s: &SqliteStore, begun_before: i64, now: i64) -> StoreResult<usize> {
+    s.write(move |c| {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let stale = tx
+            .prepare_cached(
+                "SELECT id FROM users WHERE staging_of IS NOT NULL AND created_at < ?1",
+            )?
+            .query_map([begun_before], |r| r.get::<_, UserId>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for &id in &stale {
+            retire_staging(&tx, id, now)?;
+        }
+        tx.commit()?;
+        Ok(stale.len())
+    })
+    .await
+}
+
 pub(super) async fn retired_users(s: &SqliteStore) -> StoreResult<Vec<UserId>> {
     s.read(|c| {
         let mut st = c.prepare_cached("SELECT id FROM users WHERE retired_at IS NOT NULL")?;

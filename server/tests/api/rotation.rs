@@ -189,6 +189,43 @@ async fn revoking_a_device_ends_the_rotation_it_began() {
     );
 }
 
+/// A rotation left unfinished past `--rotation-ttl-secs` (a device that
+/// began it and never came back, or a stolen token's) is abandoned by the
+/// server: its staging token stops working, what it staged is deleted, and
+/// the next begin is fresh and abandons nothing. Before, a staging account
+/// held its second copy of the data for good.
+#[tokio::test]
+async fn a_rotation_left_unfinished_past_its_time_is_abandoned_and_its_staging_deleted() {
+    let srv = TestServer::start(&["--rotation-ttl-secs", "2"]);
+    let laptop = srv.register("expiring").await;
+    assert_eq!(set_key_check(&laptop, OLD).await.0, StatusCode::OK);
+    laptop.push(vec![segment(1, 1, 64)]).await;
+    let begun = begin(&laptop, LAPTOPS).await;
+    let laptops = staging(&srv, &begun);
+    laptops.push(vec![segment(9, 1, 64)]).await;
+    assert_eq!(srv.body_rows().len(), 2);
+
+    let mut gone = false;
+    for _ in 0..60 {
+        if laptops.get("/api/v1/records?after=0").await.0 == StatusCode::UNAUTHORIZED {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(gone, "the staging token outlived --rotation-ttl-secs");
+    assert!(
+        eventually(|| srv.body_rows().len() == 1).await,
+        "what the rotation staged is still stored: {:?}",
+        srv.body_rows()
+    );
+    let (records, _) = laptop.pull_all(None).await;
+    assert_eq!(records.len(), 1, "the account's own records stay");
+    let again = begin(&laptop, LAPTOPS).await;
+    assert_eq!(again["fresh"], true, "{again}");
+    assert_eq!(again["abandoned"], false, "{again}");
+}
+
 /// A body that is not an object is no begin: serde would read `[]` as a
 /// request whose fields are all left out, and open a staging account.
 #[tokio::test]

@@ -121,6 +121,41 @@ async fn retire_staging(tx: &Tx<'_>, staging: UserId, now: i64) -> StoreResult<(
     Ok(())
 }
 
+/// See [`crate::store::Store::expire_rotations`]: each in a transaction of
+/// its own, taking its account's row lock first, as a revoke's abandon does.
+pub(super) async fn expire(s: &PgStore, begun_before: i64, now: i64) -> StoreResult<usize> {
+    let mut c = s.client().await?;
+    let stale: Vec<(UserId, UserId)> = c
+        .query(
+            "SELECT id, staging_of FROM users WHERE staging_of IS NOT NULL AND created_at < $1",
+            &[&begun_before],
+        )
+        .await?
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut n = 0;
+    for (staging, user) in stale {
+        let tx = c.transaction().await?;
+        if lock_user(&tx, user).await.is_err() {
+            continue;
+        }
+        let still = tx
+            .query_opt(
+                "SELECT 1 FROM users WHERE id = $1 AND staging_of = $2 AND created_at < $3
+                 FOR UPDATE",
+                &[&staging, &user, &begun_before],
+            )
+            .await?;
+        if still.is_some() {
+            retire_staging(&tx, staging, now).await?;
+            n += 1;
+        }
+        tx.commit().await?;
+    }
+    Ok(n)
+}
+
 /// Abandons the rotation of `user` that `began_by` names, if one is
 /// staged: what a revoke and a password change do in their transaction
 /// (which holds the user's row lock, as a begin does). Whether one was.

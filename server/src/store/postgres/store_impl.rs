@@ -184,6 +184,9 @@ impl Store for PgStore {
     ) -> StoreResult<crate::store::rotation::Committed> {
         rotation::commit(self, user, device_id, through_seq, revoke, now).await
     }
+    async fn expire_rotations(&self, begun_before: i64, now: i64) -> StoreResult<usize> {
+        rotation::expire(self, begun_before, now).await
+    }
     async fn retired_users(&self) -> StoreResult<Vec<UserId>> {
         rotation::retired_users(self).await
     }
