@@ -111,6 +111,19 @@ pub fn hash_column(v: Option<Vec<u8>>) -> StoreResult<Option<[u8; 32]>> {
     .transpose()
 }
 
+/// What a slot's `minted_at` and `minted_device` columns say about minting
+/// again ([`super::Store::pair_mint`]): `Some(None)` it made no device
+/// yet, `Some(Some(id))` it made `id`, which the new device replaces;
+/// `None` refused, for a slot a server before `minted_device` minted from
+/// (it kept no device id, and that server refused a second device too).
+pub fn minted_before(at: Option<i64>, device: Option<String>) -> Option<Option<String>> {
+    match (at, device) {
+        (None, _) => Some(None),
+        (Some(_), Some(id)) => Some(Some(id)),
+        (Some(_), None) => None,
+    }
+}
+
 /// The lowest number from 1 that `taken` (ascending) does not hold, so
 /// codes stay short however long the server runs; `NoFreeSlot` past
 /// [`PAIR_SLOT_MAX`].

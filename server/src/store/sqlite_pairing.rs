@@ -4,7 +4,7 @@
 use evi_shared::api::PairState;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::pairing::{hash_column, lowest_free, parse_state, state_name};
+use super::pairing::{hash_column, lowest_free, minted_before, parse_state, state_name};
 use super::sqlite::SqliteStore;
 use super::{NewDevice, NewPairSlot, PairSlot, PairStep, StoreResult, UserId};
 
@@ -124,13 +124,8 @@ pub(super) async fn mint(
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        let before = match made {
-            None => return Ok(None),
-            Some((None, _)) => None,
-            Some((Some(_), Some(id))) => Some(id),
-            // Made by a server before the slot kept which device: refused,
-            // as that server refused it.
-            Some((Some(_), None)) => return Ok(None),
+        let Some(before) = made.and_then(|(at, device)| minted_before(at, device)) else {
+            return Ok(None);
         };
         if let Some(id) = before {
             tx.execute(

@@ -16,6 +16,20 @@ async fn open(api: &Api) -> u64 {
     v["slot"].as_u64().unwrap()
 }
 
+/// `POST /pair/{slot}/{step}` with `body`: its answer.
+async fn post_step(api: &Api, slot: u64, step: &str, body: Value) -> (StatusCode, Value) {
+    api.post(&format!("/api/v1/pair/{slot}/{step}"), body).await
+}
+
+/// A step refused as out of turn: 409 `pairing_state`.
+fn out_of_turn((st, v): (StatusCode, Value)) {
+    assert_eq!(
+        (st, &v["code"]),
+        (StatusCode::CONFLICT, &json!("pairing_state")),
+        "{v}"
+    );
+}
+
 async fn wait(api: &Api, slot: u64, state: &str) -> (StatusCode, Value) {
     api.get(&format!("/api/v1/pair/{slot}/wait?state={state}&timeout=1"))
         .await
@@ -42,17 +56,7 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
     assert_eq!(st, StatusCode::OK, "{v}");
     let joiner = anon.with_token(v["secret"].as_str().unwrap());
     // One attempt per code: a second join, or reading the offer, is 409.
-    let (st, v) = anon
-        .post(
-            &format!("/api/v1/pair/{slot}/join"),
-            json!({"hello": "Aw=="}),
-        )
-        .await;
-    assert_eq!(
-        (st, &v["code"]),
-        (StatusCode::CONFLICT, &json!("pairing_state")),
-        "{v}"
-    );
+    out_of_turn(post_step(&anon, slot, "join", json!({"hello": "Aw=="})).await);
     let (st, _) = anon.get(&format!("/api/v1/pair/{slot}")).await;
     assert_eq!(st, StatusCode::CONFLICT);
 
@@ -87,12 +91,7 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
     // the account holds one phone however often it is asked.
     let mut tokens = Vec::new();
     for _ in 0..4 {
-        let (st, v) = pat
-            .post(
-                &format!("/api/v1/pair/{slot}/device"),
-                json!({"device": "phone"}),
-            )
-            .await;
+        let (st, v) = post_step(&pat, slot, "device", json!({"device": "phone"})).await;
         assert_eq!(
             (st, &v["device_name"]),
             (StatusCode::OK, &json!("phone")),
@@ -147,17 +146,7 @@ async fn a_slot_takes_one_join_and_only_its_two_devices_read_it() {
         )
         .await;
     assert_eq!(st, StatusCode::CONFLICT);
-    let (st, v) = pat
-        .post(
-            &format!("/api/v1/pair/{slot}/device"),
-            json!({"device": "phone"}),
-        )
-        .await;
-    assert_eq!(
-        (st, &v["code"]),
-        (StatusCode::CONFLICT, &json!("pairing_state")),
-        "{v}"
-    );
+    out_of_turn(post_step(&pat, slot, "device", json!({"device": "phone"})).await);
     assert_eq!(
         anon.with_token(last).get("/api/v1/devices").await.0,
         StatusCode::OK

@@ -5,7 +5,7 @@
 use evi_shared::api::PairState;
 
 use super::*;
-use crate::store::pairing::{hash_column, lowest_free, parse_state, state_name};
+use crate::store::pairing::{hash_column, lowest_free, minted_before, parse_state, state_name};
 
 /// The advisory lock of slot numbering (b"evipair" read as a number).
 const NUMBERING_LOCK: i64 = 0x0065_7669_7061_6972;
@@ -128,15 +128,8 @@ pub(super) async fn mint(
     else {
         return Ok(None);
     };
-    let before = match (
-        made.get::<_, Option<i64>>(0),
-        made.get::<_, Option<String>>(1),
-    ) {
-        (None, _) => None,
-        (Some(_), Some(id)) => Some(id),
-        // Made by a server before the slot kept which device: refused, as
-        // that server refused it.
-        (Some(_), None) => return Ok(None),
+    let Some(before) = minted_before(made.get(0), made.get(1)) else {
+        return Ok(None);
     };
     if let Some(id) = before {
         tx.execute(
