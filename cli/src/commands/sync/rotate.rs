@@ -36,8 +36,8 @@ fn rotate_error(e: RotateError) -> CommandError {
             pairing_steps("there", "here", "URL")
         )),
         RotateError::Abandoned => user_error(RotateError::Abandoned).hinted(
-            "let the other device finish, then pair this one again; or run `evi sync key rotate` \
-             again here to begin anew (which abandons the other's)",
+            "if another device is rotating, let it finish, then pair this one again; otherwise \
+             run `evi sync key rotate` again here to begin anew (which abandons any other's)",
         ),
         RotateError::OlderServer => user_error(RotateError::OlderServer).hinted(
             "upgrade evi-server (a newer one lets any device with the current key abandon it), \

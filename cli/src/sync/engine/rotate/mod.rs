@@ -93,8 +93,9 @@ pub enum RotateError {
     )]
     Foreign,
     #[error(
-        "another device began a key rotation of its own, and this one was abandoned (nothing \
-         changed on the account)"
+        "this key rotation was abandoned: another device began one of its own, or it stayed \
+         unfinished past the server's time limit for rotations (nothing changed on the \
+         account)"
     )]
     Abandoned,
     #[error(
@@ -139,7 +140,8 @@ pub struct Rotated {
 pub fn rotate(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, RotateError> {
     rotate_inner(ctx, revoke).map_err(|e| {
         // The staging token stopped working while this device's own still
-        // works: another device's begin abandoned this rotation.
+        // works: another device's begin abandoned this rotation, or the
+        // server did, the rotation past its `--rotation-ttl-secs`.
         if staging_refused(&e) && ctx.client.devices().is_ok() {
             RotateError::Abandoned
         } else {
