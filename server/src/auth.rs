@@ -49,6 +49,9 @@ pub struct Authed {
     /// The token's hash, to look the device up again while a long request
     /// runs (a rotation moves it to another account row).
     pub token_hash: [u8; 32],
+    /// This request's place among its account's requests in flight, given
+    /// back when the handler ends (see [`crate::inflight`]).
+    _place: std::sync::Arc<crate::inflight::Place>,
 }
 
 impl FromRequestParts<AppState> for Authed {
@@ -78,6 +81,9 @@ impl FromRequestParts<AppState> for Authed {
         if let Some(r) = &owner.rotated {
             return Err(ApiError::key_rotated(r));
         }
+        // Counted before the deadline is lifted: an account past its share
+        // gets 429 and its body stays under the deadline of the unknown.
+        let place = state.inflight.enter(owner.user_id)?;
         // A known sender: its body may take as long as its link needs.
         if let Some(d) = parts.extensions.get::<crate::deadline::Deadline>() {
             d.lift();
@@ -97,6 +103,7 @@ impl FromRequestParts<AppState> for Authed {
             user_name: owner.user_name,
             device_id: owner.device_id,
             token_hash: hash,
+            _place: std::sync::Arc::new(place),
         })
     }
 }

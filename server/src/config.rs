@@ -149,6 +149,10 @@ pub struct Connections {
     /// to twice as long through 16 KiB reads (hyper's own default, ~400 KB,
     /// let 2,000 unfinished headers hold 767 MB).
     pub max_header_bytes: usize,
+    /// Authenticated requests one account has in flight at once, waits
+    /// included (see [`crate::inflight`]); past it, 429. It bounds what a
+    /// valid token may hold, since a token lifts the body deadline.
+    pub max_requests_per_user: usize,
 }
 
 impl Default for Connections {
@@ -157,6 +161,7 @@ impl Default for Connections {
             max_total: 8192,
             max_per_address: 64,
             max_header_bytes: 64 * 1024,
+            max_requests_per_user: 64,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod error;
 pub mod fault;
 pub mod fdlimit;
 pub mod flood;
+pub mod inflight;
 pub mod listen;
 pub mod metrics;
 pub mod migrate;
@@ -63,6 +64,8 @@ pub struct Shared {
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
     pub waiters: Arc<waiters::Waiters>,
+    /// Authenticated requests being handled, per account.
+    pub inflight: Arc<inflight::InFlight>,
     /// Connections held on the API listener.
     pub connections: Arc<connlimit::ConnLimiter>,
     pub refusals: Arc<flood::Refusals>,
@@ -204,6 +207,7 @@ impl AppState {
             _data_lock: data_lock,
             limiter: RateLimiter::new(config.rate_limits.clone()),
             waiters: waiters::Waiters::new(config.waits),
+            inflight: inflight::InFlight::new(config.connections.max_requests_per_user),
             connections: connlimit::ConnLimiter::new(
                 config.connections.max_total,
                 // Behind a proxy every connection is the proxy's.

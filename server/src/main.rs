@@ -134,6 +134,12 @@ struct Cli {
     /// the connection is closed.
     #[arg(long, env = "EVI_SERVER_MAX_HEADER_BYTES", default_value_t = Connections::default().max_header_bytes)]
     max_header_bytes: usize,
+    /// Requests one account may have in flight at once, long-poll waits
+    /// included (a device keeps a few); past it, 429. A valid token lifts
+    /// the body deadline, so this is what stops one account (or a stolen
+    /// token) from trickling uploads on every connection the server holds.
+    #[arg(long, env = "EVI_SERVER_MAX_REQUESTS_PER_USER", default_value_t = Connections::default().max_requests_per_user)]
+    max_requests_per_user: usize,
     /// The URL clients use to reach this server, e.g. https://sync.example.org:
     /// requests for any other host are refused (421), so no web page can
     /// reach the server under a name of its own. A reverse proxy in front
@@ -315,6 +321,7 @@ async fn main() -> std::process::ExitCode {
         max_total: cli.max_connections.max(1),
         max_per_address: cli.max_connections_per_ip.max(1),
         max_header_bytes: cli.max_header_bytes.max(8192),
+        max_requests_per_user: cli.max_requests_per_user.max(1),
     };
     if let Some(u) = &cli.public_url {
         match evi_server::config::PublicUrl::parse(u) {

@@ -73,6 +73,8 @@ pub struct Metrics {
     auth_limiter_keys: Gauge,
     /// Long-poll waits held, read at each scrape.
     waiters: Gauge,
+    /// Authenticated requests being handled, read at each scrape.
+    requests_in_flight: Gauge,
     held: Held,
     disk: crate::disk_usage::Cached,
 }
@@ -89,6 +91,7 @@ impl Metrics {
         let blob_bytes_stored = Counter::default();
         let auth_limiter_keys = Gauge::default();
         let waiters = Gauge::default();
+        let requests_in_flight = Gauge::default();
         registry.register("http_requests", "HTTP requests answered", requests.clone());
         registry.register(
             "http_request_duration_seconds",
@@ -117,8 +120,14 @@ impl Metrics {
         );
         registry.register(
             "waiters",
-            "Long-poll waits (GET /records/wait) held",
+            "Long-poll waits (GET /records/wait and GET /pair/{slot}/wait) held",
             waiters.clone(),
+        );
+        registry.register(
+            "requests_in_flight",
+            "Authenticated requests being handled, waits included (each account holds at most \
+             --max-requests-per-user)",
+            requests_in_flight.clone(),
         );
         let held = Held::default();
         held.register(&mut registry);
@@ -138,6 +147,7 @@ impl Metrics {
             blob_bytes_stored,
             auth_limiter_keys,
             waiters,
+            requests_in_flight,
             held,
             disk: Default::default(),
         }
@@ -259,6 +269,7 @@ async fn read_held(state: &AppState) {
     let h = &m.held;
     gauge(&m.auth_limiter_keys, state.limiter.len());
     gauge(&m.waiters, state.waiters.len());
+    gauge(&m.requests_in_flight, state.inflight.len());
     gauge(&h.connections, state.connections.open());
     gauge(&h.max_connections, state.config.connections.max_total);
     gauge(&h.max_waiters, state.config.waits.max_waiters);

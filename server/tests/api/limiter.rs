@@ -166,3 +166,74 @@ async fn a_failed_login_is_logged_with_its_user_name_and_client_address() {
         );
     }
 }
+
+/// Starts an upload under `token` that sends its header and 10 of 1,000
+/// body bytes, then stalls: the connection stays open, the handler waits.
+async fn stalled_upload(addr: &str, token: &str, name: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "PUT /api/v1/blobs/{name} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\n0123456789"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s
+}
+
+#[tokio::test]
+async fn one_account_holds_at_most_its_share_of_requests_in_flight() {
+    let (srv, metrics) = TestServer::start_with_metrics(&["--max-requests-per-user", "2"]);
+    let mallory = srv.register("mallory").await;
+    let alice = srv.register("alice").await;
+    let token = mallory.token.clone().unwrap();
+    // Two uploads a valid token keeps open as long as a byte comes now
+    // and then: before the bound, an account could hold every connection
+    // this way.
+    let first = stalled_upload(&srv.addr, &token, &crate::common::kid(4, 1)).await;
+    let second = stalled_upload(&srv.addr, &token, &crate::common::kid(4, 2)).await;
+    let both_held = {
+        let mut held = false;
+        for _ in 0..200 {
+            if metric(&metrics, "requests_in_flight").await == 2.0 {
+                held = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        held
+    };
+    assert!(
+        both_held,
+        "the two stalled uploads never both reached a handler"
+    );
+    // A third request of the same account, any route, is turned away at
+    // once with a reason and a time to come back.
+    let (st, v) = mallory.get("/api/v1/status").await;
+    assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["code"], "rate_limited", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("2 requests in flight"),
+        "{v}"
+    );
+    // Another account is not held up by it.
+    let (st, v) = alice.get("/api/v1/status").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    // When one upload goes away its place comes back.
+    drop(first);
+    let mut served = false;
+    for _ in 0..200 {
+        if mallory.get("/api/v1/status").await.0 == StatusCode::OK {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        served,
+        "the account's place never came back after its upload ended"
+    );
+    drop(second);
+}

@@ -1,0 +1,130 @@
+//! How many requests one account has in flight: at most
+//! [`crate::config::Connections::max_requests_per_user`] at once, then 429.
+//!
+//! Why: a valid token lifts a request's body deadline (see
+//! [`crate::deadline`]), so that pushes and uploads on slow links are not
+//! cut. Without a bound per account, one account (or one stolen token)
+//! could trickle uploads a byte at a time on every connection the server
+//! holds, and behind a proxy (`--trust-forwarded-for`) nothing per address
+//! stops it. A place is taken when the token is checked and given back when
+//! the handler ends, waits included (they hold a connection too, and have
+//! their own smaller bound in [`crate::waiters`]). A real client keeps a
+//! handful of requests open per device, far under the default.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::ApiError;
+use crate::store::UserId;
+
+/// Seconds a client turned away is asked to wait: a request of its own
+/// will usually have ended by then.
+const RETRY_SECS: u64 = 1;
+
+pub struct InFlight {
+    max_per_user: usize,
+    total: AtomicUsize,
+    per_user: Mutex<HashMap<UserId, usize>>,
+}
+
+/// One request's place, given back when dropped.
+pub struct Place {
+    flight: Arc<InFlight>,
+    user: UserId,
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Place").field("user", &self.user).finish()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.flight.total.fetch_sub(1, Ordering::Relaxed);
+        let mut m = self.flight.lock();
+        if let Some(n) = m.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.user);
+            }
+        }
+    }
+}
+
+impl InFlight {
+    pub fn new(max_per_user: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max_per_user: max_per_user.max(1),
+            total: AtomicUsize::new(0),
+            per_user: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<UserId, usize>> {
+        self.per_user.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Authenticated requests being handled now, all accounts together
+    /// (for the metrics).
+    pub fn len(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A place for one more request of `user`, or 429 if it holds its share.
+    pub fn enter(self: &Arc<Self>, user: UserId) -> Result<Place, ApiError> {
+        let mut m = self.lock();
+        let n = m.entry(user).or_insert(0);
+        if *n >= self.max_per_user {
+            let held = *n;
+            let mut e = ApiError::rate_limited(RETRY_SECS);
+            e.message = format!(
+                "this account already has {held} requests in flight (the most the server \
+                 takes from one account); retry when one of them ends"
+            );
+            return Err(e);
+        }
+        *n += 1;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        Ok(Place {
+            flight: self.clone(),
+            user,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_counted_per_account_and_given_back() {
+        let f = InFlight::new(2);
+        let a = f.enter(1).unwrap();
+        let b = f.enter(1).unwrap();
+        let full = f.enter(1).unwrap_err();
+        assert_eq!((full.status.as_u16(), full.retry_after), (429, Some(1)));
+        assert!(
+            full.message.contains("2 requests in flight"),
+            "{}",
+            full.message
+        );
+        // Another account is not held up by the first.
+        let c = f.enter(2).unwrap();
+        assert_eq!(f.len(), 3);
+        drop(a);
+        let _d = f.enter(1).unwrap();
+        drop((b, c));
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            f.lock().len(),
+            1,
+            "an account's count goes with its last request"
+        );
+    }
+}
