@@ -287,6 +287,13 @@ impl From<StoreError> for ApiError {
                 ErrorCode::KeyCheckMismatch,
                 "the account holds a different key check value: this device has another key",
             ),
+            StoreError::KeyProofMismatch => Self::new(
+                StatusCode::CONFLICT,
+                ErrorCode::KeyProofMismatch,
+                "the account holds another key proof, set by a device with another key (or by \
+                 someone holding a device token only): send the account's password with it to \
+                 replace it (`evi sync login` does)",
+            ),
             StoreError::QuotaExceeded => Self::quota(),
             StoreError::Full => Self::storage_full(),
             StoreError::NotFound => Self::not_found("item"),

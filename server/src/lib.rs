@@ -28,6 +28,7 @@ pub mod fault;
 pub mod fdlimit;
 pub mod flood;
 pub mod inflight;
+pub mod keyproof;
 pub mod listen;
 pub mod metrics;
 pub mod migrate;

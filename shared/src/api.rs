@@ -129,6 +129,15 @@ pub enum ErrorCode {
     UserExists,
     /// 409: the account already holds a different key check value.
     KeyCheckMismatch,
+    /// 403: this call changes the account's history or key (a forget or
+    /// its undo, a damage report, a key rotation's begin or commit, a new
+    /// device from a pairing) and needs the [`KEY_PROOF_HEADER`] of the
+    /// account's key, which a device token alone is not. Nothing changed.
+    KeyProofRequired,
+    /// 409: the account holds another key proof (set by a device whose key
+    /// is not this one): the account's password replaces it (`PUT
+    /// /key-check` with `password`; `evi sync login` does it).
+    KeyProofMismatch,
     /// 413: the request is larger than the advertised limit.
     PayloadTooLarge,
     /// 415: the request body's `Content-Type` is not one this endpoint reads
@@ -383,14 +392,43 @@ pub struct PasswordChangeResponse {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct KeyCheckResponse {
     pub key_check: Option<Base64Bytes>,
+    /// Whether the account holds a key proof (see [`KEY_PROOF_HEADER`]):
+    /// a device of an account made before proofs sets it once.
+    #[serde(default)]
+    pub key_proof: bool,
 }
+
+/// Header carrying the key proof: 64 lowercase hex of 32 bytes the
+/// account's key derives (HKDF, label `evi-sync-v1 key-proof`), of which
+/// the server keeps only the SHA-256. Sent only on the calls that need it
+/// ([`ErrorCode::KeyProofRequired`]): a device token does not change the
+/// account's history or key, the key does.
+pub const KEY_PROOF_HEADER: &str = "evi-key-proof";
 
 /// `PUT /api/v1/key-check`: sets the value if unset (200); the same value again
 /// is 200; a different value is 409 `key_check_mismatch`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct KeyCheckRequest {
     pub key_check: Base64Bytes,
+    /// SHA-256 of the key's proof (see [`KEY_PROOF_HEADER`]): set if the
+    /// account holds none; the same again is 200; another is 409
+    /// `key_proof_mismatch` unless `password` is the account's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_proof_hash: Option<Base64Bytes>,
+    /// The account's password, to replace a key proof hash set by another
+    /// key (only with `key_check` the account's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+impl fmt::Debug for KeyCheckRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyCheckRequest")
+            .field("key_check", &self.key_check)
+            .field("key_proof_hash", &self.key_proof_hash)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One encrypted segment in a push.
@@ -732,6 +770,10 @@ pub struct RotationBeginRequest {
     /// clients (then the device alone says whose rotation it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_check: Option<Base64Bytes>,
+    /// SHA-256 of the new key's proof: the staging account holds it, and
+    /// the account after the commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_proof_hash: Option<Base64Bytes>,
 }
 
 /// Answer to `POST /api/v1/rotation`.

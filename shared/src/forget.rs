@@ -47,3 +47,11 @@ pub const UNFORGET_KIND: &str = "unforget";
 pub fn is_forget_kind(kind: &str) -> bool {
     kind == FORGET_KIND || kind == UNFORGET_KIND
 }
+
+/// Whether a segment of `kind` with `refs` changes what the account holds
+/// rather than adding to it (a forget, its undo, forgotten lines or
+/// blobs): a push of one needs the key proof
+/// ([`crate::api::KEY_PROOF_HEADER`]), not only a device token.
+pub fn changes_history(kind: &str, refs: &crate::blob_refs::SegmentRefs) -> bool {
+    is_forget_kind(kind) || !refs.forgets.is_empty() || !refs.forget_blobs.is_empty()
+}

@@ -49,7 +49,7 @@ const TABLES: &[Table] = &[
         select: "SELECT id, name, password_hash, key_check, created_at, newest_seq,
                         record_count, entry_count, blob_count, bytes_used,
                         key_generation, rotated_at, rotated_by, staging_of, retired_at,
-                        staging_by
+                        staging_by, key_proof_hash
                  FROM users ORDER BY id",
         columns: &[
             ("id", Col::Int),
@@ -70,6 +70,9 @@ const TABLES: &[Table] = &[
             ("staging_of", Col::Int),
             ("retired_at", Col::Int),
             ("staging_by", Col::Text),
+            // Without it the migrated account would take a token's word
+            // for a forget again (routes' key proof).
+            ("key_proof_hash", Col::Bytes),
         ],
         overriding: true,
     },

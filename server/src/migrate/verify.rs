@@ -74,6 +74,7 @@ type UserRow = (
     String,
     String,
     Option<Vec<u8>>,
+    Option<Vec<u8>>,
     i64,
     i64,
     i64,
@@ -82,8 +83,8 @@ type UserRow = (
 );
 
 async fn check_users(ends: &Ends) -> Result<(), MigrateError> {
-    const COLS: &str = "id, name, password_hash, key_check, newest_seq, record_count, \
-                        entry_count, blob_count, bytes_used";
+    const COLS: &str = "id, name, password_hash, key_check, key_proof_hash, newest_seq, \
+                        record_count, entry_count, blob_count, bytes_used";
     let mut stmt = ends
         .source
         .prepare(&format!("SELECT {COLS} FROM users ORDER BY id"))?;
@@ -99,6 +100,7 @@ async fn check_users(ends: &Ends) -> Result<(), MigrateError> {
                 r.get(6)?,
                 r.get(7)?,
                 r.get(8)?,
+                r.get(9)?,
             ))
         })?
         .collect::<Result<_, _>>()?;
@@ -118,6 +120,7 @@ async fn check_users(ends: &Ends) -> Result<(), MigrateError> {
                 r.get(6),
                 r.get(7),
                 r.get(8),
+                r.get(9),
             )
         })
         .collect();

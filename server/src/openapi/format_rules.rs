@@ -40,6 +40,18 @@ fn bytes(max: usize) -> RefOr<Schema> {
         .into()
 }
 
+/// Standard base64 of exactly 32 bytes (a SHA-256), or null.
+fn sha256_or_null() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Byte)))
+        .description(Some("standard base64 of a SHA-256 (32 bytes)"))
+        .pattern(Some(
+            "^(?:[A-Za-z0-9+/]{4}){10}[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=$",
+        ))
+        .into()
+}
+
 fn property<'a>(api: &'a mut OpenApi, schema: &str, field: &str) -> &'a mut RefOr<Schema> {
     let components = api
         .components
@@ -102,6 +114,8 @@ impl Modify for FormatRules {
         *property(api, "RegisterRequest", "password") = password("The account password.");
         *property(api, "PasswordChangeRequest", "new_password") = password("The new password.");
         *property(api, "KeyCheckRequest", "key_check") = bytes(KEY_CHECK_MAX_BYTES);
+        *property(api, "KeyCheckRequest", "key_proof_hash") = sha256_or_null();
+        *property(api, "RotationBeginRequest", "key_proof_hash") = sha256_or_null();
         // The messages a pairing slot relays, opaque to the server.
         *property(api, "PairOpenRequest", "offer") = bytes(PAIR_MESSAGE_MAX_BYTES);
         *property(api, "PairJoinRequest", "hello") = bytes(PAIR_MESSAGE_MAX_BYTES);

@@ -226,15 +226,21 @@ pub async fn get_key_check(
     auth: Authed,
 ) -> ApiResult<Json<KeyCheckResponse>> {
     let v = state.store.key_check(auth.user_id).await?;
+    let proof = state.store.key_proof_hash(auth.user_id).await?;
     Ok(Json(KeyCheckResponse {
         key_check: v.map(Into::into),
+        key_proof: proof.is_some(),
     }))
 }
 
-/// Stores the key check value if none is set; a different value is 409.
+/// Stores the key check value if none is set (a different value is 409),
+/// and the key proof's hash (see [`crate::keyproof`]) if none is set: one
+/// set by another key only with the account's password.
 #[utoipa::path(put, path = "/api/v1/key-check", tag = "accounts", security(("bearer" = [])),
     request_body = KeyCheckRequest,
-    responses((status = 200, body = KeyCheckResponse), (status = 409, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 200, body = KeyCheckResponse), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "`key_check_mismatch`: the account has another key; `key_proof_mismatch`: it holds another key proof, and no right password came with this one"),
+        (status = 401, body = ErrorBody), (status = 429, body = ErrorBody),
         (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn put_key_check(
     State(state): State<AppState>,
@@ -247,8 +253,43 @@ pub async fn put_key_check(
             "key check must be 1 to {KEY_CHECK_MAX_BYTES} bytes"
         )));
     }
+    if let Some(h) = &req.key_proof_hash {
+        crate::keyproof::check_hash("key_proof_hash", &h.0)?;
+    }
     state.store.set_key_check(auth.user_id, v.clone()).await?;
+    // The value matched (or was set): this device claims the account's key.
+    // Its proof is taken if the account holds none; replacing another is
+    // for the password's holder, as a password change is.
+    let replace = match req.password {
+        Some(password) => {
+            let attempt = state.limiter.password_change(&auth.device_id)?;
+            let hash = state
+                .store
+                .credentials(&auth.user_name)
+                .await?
+                .filter(|c| c.user_id == auth.user_id)
+                .map(|c| c.password_hash);
+            if !state.passwords.verify(password, hash).await? {
+                return Err(ApiError::invalid_credentials());
+            }
+            attempt.succeeded();
+            true
+        }
+        None => false,
+    };
+    if let Some(h) = req.key_proof_hash {
+        state
+            .store
+            .set_key_proof_hash(auth.user_id, h.0, replace)
+            .await?;
+        if replace {
+            tracing::info!(user = %auth.user_name, device = %auth.device_id,
+                "key proof set with the account's password");
+        }
+    }
+    let proof = state.store.key_proof_hash(auth.user_id).await?;
     Ok(Json(KeyCheckResponse {
         key_check: Some(v.into()),
+        key_proof: proof.is_some(),
     }))
 }

@@ -356,16 +356,19 @@ pub async fn wait(
 /// token, which the creator seals into its reply (the server stores it
 /// hashed, as every token). Only while the slot is `joined`.
 #[utoipa::path(post, path = "/api/v1/pair/{slot}/device", tag = "pairing", security(("bearer" = [])),
-    params(("slot" = u32, Path, minimum = 1, maximum = 999_999, description = "the code's number")),
+    params(("slot" = u32, Path, minimum = 1, maximum = 999_999, description = "the code's number"),
+        crate::keyproof::Header),
     request_body = PairDeviceRequest,
     responses((status = 200, body = AuthResponse),
         (status = 400, body = ErrorBody, description = "a device name, or a `replaces` that no device id can be"),
         (status = 404, body = ErrorBody, description = "no such slot of this device: expired or mistyped"),
         (status = 409, body = ErrorBody, description = "`pairing_state`: the slot is not joined"),
+        (status = 403, body = ErrorBody, description = "`key_proof_required`: the account's key proof header is missing or wrong; no device was made"),
         (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn device(
     State(state): State<AppState>,
     auth: Authed,
+    proof: crate::keyproof::KeyProof,
     SlotNumber(number): SlotNumber,
     ApiJson(req): ApiJson<PairDeviceRequest>,
 ) -> ApiResult<Json<AuthResponse>> {
@@ -375,6 +378,11 @@ pub async fn device(
     if slot.state != PairState::Joined {
         return Err(wrong_step(slot.state));
     }
+    // A device token alone opens slots; a new device of the account, which
+    // reads everything it holds, is minted only for the key's holder.
+    proof
+        .require(&state, auth.user_id, "making a device by pairing")
+        .await?;
     let (mut device, token) = super::accounts::new_device(req.device)?;
     // The joiner's own device from before a key rotation goes in the same
     // step, so the new one takes its name.

@@ -25,6 +25,7 @@ use crate::auth::Authed;
 use crate::bodies::BodyError;
 use crate::error::{ApiError, ApiResult};
 use crate::fault::Fault;
+use crate::keyproof::KeyProof;
 use crate::store::{
     NewRecord, PageCost, PushOutcome, StoreError, StoredBody, StoredRecord, is_disk_full,
 };
@@ -105,11 +106,13 @@ fn check_segment(s: &mut Incoming) -> ApiResult<()> {
     responses((status = 200, body = PushResponse), (status = 400, body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 507, body = ErrorBody, description = "`quota_exceeded` (the account's quota, without `per_item`; with it, what does not fit is named in `over_quota` instead) or `storage_full` (the server's disk); nothing was stored"), (status = 401, body = ErrorBody),
-        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding bodies did not answer; nothing was stored: retry after `Retry-After`")),
-    params(PushQuery))]
+        (status = 503, body = ErrorBody, description = "`unavailable`: the object store holding bodies did not answer; nothing was stored: retry after `Retry-After`"),
+        (status = 403, body = ErrorBody, description = "`key_proof_required`: the batch holds a forget, its undo or forgotten lines, and the account's key proof header is missing or wrong; nothing was stored")),
+    params(PushQuery, crate::keyproof::Header))]
 pub async fn push(
     State(state): State<AppState>,
     auth: Authed,
+    proof: KeyProof,
     query: Result<Query<PushQuery>, axum::extract::rejection::QueryRejection>,
     req: Request,
 ) -> ApiResult<Json<PushResponse>> {
@@ -138,6 +141,16 @@ pub async fn push(
     let mut segments = segments;
     for s in &mut segments {
         check_segment(s)?;
+    }
+    // A token alone adds records; undoing what the key's holder stored
+    // (a forget, its undo, forgotten lines) needs the key.
+    if segments
+        .iter()
+        .any(|s| evi_shared::forget::changes_history(&s.kind, &s.refs))
+    {
+        proof
+            .require(&state, auth.user_id, "a push of a forget or its undo")
+            .await?;
     }
     let (segments, mut over_quota) = if query.per_item {
         fit_quota(&state, auth.user_id, segments).await?
@@ -444,12 +457,14 @@ pub async fn pull(
 /// them again (`evi sync verify --repair`), and the marked row goes once a
 /// later record holds them all.
 #[utoipa::path(post, path = "/api/v1/records/damaged", tag = "records", security(("bearer" = [])),
-    request_body = DamagedSeqs,
+    request_body = DamagedSeqs, params(crate::keyproof::Header),
     responses((status = 200, body = DamagedMarked), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "`key_proof_required`: the account's key proof header is missing or wrong; nothing was marked")))]
 pub async fn damaged(
     State(state): State<AppState>,
     auth: Authed,
+    proof: KeyProof,
     ApiJson(req): ApiJson<DamagedSeqs>,
 ) -> ApiResult<Json<DamagedMarked>> {
     if req.seqs.len() > MAX_NAMES_PER_CALL {
@@ -465,6 +480,11 @@ pub async fn damaged(
             i64::MAX
         )));
     }
+    // A marked record is replaced by the next push of its entries: a
+    // token alone could swap the key holder's records for its own.
+    proof
+        .require(&state, auth.user_id, "a damage report")
+        .await?;
     let marked = state.store.mark_damaged(auth.user_id, req.seqs).await?;
     Ok(Json(DamagedMarked { marked }))
 }

@@ -63,6 +63,8 @@ pub enum StoreError {
     InvalidInvite,
     #[error("a different key check value is stored")]
     KeyCheckMismatch,
+    #[error("a different key proof hash is stored")]
+    KeyProofMismatch,
     #[error("quota exceeded")]
     QuotaExceeded,
     /// The disk holding the data is full (or over its filesystem quota);
@@ -323,6 +325,17 @@ pub trait Store: Send + Sync + 'static {
     async fn key_check(&self, user: UserId) -> StoreResult<Option<Vec<u8>>>;
     /// Sets the value if unset; `KeyCheckMismatch` if a different one is set.
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()>;
+    /// SHA-256 of the account key's proof, if one is set (see
+    /// [`crate::keyproof`]).
+    async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>>;
+    /// Sets the proof hash if unset; the same again is fine; another is
+    /// `KeyProofMismatch` unless `replace` (the caller showed the password).
+    async fn set_key_proof_hash(
+        &self,
+        user: UserId,
+        hash: Vec<u8>,
+        replace: bool,
+    ) -> StoreResult<()>;
     /// Stores the segments whose entry ids are not all known, in one
     /// transaction. The quota counts [`record_cost`] of each stored record:
     /// past it, without `per_item`, `QuotaExceeded` stores nothing; with
@@ -461,8 +474,8 @@ pub trait Store: Send + Sync + 'static {
     /// Takes `pack` off the packs to compact (it is gone).
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()>;
     /// Opens the staging account of a key rotation of `user` that device
-    /// `by` begins, for the new key whose check value is `key_check` (an
-    /// older client sends none), or finds the one it opened before (see
+    /// `by` begins, for the new key `key` (an older client sends neither
+    /// its check value nor its proof hash), or finds the one it opened before (see
     /// [`rotation`]: another device's is abandoned), and gives it `device`
     /// as its only device (an earlier token stops working). `NotFound`
     /// when `user` is itself a staging account.
@@ -471,7 +484,7 @@ pub trait Store: Send + Sync + 'static {
         user: UserId,
         device: NewDevice,
         by: &str,
-        key_check: Option<Vec<u8>>,
+        key: rotation::NewKey,
     ) -> StoreResult<rotation::Begun>;
     /// Swaps the staging account in, in one transaction (see [`rotation`]).
     async fn rotation_commit(

@@ -146,6 +146,16 @@ pub enum CommitRefused {
     NotYours,
 }
 
+/// What a rotation's begin says of the new key: its check value and the
+/// SHA-256 of its proof (see [`crate::keyproof`]), which the staging
+/// account holds and the account holds after the commit. Older clients
+/// send neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewKey {
+    pub check: Option<Vec<u8>>,
+    pub proof_hash: Option<Vec<u8>>,
+}
+
 /// Whether a begin from device `by` with the new key's check value
 /// `key_check` goes on with the staging account that device `owner`
 /// began, holding `staged_check`: the same key when both are known, else

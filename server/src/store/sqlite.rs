@@ -77,6 +77,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0018_pair_minted_device.sql"
     )),
+    Migration::Sql(include_str!("../../migrations/sqlite/0019_key_proof.sql")),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -666,6 +667,46 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
+        self.read(move |c| {
+            Ok(c.query_row(
+                "SELECT key_proof_hash FROM users WHERE id = ?1",
+                [user],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+    }
+
+    async fn set_key_proof_hash(
+        &self,
+        user: UserId,
+        hash: Vec<u8>,
+        replace: bool,
+    ) -> StoreResult<()> {
+        self.write(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let cur: Option<Vec<u8>> = tx.query_row(
+                "SELECT key_proof_hash FROM users WHERE id = ?1",
+                [user],
+                |r| r.get(0),
+            )?;
+            match cur {
+                Some(v) if v == hash => Ok(()),
+                Some(_) if !replace => Err(StoreError::KeyProofMismatch),
+                _ => {
+                    tx.execute(
+                        "UPDATE users SET key_proof_hash = ?1 WHERE id = ?2",
+                        params![hash, user],
+                    )?;
+                    tx.commit()?;
+                    Ok(())
+                }
+            }
+        })
+        .await
+    }
+
     async fn push(
         &self,
         user: UserId,
@@ -1165,9 +1206,9 @@ impl Store for SqliteStore {
         user: UserId,
         device: NewDevice,
         by: &str,
-        key_check: Option<Vec<u8>>,
+        key: super::rotation::NewKey,
     ) -> StoreResult<Begun> {
-        super::sqlite_rotation::begin(self, user, device, by.to_owned(), key_check).await
+        super::sqlite_rotation::begin(self, user, device, by.to_owned(), key).await
     }
     async fn rotation_commit(
         &self,

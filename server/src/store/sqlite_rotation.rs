@@ -6,8 +6,8 @@ use evi_shared::KeyedId;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::rotation::{
-    ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, resumes, retired_name,
-    staging_name,
+    ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, NewKey, resumes,
+    retired_name, staging_name,
 };
 use super::sqlite::SqliteStore;
 use super::{NewDevice, StoreError, StoreResult, UserId};
@@ -17,8 +17,12 @@ pub(super) async fn begin(
     user: UserId,
     d: NewDevice,
     by: String,
-    key_check: Option<Vec<u8>>,
+    key: NewKey,
 ) -> StoreResult<Begun> {
+    let NewKey {
+        check: key_check,
+        proof_hash,
+    } = key;
     s.write(move |c| {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (generation, staging_of): (i64, Option<i64>) = tx
@@ -53,9 +57,10 @@ pub(super) async fn begin(
             {
                 begun.fresh = false;
                 tx.execute(
-                    "UPDATE users SET staging_by = ?1, key_check = COALESCE(key_check, ?2)
+                    "UPDATE users SET staging_by = ?1, key_check = COALESCE(key_check, ?2),
+                                      key_proof_hash = COALESCE(key_proof_hash, ?4)
                      WHERE id = ?3",
-                    params![by, key_check, id],
+                    params![by, key_check, id, proof_hash],
                 )?;
                 id
             }
@@ -67,9 +72,18 @@ pub(super) async fn begin(
                 }
                 tx.execute(
                     "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of,
-                                        staging_by, key_check)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![staging_name(user), NO_PASSWORD, d.now, next, user, by, key_check],
+                                        staging_by, key_check, key_proof_hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        staging_name(user),
+                        NO_PASSWORD,
+                        d.now,
+                        next,
+                        user,
+                        by,
+                        key_check,
+                        proof_hash
+                    ],
                 )?;
                 tx.last_insert_rowid()
             }

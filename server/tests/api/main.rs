@@ -24,6 +24,7 @@ mod framed;
 mod hardening;
 mod help;
 mod hygiene;
+mod key_proof;
 mod limiter;
 mod meta;
 #[path = "../../../tests/tests/e2e/on_postgres.rs"]
@@ -64,6 +65,7 @@ const ON_POSTGRES: &[&str] = &[
     "framed",
     "hardening",
     "hygiene",
+    "key_proof",
     "limiter",
     "meta",
     "openapi",

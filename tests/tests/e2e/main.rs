@@ -27,6 +27,7 @@ mod forget_backup;
 mod forget_race;
 mod handoff;
 mod handoff_git;
+mod key_proof;
 mod key_rotation;
 mod link;
 mod metadata_audit;
@@ -98,6 +99,7 @@ const ON_POSTGRES: &[&str] = &[
     "forget_agents",
     "forget_backup",
     "forget_race",
+    "key_proof",
     "handoff",
     "handoff_git",
     "key_rotation",

@@ -58,6 +58,20 @@ pub fn sync_error(e: SyncError) -> CommandError {
         SyncError::Client(c) if is_unauthorized(c) => Some(
             "this device's token is no longer valid (revoked?): run `evi sync login` again".into(),
         ),
+        SyncError::Client(c)
+            if matches!(
+                c.code(),
+                Some(ErrorCode::KeyProofRequired | ErrorCode::KeyProofMismatch)
+            ) =>
+        {
+            Some(
+                "the server holds another proof of the account's key than this device's key \
+                 makes (set by someone holding a device token but not the key, or by a device \
+                 with another key): run `evi sync login` with the account's password to put \
+                 this key's proof in its place, then run the command again"
+                    .into(),
+            )
+        }
         SyncError::KeyMismatch => Some(
             format!(
                 "move sync/identity.txt (in the eVi home) away, then pair this device: {}",

@@ -21,7 +21,7 @@ use crate::command_error::{CommandError, CommandResult, usage_error, user_error}
 use crate::commands::shared::{client_error, pair_here, pairing_steps, sync_error, warn};
 use crate::fsutil::replace_file;
 use crate::sync::engine::journal::journal_name;
-use crate::sync::remote::client::{Client, check_server_url};
+use crate::sync::remote::client::{Client, ClientError, check_server_url};
 use crate::sync::state::context::lock_wait;
 use crate::sync::state::lock::SyncLock;
 use crate::sync::state::{Account, SyncPaths, SyncState};
@@ -282,7 +282,9 @@ fn authed(server: &str, auth: &AuthResponse) -> Result<Client, CommandError> {
 }
 
 /// Whether the server still takes this home's token and the key matches
-/// the account's: logging in again would only make a second device.
+/// the account's, proof included: logging in again would only make a
+/// second device. A proof another key set (see `seal::keys`) is what a
+/// login, with the password, replaces.
 fn still_logged_in(paths: &SyncPaths, have: &Account, keys: &SyncKeys) -> bool {
     let Ok(token) = std::fs::read_to_string(paths.token()) else {
         return false;
@@ -293,6 +295,13 @@ fn still_logged_in(paths: &SyncPaths, have: &Account, keys: &SyncKeys) -> bool {
     client
         .key_check()
         .is_ok_and(|kcv| kcv.is_none_or(|k| keys.matches_key_check(&k)))
+        && !matches!(
+            client.set_key_check(keys, None),
+            Err(ClientError::Api {
+                code: ErrorCode::KeyProofMismatch,
+                ..
+            })
+        )
 }
 
 /// The key in this home, with what to do when it is damaged.
@@ -366,7 +375,7 @@ pub fn cmd_sync_init(ctx: &Ctx, args: InitArgs) -> CommandResult {
             .map_err(|e| sync_error(e.into()))?;
     }
     authed(client.server(), &auth)?
-        .set_key_check(&keys.key_check_value())
+        .set_key_check(&keys, None)
         .map_err(|e| {
             client_error(e).hinted(format!(
                 "the account exists and its key is in {}: finish with `evi sync login --server {} \
@@ -428,12 +437,12 @@ pub fn cmd_sync_login(ctx: &Ctx, login: LoginArgs) -> CommandResult {
         );
         return Ok(());
     }
-    let pw = password(&args, false)?;
+    let pw = zeroize::Zeroizing::new(password(&args, false)?);
     let client = Client::new(&args.server, None).map_err(client_error)?;
     let auth = client
         .login(&LoginRequest {
             user: args.user.clone(),
-            password: pw,
+            password: pw.to_string(),
             device: device.clone(),
         })
         .map_err(client_error)?;
@@ -444,10 +453,18 @@ pub fn cmd_sync_login(ctx: &Ctx, login: LoginArgs) -> CommandResult {
             let _ = authed.revoke(&auth.device_id);
             return Err(key_mismatch(&paths, &identity, &args.user, client.server()));
         }
-        Some(_) => {}
-        None => authed
-            .set_key_check(&keys.key_check_value())
-            .map_err(client_error)?,
+        // This device holds the account's key: its proof goes up, in place
+        // of one another key set (a stolen token's, for an account from
+        // before proofs) since the password came with it.
+        _ => match authed.set_key_check(&keys, None) {
+            Err(ClientError::Api {
+                code: ErrorCode::KeyProofMismatch,
+                ..
+            }) => authed
+                .set_key_check(&keys, Some(&pw))
+                .map_err(client_error)?,
+            r => r.map_err(client_error)?,
+        },
     }
     let state = if again.is_some() {
         state

@@ -210,7 +210,7 @@ pub fn cmd_sync_join(ctx: &Ctx, args: JoinArgs) -> CommandResult {
         }
         Ok(Some(_)) => {}
         Ok(None) => authed
-            .set_key_check(&sync_keys.key_check_value())
+            .set_key_check(&sync_keys, None)
             .map_err(client_error)?,
         Err(e) => return Err(client_error(e)),
     }

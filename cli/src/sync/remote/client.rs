@@ -266,6 +266,9 @@ pub struct Client {
     /// some at once), and again only after [`RETRY_NOTICE_QUIET`] without a
     /// retry.
     last_retry: Arc<Mutex<Option<Instant>>>,
+    /// The account key's proof (hex), sent only on the calls that change
+    /// the account's history or key (see [`Client::with_key_proof`]).
+    key_proof: Option<Arc<zeroize::Zeroizing<String>>>,
 }
 
 /// How long without a retry before a new one is said again (a watcher's
@@ -317,7 +320,18 @@ impl Client {
             known: Arc::new(AtomicBool::new(false)),
             retries: Arc::new(AtomicU64::new(0)),
             last_retry: Arc::new(Mutex::new(None)),
+            key_proof: None,
         })
+    }
+
+    /// The same client proving `keys` on the calls that need it (forgets
+    /// and their undo, damage reports, a rotation's begin and commit, a
+    /// device made by pairing): the server refuses those on a token alone.
+    pub fn with_key_proof(&self, keys: &crate::sync::seal::keys::SyncKeys) -> Self {
+        Self {
+            key_proof: Some(Arc::new(keys.key_proof_hex())),
+            ..self.clone()
+        }
     }
 
     /// A client of the account's server, which answered at `init` or
@@ -373,6 +387,27 @@ impl Client {
             Some(t) => rb.bearer_auth(t),
             None => rb,
         }
+    }
+
+    /// `rb` with the key proof header, when this client holds the key.
+    fn proven(&self, rb: RequestBuilder) -> RequestBuilder {
+        match &self.key_proof {
+            Some(p) => rb.header(evi_shared::api::KEY_PROOF_HEADER, p.as_str()),
+            None => rb,
+        }
+    }
+
+    /// [`Self::post`] with the key proof.
+    fn post_proven<B: serde::Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let url = self.url(path);
+        self.call(
+            || self.proven(self.http.post(&url).json(body)),
+            |resp| self.json(resp),
+        )
     }
 
     fn transport(&self, source: reqwest::Error) -> ClientError {
@@ -583,14 +618,27 @@ impl Client {
     }
 
     pub fn key_check(&self) -> Result<Option<Vec<u8>>, ClientError> {
-        let r: KeyCheckResponse = self.get("/key-check")?;
-        Ok(r.key_check.map(|b| b.0))
+        Ok(self.key_check_state()?.key_check.map(|b| b.0))
     }
 
-    pub fn set_key_check(&self, kcv: &[u8]) -> Result<(), ClientError> {
+    /// The account's key check value and whether it holds a key proof.
+    pub fn key_check_state(&self) -> Result<KeyCheckResponse, ClientError> {
+        self.get("/key-check")
+    }
+
+    /// Stores the key check value and the key proof's hash of `keys` where
+    /// the account holds none; with the account's `password`, replaces a
+    /// proof another key set.
+    pub fn set_key_check(
+        &self,
+        keys: &crate::sync::seal::keys::SyncKeys,
+        password: Option<&str>,
+    ) -> Result<(), ClientError> {
         let url = self.url("/key-check");
         let body = KeyCheckRequest {
-            key_check: kcv.to_vec().into(),
+            key_check: keys.key_check_value().to_vec().into(),
+            key_proof_hash: Some(keys.key_proof_hash().to_vec().into()),
+            password: password.map(str::to_owned),
         };
         self.send(|| self.http.put(&url).json(&body)).map(drop)
     }
@@ -601,8 +649,12 @@ impl Client {
     /// older server ignores that and refuses the whole batch with 507.
     pub fn push(&self, batch: OutBatch) -> Result<PushResponse, ClientError> {
         const PATH: &str = "/records?per_item=true";
+        let prove = batch.changes_history();
         let body = match batch.into_framed() {
             Ok(body) => body,
+            Err(segments) if prove => {
+                return self.post_proven(PATH, &records::json_batch(segments));
+            }
             Err(segments) => return self.post(PATH, &records::json_batch(segments)),
         };
         let url = self.url(PATH);
@@ -610,10 +662,12 @@ impl Client {
         let body = bytes::Bytes::from(body);
         self.call(
             || {
-                self.http
+                let rb = self
+                    .http
                     .post(&url)
                     .header(reqwest::header::CONTENT_TYPE, frames::CONTENT_TYPE)
-                    .body(body.clone())
+                    .body(body.clone());
+                if prove { self.proven(rb) } else { rb }
             },
             |resp| self.json(resp),
         )
@@ -722,7 +776,7 @@ impl Client {
             let body = DamagedSeqs {
                 seqs: chunk.to_vec(),
             };
-            let r: DamagedMarked = self.post("/records/damaged", &body)?;
+            let r: DamagedMarked = self.post_proven("/records/damaged", &body)?;
             marked += r.marked;
         }
         Ok(marked)

@@ -5,6 +5,7 @@
 use std::io::Read;
 
 use evi_shared::api::{PullResponse, PushRequest, Segment};
+use evi_shared::forget::changes_history;
 use evi_shared::frames::{
     self, FrameError, FrameReader, PageEnd, RecordHead, SegmentHead, Tag, frame_size,
 };
@@ -57,7 +58,12 @@ impl OutSegment {
 /// servers) keeps the segments until it is sent.
 #[derive(Debug)]
 pub enum OutBatch {
-    Framed { body: Vec<u8>, segments: usize },
+    Framed {
+        body: Vec<u8>,
+        segments: usize,
+        /// Whether a segment changes history (see [`Self::changes_history`]).
+        changes: bool,
+    },
     Json(Vec<OutSegment>),
 }
 
@@ -68,7 +74,11 @@ impl OutBatch {
         if framed {
             let mut body = Vec::with_capacity(room as usize + 64);
             body.extend_from_slice(frames::MAGIC);
-            Self::Framed { body, segments: 0 }
+            Self::Framed {
+                body,
+                segments: 0,
+                changes: false,
+            }
         } else {
             Self::Json(Vec::new())
         }
@@ -76,7 +86,12 @@ impl OutBatch {
 
     pub fn add(&mut self, seg: OutSegment) {
         match self {
-            Self::Framed { body, segments } => {
+            Self::Framed {
+                body,
+                segments,
+                changes,
+            } => {
+                *changes |= changes_history(&seg.head.kind, &seg.head.refs);
                 frames::write_frame(body, Tag::Segment, &seg.head, &seg.ciphertext);
                 *segments += 1;
             }
@@ -93,6 +108,17 @@ impl OutBatch {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether a segment of the batch is a forget, its undo or forgotten
+    /// lines: the push then carries the key proof.
+    pub fn changes_history(&self) -> bool {
+        match self {
+            Self::Framed { changes, .. } => *changes,
+            Self::Json(segs) => segs
+                .iter()
+                .any(|s| changes_history(&s.head.kind, &s.head.refs)),
+        }
     }
 
     /// The finished framed body (with its end frame); `None` for JSON.

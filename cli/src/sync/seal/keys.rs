@@ -12,6 +12,7 @@
 //! | keyed-id key      | `evi-sync-v1 keyed-id`  | HMAC key for every [`KeyedId`]   |
 //! | segment MAC key   | `evi-sync-v1 segment-mac` | HMAC key for segment MACs       |
 //! | key check value   | `evi-sync-v1 key-check` | stored on the server as is       |
+//! | key proof         | `evi-sync-v1 key-proof` | server keeps its SHA-256 only    |
 //!
 //! Blobs need no MAC key: a blob is stored under `blob_key(sha256)` and its
 //! plaintext must hash to that SHA-256 after decryption, so a server can
@@ -21,6 +22,15 @@
 //! PRF output, independent of the other keys, so it reveals nothing about
 //! them or the identity; a device compares it (in constant time) with its own
 //! to learn whether it holds the account's identity.
+//!
+//! The key proof is another such output, sent (as 64 lowercase hex, in the
+//! `evi-key-proof` header) only on the calls that change the account's
+//! history or key (forgets and their undo, damage reports, a rotation's
+//! begin and commit, a device made by pairing); the server keeps its
+//! SHA-256 and refuses those calls without it, so a device token that
+//! leaks without the key cannot undo what the key's holder did. Unlike the
+//! check value, which anyone holding a token may read, the server never
+//! gives the proof out.
 //!
 //! # Keyed ids
 //!
@@ -66,6 +76,7 @@ const HKDF_SALT: &[u8] = b"evi-sync-v1";
 const INFO_KEYED_ID: &[u8] = b"evi-sync-v1 keyed-id";
 const INFO_SEGMENT_MAC: &[u8] = b"evi-sync-v1 segment-mac";
 const INFO_KEY_CHECK: &[u8] = b"evi-sync-v1 key-check";
+const INFO_KEY_PROOF: &[u8] = b"evi-sync-v1 key-proof";
 
 /// The keys sync derives from one identity. Cheap to clone; zeroed on drop.
 #[derive(Clone)]
@@ -73,6 +84,7 @@ pub struct SyncKeys {
     id_key: Zeroizing<[u8; 32]>,
     segment_mac_key: Zeroizing<[u8; 32]>,
     kcv: [u8; 32],
+    proof: Zeroizing<[u8; 32]>,
 }
 
 impl fmt::Debug for SyncKeys {
@@ -99,6 +111,7 @@ impl SyncKeys {
             id_key: expand(INFO_KEYED_ID),
             segment_mac_key: expand(INFO_SEGMENT_MAC),
             kcv: *expand(INFO_KEY_CHECK),
+            proof: expand(INFO_KEY_PROOF),
         }
     }
 
@@ -110,6 +123,17 @@ impl SyncKeys {
     /// The key check value as 64 lowercase hex characters.
     pub fn key_check_hex(&self) -> String {
         hex::encode(self.kcv)
+    }
+
+    /// The key proof as the header carries it: 64 lowercase hex.
+    pub fn key_proof_hex(&self) -> Zeroizing<String> {
+        Zeroizing::new(hex::encode(*self.proof))
+    }
+
+    /// The SHA-256 of the key proof: what the server keeps.
+    pub fn key_proof_hash(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        Sha256::digest(*self.proof).into()
     }
 
     /// Whether `stored` (raw bytes or their hex text, as the server returned

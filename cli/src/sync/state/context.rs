@@ -83,7 +83,8 @@ impl SyncContext {
         let config = crate::config::Config::load(&home.config_file())
             .map(|l| l.config)
             .unwrap_or_default();
-        let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?;
+        let client = Client::for_account(&account.server, Some(token.trim().to_owned()))?
+            .with_key_proof(&keys);
         let projects = crate::source::project::Projects::load(&paths.dir);
         let redactor = crate::sync::engine::redact::Redactor::configured(
             config.sync.redact,
@@ -124,9 +125,27 @@ impl SyncContext {
     /// before anything is opened: under another key every record fails to
     /// open, which is this, not damage (and learns early that a token was
     /// revoked). An account without a key check value passes.
+    ///
+    /// An account whose key check value is this identity's but that holds
+    /// no key proof yet (made before proofs) is given this key's here, once:
+    /// from then on the server takes forgets and rotations only from a
+    /// holder of the key (see `seal::keys`).
     pub fn check_key(&self) -> Result<(), SyncError> {
-        match self.client.key_check()? {
+        let state = self.client.key_check_state()?;
+        match state.key_check.map(|b| b.0) {
             Some(kcv) if !self.keys.matches_key_check(&kcv) => Err(SyncError::KeyMismatch),
+            Some(_) if !state.key_proof => {
+                // Another device may set the same proof meanwhile (fine);
+                // a proof set by another key is for `login` to replace.
+                match self.client.set_key_check(&self.keys, None) {
+                    Err(crate::sync::remote::client::ClientError::Api {
+                        code: evi_shared::api::ErrorCode::KeyProofMismatch,
+                        ..
+                    })
+                    | Ok(()) => Ok(()),
+                    Err(e) => Err(e.into()),
+                }
+            }
             _ => Ok(()),
         }
     }

@@ -281,6 +281,46 @@ pub(super) async fn set_key_check(s: &PgStore, user: UserId, value: Vec<u8>) -> 
     }
 }
 
+pub(super) async fn key_proof_hash(s: &PgStore, user: UserId) -> StoreResult<Option<Vec<u8>>> {
+    let c = s.client().await?;
+    let row = c
+        .query_opt("SELECT key_proof_hash FROM users WHERE id = $1", &[&user])
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    Ok(row.get(0))
+}
+
+pub(super) async fn set_key_proof_hash(
+    s: &PgStore,
+    user: UserId,
+    hash: Vec<u8>,
+    replace: bool,
+) -> StoreResult<()> {
+    let mut c = s.client().await?;
+    let tx = c.transaction().await?;
+    let cur: Option<Vec<u8>> = tx
+        .query_opt(
+            "SELECT key_proof_hash FROM users WHERE id = $1 FOR UPDATE",
+            &[&user],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?
+        .get(0);
+    match cur {
+        Some(v) if v == hash => Ok(()),
+        Some(_) if !replace => Err(StoreError::KeyProofMismatch),
+        _ => {
+            tx.execute(
+                "UPDATE users SET key_proof_hash = $1 WHERE id = $2",
+                &[&hash, &user],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        }
+    }
+}
+
 pub(super) async fn create_invite(s: &PgStore, code_hash: [u8; 32], now: i64) -> StoreResult<()> {
     let c = s.client().await?;
     c.execute(

@@ -87,6 +87,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "pair_minted_device",
         sql: include_str!("../../../migrations/postgres/0014_pair_minted_device.sql"),
     },
+    Migration {
+        version: 15,
+        name: "key_proof",
+        sql: include_str!("../../../migrations/postgres/0015_key_proof.sql"),
+    },
 ];
 
 /// The table of applied versions.

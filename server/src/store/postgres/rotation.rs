@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::store::rotation::{
-    ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, resumes, retired_name,
-    staging_name,
+    ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, NewKey, resumes,
+    retired_name, staging_name,
 };
 
 pub(super) async fn begin(
@@ -13,8 +13,12 @@ pub(super) async fn begin(
     user: UserId,
     d: NewDevice,
     by: &str,
-    key_check: Option<Vec<u8>>,
+    key: NewKey,
 ) -> StoreResult<Begun> {
+    let NewKey {
+        check: key_check,
+        proof_hash,
+    } = key;
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
     let row = tx
@@ -51,8 +55,10 @@ pub(super) async fn begin(
         Some(id) => {
             begun.fresh = false;
             tx.execute(
-                "UPDATE users SET staging_by = $1, key_check = COALESCE(key_check, $2) WHERE id = $3",
-                &[&by, &key_check, &id],
+                "UPDATE users SET staging_by = $1, key_check = COALESCE(key_check, $2),
+                                  key_proof_hash = COALESCE(key_proof_hash, $4)
+                 WHERE id = $3",
+                &[&by, &key_check, &id, &proof_hash],
             )
             .await?;
             id
@@ -66,8 +72,8 @@ pub(super) async fn begin(
             }
             tx.query_one(
                 "INSERT INTO users (name, password_hash, created_at, key_generation, staging_of,
-                                    staging_by, key_check)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                                    staging_by, key_check, key_proof_hash)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
                 &[
                     &staging_name(user),
                     &NO_PASSWORD,
@@ -76,6 +82,7 @@ pub(super) async fn begin(
                     &user,
                     &by,
                     &key_check,
+                    &proof_hash,
                 ],
             )
             .await?

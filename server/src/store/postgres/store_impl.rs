@@ -64,6 +64,17 @@ impl Store for PgStore {
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()> {
         accounts::set_key_check(self, user, value).await
     }
+    async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
+        accounts::key_proof_hash(self, user).await
+    }
+    async fn set_key_proof_hash(
+        &self,
+        user: UserId,
+        hash: Vec<u8>,
+        replace: bool,
+    ) -> StoreResult<()> {
+        accounts::set_key_proof_hash(self, user, hash, replace).await
+    }
     async fn push(
         &self,
         user: UserId,
@@ -170,9 +181,9 @@ impl Store for PgStore {
         user: UserId,
         device: NewDevice,
         by: &str,
-        key_check: Option<Vec<u8>>,
+        key: crate::store::rotation::NewKey,
     ) -> StoreResult<crate::store::rotation::Begun> {
-        rotation::begin(self, user, device, by, key_check).await
+        rotation::begin(self, user, device, by, key).await
     }
     async fn rotation_commit(
         &self,

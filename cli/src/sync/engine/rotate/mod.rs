@@ -218,7 +218,7 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
         fresh
     };
     let new_keys = SyncKeys::derive(&new);
-    let begun = ctx.client.rotation_begin(&new_keys.key_check_value())?;
+    let begun = ctx.client.rotation_begin(&new_keys)?;
     if begun.fresh && progress.through_seq + progress.verified_seq + progress.records > 0 {
         // What an earlier run staged is gone (another device abandoned
         // it, or a revoke or a commit ended it): carry everything again.
@@ -230,9 +230,13 @@ fn rotate_inner(ctx: &mut SyncContext, revoke: Vec<String>) -> Result<Rotated, R
             .save(&paths)
             .ctx(|| "cannot save sync/rotation.json".into())?;
     }
-    let staging = ctx.client.with_token(begun.token.clone());
+    // The staging account is the new key's: its forgets prove that key.
+    let staging = ctx
+        .client
+        .with_token(begun.token.clone())
+        .with_key_proof(&new_keys);
     // The begin set it already; an older server needs it set here.
-    match staging.set_key_check(&new_keys.key_check_value()) {
+    match staging.set_key_check(&new_keys, None) {
         Err(ClientError::Api {
             code: ErrorCode::KeyCheckMismatch,
             ..

@@ -70,7 +70,7 @@ impl Client {
         device: &str,
         replaces: Option<&str>,
     ) -> Result<AuthResponse, ClientError> {
-        self.post(
+        self.post_proven(
             &format!("/pair/{slot}/device"),
             &PairDeviceRequest {
                 device: device.to_owned(),

@@ -5,15 +5,17 @@ use evi_shared::api::{
 };
 
 use super::{Client, ClientError};
+use crate::sync::seal::keys::SyncKeys;
 
 impl Client {
     /// Opens (or opens again) the staging account of a rotation to the key
-    /// whose check value is `key_check` (abandoning another device's).
-    pub fn rotation_begin(&self, key_check: &[u8]) -> Result<RotationBeginResponse, ClientError> {
-        self.post(
+    /// `new` (abandoning another device's), proving the current key.
+    pub fn rotation_begin(&self, new: &SyncKeys) -> Result<RotationBeginResponse, ClientError> {
+        self.post_proven(
             "/rotation",
             &RotationBeginRequest {
-                key_check: Some(key_check.to_vec().into()),
+                key_check: Some(new.key_check_value().to_vec().into()),
+                key_proof_hash: Some(new.key_proof_hash().to_vec().into()),
             },
         )
     }
@@ -24,7 +26,7 @@ impl Client {
         through_seq: u64,
         revoke: &[String],
     ) -> Result<RotationCommitResponse, ClientError> {
-        self.post(
+        self.post_proven(
             "/rotation/commit",
             &RotationCommitRequest {
                 through_seq,
