@@ -62,7 +62,8 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          DROP INDEX IF EXISTS records_by_group;
          ALTER TABLE records DROP COLUMN group_stream;
          ALTER TABLE pair_slots DROP COLUMN minted_at;
-         ALTER TABLE pair_slots DROP COLUMN minted_device;",
+         ALTER TABLE pair_slots DROP COLUMN minted_device;
+         ALTER TABLE users DROP COLUMN key_proof_hash;",
     )
     .unwrap();
     let version: i64 = db
