@@ -76,6 +76,9 @@ impl FromRequestParts<AppState> for Authed {
         if !bool::from(owner.token_hash.ct_eq(&hash)) {
             return Err(ApiError::unauthorized());
         }
+        if owner.disabled {
+            return Err(ApiError::account_disabled());
+        }
         // A key older than the account's opens nothing it holds: the device
         // is told so (when, from where) on every call until it pairs again.
         if let Some(r) = &owner.rotated {

@@ -94,6 +94,14 @@ impl ApiError {
             ),
         }
     }
+    pub fn account_disabled() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::AccountDisabled,
+            "this account is disabled by the server's operator; its data is kept: ask them to \
+             enable it again",
+        )
+    }
     pub fn invalid_credentials() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,

@@ -13,6 +13,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
+pub mod admin;
 pub mod auth;
 pub mod blobs;
 pub mod bodies;

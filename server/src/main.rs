@@ -1,6 +1,8 @@
 //! The `evi-server` binary: parses flags (each also an `EVI_SERVER_*`
 //! variable), sets up logging, and calls into the library.
 
+mod cli_admin;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -166,7 +168,7 @@ struct Cli {
     /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL and, for a
     /// plain-http endpoint, AWS_ALLOW_HTTP=true), or file:///PATH (a folder).
     /// [default: the data folder]
-    #[arg(long, env = "EVI_SERVER_STORE")]
+    #[arg(long, env = "EVI_SERVER_STORE", global = true)]
     store: Option<String>,
     /// Rate-limit by the last X-Forwarded-For address (only behind a proxy that sets it).
     #[arg(long, env = "EVI_SERVER_TRUST_FORWARDED_FOR")]
@@ -189,6 +191,15 @@ struct Cli {
 enum Command {
     /// Print a one-time invite code for a server run with `--registration invite`.
     Invite,
+    /// The operator's account tools, against the server's --data or
+    /// --database (and --store), running or not.
+    Admin {
+        #[command(subcommand)]
+        command: cli_admin::AdminCommand,
+        /// Print JSON instead of text.
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// Copy the embedded server in --data (stopped) into Postgres and, with
     /// --to-store, its bodies and blobs into object storage; devices keep
     /// their tokens and cursors. Run it again to go on after an interruption;
@@ -363,6 +374,7 @@ async fn main() -> std::process::ExitCode {
 
     let result = match cli.command {
         Some(Command::Invite) => invite(&config, registration_known).await,
+        Some(Command::Admin { command, json }) => cli_admin::run(config, command, json).await,
         Some(Command::Migrate {
             to_database,
             to_store,
@@ -436,7 +448,7 @@ async fn migrate(
 
 /// What the process says and returns when it gives up: 1 for a failure, 2
 /// for flags that cannot work.
-struct Failure {
+pub(crate) struct Failure {
     message: String,
     hint: Option<String>,
     code: u8,

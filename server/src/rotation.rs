@@ -36,13 +36,14 @@ pub fn expire_every(ttl: Duration) -> Duration {
     (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600))
 }
 
-/// Purges every retired account; logs, never fails (the next start tries
-/// again).
+/// Purges every retired account (a rotation's old or abandoned staging
+/// account, or one `evi-server admin delete` retired); logs, never fails
+/// (the next start tries again).
 pub async fn purge(state: &AppState) {
     let users = match state.store.retired_users().await {
         Ok(u) => u,
         Err(e) => {
-            tracing::warn!(error = %e, "could not list the accounts a key rotation retired");
+            tracing::warn!(error = %e, "could not list the retired accounts to purge");
             return;
         }
     };
@@ -58,7 +59,7 @@ pub async fn purge(state: &AppState) {
     };
     for user in users {
         if let Err(e) = purge_one(state, user, &packs).await {
-            tracing::warn!(user, error = %e, "could not purge an account a key rotation retired");
+            tracing::warn!(user, error = %e, "could not purge a retired account");
         }
     }
 }
@@ -75,6 +76,6 @@ async fn purge_one(
         state.bodies.remove_pack(user, pack).await?;
     }
     state.store.drop_retired(user).await?;
-    tracing::info!(user, "purged the data of an account a key rotation retired");
+    tracing::info!(user, "purged the data of a retired account");
     Ok(())
 }

@@ -117,6 +117,10 @@ pub enum ErrorCode {
     RegistrationClosed,
     /// 403: registration needs an invite code and this one is missing, unknown or used.
     InvalidInvite,
+    /// 403: the server's operator disabled the account (`evi-server admin
+    /// disable`): its tokens and logins are refused, its data kept, until
+    /// the operator enables it again.
+    AccountDisabled,
     /// 404: no such device or blob (for this user).
     NotFound,
     /// 405: the path does not take this method (the `Allow` header lists

@@ -49,7 +49,7 @@ const TABLES: &[Table] = &[
         select: "SELECT id, name, password_hash, key_check, created_at, newest_seq,
                         record_count, entry_count, blob_count, bytes_used,
                         key_generation, rotated_at, rotated_by, staging_of, retired_at,
-                        staging_by, key_proof_hash
+                        staging_by, key_proof_hash, disabled_at
                  FROM users ORDER BY id",
         columns: &[
             ("id", Col::Int),
@@ -73,6 +73,8 @@ const TABLES: &[Table] = &[
             // Without it the migrated account would take a token's word
             // for a forget again (routes' key proof).
             ("key_proof_hash", Col::Bytes),
+            // A disabled account stays so on the new server.
+            ("disabled_at", Col::Int),
         ],
         overriding: true,
     },

@@ -142,6 +142,7 @@ pub async fn register(
 /// says which name the device got.
 #[utoipa::path(post, path = "/api/v1/login", tag = "accounts", request_body = LoginRequest,
     responses((status = 200, body = AuthResponse), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "`account_disabled`: the right password, of an account the operator disabled"),
         (status = 507, body = ErrorBody, description = "`storage_full`: the server's disk is full; nothing was stored")))]
 pub async fn login(
     State(state): State<AppState>,
@@ -169,6 +170,11 @@ pub async fn login(
         return Err(ApiError::invalid_credentials());
     };
     attempt.succeeded();
+    // Said only to the password's holder, so it tells nobody else which
+    // accounts exist.
+    if creds.disabled {
+        return Err(ApiError::account_disabled());
+    }
     let user_id = creds.user_id;
     let (device, token) = new_device(req.device)?;
     let device_id = device.id.clone();

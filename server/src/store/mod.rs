@@ -17,12 +17,14 @@ use evi_shared::limits::DEVICE_NAME_MAX_LEN;
 
 use crate::bodies::{BodyRef, PackName};
 
+pub mod admin;
 pub mod blob_refs;
 pub mod forget;
 pub mod pairing;
 pub mod postgres;
 pub mod rotation;
 pub mod sqlite;
+mod sqlite_admin;
 mod sqlite_blob_refs;
 mod sqlite_forget;
 mod sqlite_pairing;
@@ -118,6 +120,8 @@ pub struct Credentials {
     /// The name as registered (a login may spell it in another case).
     pub name: String,
     pub password_hash: String,
+    /// Disabled by the operator (`evi-server admin disable`).
+    pub disabled: bool,
 }
 
 /// The device a token belongs to.
@@ -131,6 +135,8 @@ pub struct TokenOwner {
     /// Set when the account's key was rotated after this device was last
     /// given it: the device must be paired again (see [`rotation`]).
     pub rotated: Option<rotation::Rotated>,
+    /// The account is disabled by the operator: its tokens open nothing.
+    pub disabled: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -500,6 +506,16 @@ pub trait Store: Send + Sync + 'static {
     /// [`crate::rotation::purge`]); how many.
     async fn expire_rotations(&self, begun_before: i64, now: i64) -> StoreResult<usize>;
     /// Accounts a rotation retired whose data is still to delete.
+    /// Every account with what it holds, for the operator (see [`admin`]).
+    async fn accounts(&self) -> StoreResult<Vec<admin::AccountRow>>;
+    /// Disables the account (`at`: since when) or enables it (`None`);
+    /// whether there is such an account.
+    async fn set_disabled(&self, user: UserId, at: Option<i64>) -> StoreResult<bool>;
+    /// Retires the account for deletion in one transaction: its devices
+    /// (so its tokens) and a rotation under way go, its name is freed, and
+    /// [`crate::rotation::purge`] deletes its rows and files. Whether there
+    /// was such an account.
+    async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool>;
     async fn retired_users(&self) -> StoreResult<Vec<UserId>>;
     /// The blob names a retired account still holds (their files are the
     /// caller's to delete before [`Self::drop_retired`]).

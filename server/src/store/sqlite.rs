@@ -78,6 +78,9 @@ const MIGRATIONS: &[Migration] = &[
         "../../migrations/sqlite/0018_pair_minted_device.sql"
     )),
     Migration::Sql(include_str!("../../migrations/sqlite/0019_key_proof.sql")),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0020_account_disabled.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -492,7 +495,8 @@ impl Store for SqliteStore {
             // The exact spelling first; two rows and neither exact is a name
             // that two accounts from before the case rule share.
             let mut st = c.prepare_cached(
-                "SELECT id, name, password_hash FROM users WHERE name = ?1 COLLATE NOCASE
+                "SELECT id, name, password_hash, disabled_at IS NOT NULL
+                 FROM users WHERE name = ?1 COLLATE NOCASE
                  ORDER BY name = ?1 DESC, id LIMIT 2",
             )?;
             let rows = st
@@ -501,6 +505,7 @@ impl Store for SqliteStore {
                         user_id: r.get(0)?,
                         name: r.get(1)?,
                         password_hash: r.get(2)?,
+                        disabled: r.get(3)?,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -528,7 +533,8 @@ impl Store for SqliteStore {
         self.read(move |c| {
             Ok(c.query_row(
                 "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
-                        d.key_generation < u.key_generation, u.rotated_at, u.rotated_by
+                        d.key_generation < u.key_generation, u.rotated_at, u.rotated_by,
+                        u.disabled_at IS NOT NULL
                  FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = ?1",
                 [&token_hash[..]],
                 |r| {
@@ -551,6 +557,7 @@ impl Store for SqliteStore {
                                 .flatten()
                                 .unwrap_or_default(),
                         }),
+                        disabled: r.get(8)?,
                     })
                 },
             )
@@ -665,6 +672,18 @@ impl Store for SqliteStore {
             }
         })
         .await
+    }
+
+    async fn accounts(&self) -> StoreResult<Vec<super::admin::AccountRow>> {
+        super::sqlite_admin::accounts(self).await
+    }
+
+    async fn set_disabled(&self, user: UserId, at: Option<i64>) -> StoreResult<bool> {
+        super::sqlite_admin::set_disabled(self, user, at).await
+    }
+
+    async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool> {
+        super::sqlite_admin::retire_account(self, user, now).await
     }
 
     async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {

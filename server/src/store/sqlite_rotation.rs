@@ -118,7 +118,11 @@ fn device_name(
 
 /// Abandons the staging account `staging`: its device (and token) goes,
 /// and it is retired, for [`crate::rotation::purge`] to delete.
-fn retire_staging(tx: &rusqlite::Transaction<'_>, staging: UserId, now: i64) -> StoreResult<()> {
+pub(super) fn retire_staging(
+    tx: &rusqlite::Transaction<'_>,
+    staging: UserId,
+    now: i64,
+) -> StoreResult<()> {
     tx.execute("DELETE FROM devices WHERE user_id = ?1", [staging])?;
     tx.execute(
         "UPDATE users SET name = ?1, staging_of = NULL, retired_at = ?2 WHERE id = ?3",
@@ -299,6 +303,12 @@ pub(super) async fn drop_retired(s: &SqliteStore, user: UserId) -> StoreResult<(
         }
         tx.execute("DELETE FROM users WHERE id = ?1", [user])?;
         tx.commit()?;
+        // The deleted rows' pages went through the write-ahead log, whose
+        // older frames may still hold them: cut it down to nothing, as
+        // after a forget (best effort: a busy reader delays it to the next).
+        if let Err(e) = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "cannot checkpoint the write-ahead log after a purge");
+        }
         Ok(())
     })
     .await

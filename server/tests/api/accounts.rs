@@ -130,7 +130,10 @@ async fn key_check_is_set_once() {
     let (st, v) = a.get("/api/v1/key-check").await;
     assert_eq!(
         (st, &v),
-        (StatusCode::OK, &json!({"key_check": null, "key_proof": false}))
+        (
+            StatusCode::OK,
+            &json!({"key_check": null, "key_proof": false})
+        )
     );
     let put = |val: &'static str| {
         let a = a.clone();

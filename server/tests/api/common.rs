@@ -198,6 +198,23 @@ impl TestServer {
         c
     }
 
+    /// `evi-server admin ARGS` against this server's data folder, database
+    /// and store (with the bucket's variables), as its operator runs it.
+    pub fn admin(&self, args: &[&str]) -> std::process::Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_evi-server"));
+        c.arg("admin").args(args).arg("--data").arg(self.data());
+        let mut flags = self.args.iter();
+        while let Some(a) = flags.next() {
+            if a == "--database" || a == "--store" {
+                c.arg(a).args(flags.next());
+            }
+        }
+        c.envs(self.envs.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run evi-server admin")
+    }
+
     /// A second server on this one's database and data folder.
     pub fn replica(&self) -> Replica {
         assert!(self.db.is_some(), "replicas share a Postgres database");

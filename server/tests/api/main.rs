@@ -7,6 +7,7 @@
 //! unless it looks into the SQLite file or the data folder.
 
 mod accounts;
+mod admin;
 mod blob_race;
 mod blobs;
 mod bodies;
@@ -53,6 +54,7 @@ mod wire;
 /// which starts no server.
 const ON_POSTGRES: &[&str] = &[
     "accounts",
+    "admin",
     "blob_race",
     "blobs",
     "bodies",

@@ -63,7 +63,8 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          ALTER TABLE records DROP COLUMN group_stream;
          ALTER TABLE pair_slots DROP COLUMN minted_at;
          ALTER TABLE pair_slots DROP COLUMN minted_device;
-         ALTER TABLE users DROP COLUMN key_proof_hash;",
+         ALTER TABLE users DROP COLUMN key_proof_hash;
+         ALTER TABLE users DROP COLUMN disabled_at;",
     )
     .unwrap();
     let version: i64 = db

@@ -102,7 +102,8 @@ pub(super) async fn credentials(s: &PgStore, name: &str) -> StoreResult<Option<C
     // keeps the SQLite store's rule should a copied database hold two.
     let rows = c
         .query(
-            "SELECT id, name, password_hash FROM users WHERE lower(name) = lower($1)
+            "SELECT id, name, password_hash, disabled_at IS NOT NULL
+             FROM users WHERE lower(name) = lower($1)
              ORDER BY name = $1 DESC, id LIMIT 2",
             &[&name],
         )
@@ -111,6 +112,7 @@ pub(super) async fn credentials(s: &PgStore, name: &str) -> StoreResult<Option<C
         user_id: r.get(0),
         name: r.get(1),
         password_hash: r.get(2),
+        disabled: r.get(3),
     });
     Ok(match (rows.next(), rows.next()) {
         (Some(first), _) if first.name == name => Some(first),
@@ -140,7 +142,8 @@ pub(super) async fn token_owner(
     let row = c
         .query_opt(
             "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
-                    d.key_generation < u.key_generation, u.rotated_at, u.rotated_by
+                    d.key_generation < u.key_generation, u.rotated_at, u.rotated_by,
+                    u.disabled_at IS NOT NULL
              FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = $1",
             &[&&token_hash[..]],
         )
@@ -163,6 +166,7 @@ pub(super) async fn token_owner(
                     at: r.get::<_, Option<i64>>(6).unwrap_or(0),
                     by: r.get::<_, Option<String>>(7).unwrap_or_default(),
                 }),
+            disabled: r.get(8),
         }
     }))
 }

@@ -92,6 +92,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "key_proof",
         sql: include_str!("../../../migrations/postgres/0015_key_proof.sql"),
     },
+    Migration {
+        version: 16,
+        name: "account_disabled",
+        sql: include_str!("../../../migrations/postgres/0016_account_disabled.sql"),
+    },
 ];
 
 /// The table of applied versions.

@@ -24,6 +24,7 @@ use tokio_postgres::error::SqlState;
 use super::*;
 
 mod accounts;
+mod admin;
 mod blob_refs;
 mod blobs;
 pub mod failures;

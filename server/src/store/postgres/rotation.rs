@@ -117,7 +117,7 @@ async fn device_name(tx: &Tx<'_>, user: UserId, id: Option<&str>) -> StoreResult
 
 /// Abandons the staging account `staging`: its device (and token) goes,
 /// and it is retired, for [`crate::rotation::purge`] to delete.
-async fn retire_staging(tx: &Tx<'_>, staging: UserId, now: i64) -> StoreResult<()> {
+pub(super) async fn retire_staging(tx: &Tx<'_>, staging: UserId, now: i64) -> StoreResult<()> {
     tx.execute("DELETE FROM devices WHERE user_id = $1", &[&staging])
         .await?;
     tx.execute(

@@ -64,6 +64,15 @@ impl Store for PgStore {
     async fn set_key_check(&self, user: UserId, value: Vec<u8>) -> StoreResult<()> {
         accounts::set_key_check(self, user, value).await
     }
+    async fn accounts(&self) -> StoreResult<Vec<crate::store::admin::AccountRow>> {
+        admin::accounts(self).await
+    }
+    async fn set_disabled(&self, user: UserId, at: Option<i64>) -> StoreResult<bool> {
+        admin::set_disabled(self, user, at).await
+    }
+    async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool> {
+        admin::retire_account(self, user, now).await
+    }
     async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
         accounts::key_proof_hash(self, user).await
     }
