@@ -19,6 +19,15 @@
 //! that every device's cursor ends at the same seq; with `--pids`, the
 //! servers' CPU milliseconds per sync over the rounds (set-up excluded).
 //!
+//! With `--hostile 1`, one more account attacks the server at full speed
+//! while the rounds run, as issue 46's findings 1-4 did: damage reports of
+//! 1,000 seqs against its 20,000 entries in a loop, pairing slots opened,
+//! joined and asked for devices in a loop, `--trickle` (200) uploads that
+//! send a byte every 10 s on connections of their own, and pairing long
+//! polls parked in a loop. The JSON line then has what it got back per
+//! attack (answers by status), so a bench shows what the others' p99 costs
+//! under it (`bench/hostile.sh`).
+//!
 //! `waits`: each account has a waiting device and a pushing device; it
 //! parks `--waits` long polls per account (10,000 for the defaults), spread
 //! over the servers in turn, waits `--settle-secs` for them to be parked
@@ -42,6 +51,9 @@ use evi_shared::api::{
     RegisterRequest, Segment, WaitResponse,
 };
 use serde_json::json;
+
+#[path = "load/hostile.rs"]
+mod hostile;
 
 const PASSWORD: &str = "load-test-password-0123456789";
 
@@ -81,6 +93,10 @@ struct Args {
     settle: Duration,
     /// The servers' process ids, for their CPU time over the timed part.
     pids: Vec<u32>,
+    /// Whether one account attacks the server during the rounds.
+    hostile: bool,
+    /// Trickled uploads the hostile account holds open.
+    trickle: usize,
 }
 
 /// User + system CPU seconds of `pids` so far (Linux `/proc`); 0 for a
@@ -114,6 +130,8 @@ fn parse() -> Result<Args, String> {
         sample: 200,
         settle: Duration::from_secs(5),
         pids: Vec::new(),
+        hostile: false,
+        trickle: 200,
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -131,6 +149,8 @@ fn parse() -> Result<Args, String> {
             "--waits" => a.waits = num()?.max(1),
             "--sample" => a.sample = num()?,
             "--settle-secs" => a.settle = Duration::from_secs(num()? as u64),
+            "--hostile" => a.hostile = num()? > 0,
+            "--trickle" => a.trickle = num()?,
             "--pids" => {
                 a.pids = value
                     .split(',')
@@ -328,6 +348,10 @@ async fn syncs(a: Args) -> Result<serde_json::Value, String> {
         a.devices,
         t.elapsed().as_secs_f64()
     );
+    let attack = match a.hostile {
+        true => Some(hostile::start(&http, &a.servers[0], a.trickle).await?),
+        false => None,
+    };
     let mut latencies = Vec::new();
     let cpu0 = cpu_secs(&a.pids);
     let started = Instant::now();
@@ -362,6 +386,10 @@ async fn syncs(a: Args) -> Result<serde_json::Value, String> {
     }
     let wall = started.elapsed().as_secs_f64();
     let server_cpu = cpu_secs(&a.pids) - cpu0;
+    let hostile = match attack {
+        Some(h) => h.stop().await,
+        None => serde_json::Value::Null,
+    };
     // Every device holds every record of its account.
     for devs in &accounts {
         let want = devs[0].cursor.load(Ordering::Relaxed);
@@ -387,6 +415,7 @@ async fn syncs(a: Args) -> Result<serde_json::Value, String> {
         "p50_ms": percentile(&latencies, 0.5),
         "p99_ms": percentile(&latencies, 0.99),
         "server_cpu_ms_per_sync": server_cpu * 1000.0 / n.max(1) as f64,
+        "hostile": hostile,
     }))
 }
 
