@@ -188,6 +188,25 @@ pub async fn login(
     }))
 }
 
+/// 401 unless `password` is the account's of the calling device; wrong
+/// ones count against that device's limit (429 past it). Keyed by the
+/// device, never by the user: other people's login failures cannot hold
+/// up the owner's own devices.
+async fn verify_own_password(state: &AppState, auth: &Authed, password: String) -> ApiResult<()> {
+    let attempt = state.limiter.password_change(&auth.device_id)?;
+    let hash = state
+        .store
+        .credentials(&auth.user_name)
+        .await?
+        .filter(|c| c.user_id == auth.user_id)
+        .map(|c| c.password_hash);
+    if !state.passwords.verify(password, hash).await? {
+        return Err(ApiError::invalid_credentials());
+    }
+    attempt.succeeded();
+    Ok(())
+}
+
 /// Changes the password and revokes every other device of the account.
 #[utoipa::path(post, path = "/api/v1/password", tag = "accounts", security(("bearer" = [])),
     request_body = PasswordChangeRequest,
@@ -199,19 +218,7 @@ pub async fn change_password(
     ApiJson(req): ApiJson<PasswordChangeRequest>,
 ) -> ApiResult<Json<PasswordChangeResponse>> {
     check_password(&req.new_password)?;
-    // Keyed by the device, never by the user: other people's login
-    // failures cannot hold up the owner's own devices.
-    let attempt = state.limiter.password_change(&auth.device_id)?;
-    let hash = state
-        .store
-        .credentials(&auth.user_name)
-        .await?
-        .filter(|c| c.user_id == auth.user_id)
-        .map(|c| c.password_hash);
-    if !state.passwords.verify(req.old_password, hash).await? {
-        return Err(ApiError::invalid_credentials());
-    }
-    attempt.succeeded();
+    verify_own_password(&state, &auth, req.old_password).await?;
     let new_hash = state.passwords.hash(req.new_password).await?;
     let revoked_devices = state
         .store
@@ -268,17 +275,7 @@ pub async fn put_key_check(
     // for the password's holder, as a password change is.
     let replace = match req.password {
         Some(password) => {
-            let attempt = state.limiter.password_change(&auth.device_id)?;
-            let hash = state
-                .store
-                .credentials(&auth.user_name)
-                .await?
-                .filter(|c| c.user_id == auth.user_id)
-                .map(|c| c.password_hash);
-            if !state.passwords.verify(password, hash).await? {
-                return Err(ApiError::invalid_credentials());
-            }
-            attempt.succeeded();
+            verify_own_password(&state, &auth, password).await?;
             true
         }
         None => false,

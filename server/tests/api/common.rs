@@ -543,6 +543,28 @@ pub fn segment(stream: u64, entry: u64, len: usize) -> Value {
     })
 }
 
+/// A tombstone (`forget` or `unforget`) of stream `stream`.
+pub fn tombstone(kind: &str, stream: u64, entry: u64) -> Value {
+    let mut s = segment(stream, entry, 32);
+    s["kind"] = json!(kind);
+    s["entry_ids"] = json!([kid(3, entry)]);
+    s
+}
+
+/// (stream, kind) of every record the account holds, in seq order.
+pub async fn held(a: &Api) -> Vec<(String, String)> {
+    let (records, _) = a.pull_all(None).await;
+    records
+        .iter()
+        .map(|r| {
+            (
+                r["stream"].as_str().unwrap().to_owned(),
+                r["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// The value of an unlabelled metric (`evi_server_NAME`) on the metrics
 /// listener at `addr`.
 pub async fn metric(addr: &str, name: &str) -> f64 {

@@ -6,35 +6,13 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Api, TestServer, kid, segment};
+use crate::common::{TestServer, held, kid, segment, tombstone};
 
 /// A segment of stream `stream` in the group of stream `group`.
 fn in_group(stream: u64, group: u64, entry: u64) -> Value {
     let mut s = segment(stream, entry, 64);
     s["group"] = json!(kid(1, group));
     s
-}
-
-/// A tombstone (`forget` or `unforget`) of stream `stream`.
-fn tombstone(kind: &str, stream: u64, entry: u64) -> Value {
-    let mut s = segment(stream, entry, 32);
-    s["kind"] = json!(kind);
-    s["entry_ids"] = json!([kid(3, entry)]);
-    s
-}
-
-/// (stream, kind) of every record the account holds, in seq order.
-async fn held(a: &Api) -> Vec<(String, String)> {
-    let (records, _) = a.pull_all(None).await;
-    records
-        .iter()
-        .map(|r| {
-            (
-                r["stream"].as_str().unwrap().to_owned(),
-                r["kind"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]

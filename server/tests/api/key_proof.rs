@@ -12,7 +12,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Api, PASSWORD, TestServer, kid, segment};
+use crate::common::{Api, PASSWORD, TestServer, held, kid, segment, tombstone};
 
 /// A key's proof as the header carries it, and its hash as the server keeps it.
 struct Key {
@@ -87,28 +87,6 @@ async fn another_device(srv: &TestServer, user: &str, name: &str) -> Api {
         .await;
     assert_eq!(st, StatusCode::OK, "{v}");
     srv.anon().with_token(v["token"].as_str().unwrap())
-}
-
-/// A tombstone (`forget` or `unforget`) of stream `stream`.
-fn tombstone(kind: &str, stream: u64, entry: u64) -> Value {
-    let mut s = segment(stream, entry, 32);
-    s["kind"] = json!(kind);
-    s["entry_ids"] = json!([kid(3, entry)]);
-    s
-}
-
-/// (stream, kind) of every record the account holds, in seq order.
-async fn held(a: &Api) -> Vec<(String, String)> {
-    let (records, _) = a.pull_all(None).await;
-    records
-        .iter()
-        .map(|r| {
-            (
-                r["stream"].as_str().unwrap().to_owned(),
-                r["kind"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]
