@@ -349,7 +349,7 @@ impl Server {
     fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::new(dir.path().join("data"));
-        config.registration = Registration::Open;
+        config.registration = Some(Registration::Open);
         config.rate_limits = RateLimits {
             per_ip_per_minute: 100_000,
             per_user_per_minute: 100_000,

@@ -49,6 +49,9 @@ pub struct Authed {
     /// The token's hash, to look the device up again while a long request
     /// runs (a rotation moves it to another account row).
     pub token_hash: [u8; 32],
+    /// The quota this account is held to: its own, or the server's
+    /// `--quota-bytes` (see [`crate::store::admin::effective_quota`]).
+    pub quota: Option<u64>,
     /// This request's place among its account's requests in flight, given
     /// back when the handler ends (see [`crate::inflight`]).
     _place: std::sync::Arc<crate::inflight::Place>,
@@ -106,6 +109,10 @@ impl FromRequestParts<AppState> for Authed {
             user_name: owner.user_name,
             device_id: owner.device_id,
             token_hash: hash,
+            quota: crate::store::admin::effective_quota(
+                owner.quota_bytes,
+                state.config.quota_bytes,
+            ),
             _place: std::sync::Arc::new(place),
         })
     }

@@ -209,7 +209,12 @@ pub struct Config {
     /// Holds `evi-server.sqlite3`, `bodies/` and `blobs/`; nothing is
     /// written elsewhere.
     pub data_dir: PathBuf,
-    pub registration: Registration,
+    /// Who may create an account, when given at start (`--registration`):
+    /// the server then stores it in the database, where every replica,
+    /// `evi-server invite` and `evi-server admin registration` read and
+    /// change it. `None`: what the database holds ([`Registration::Invite`]
+    /// if nothing).
+    pub registration: Option<Registration>,
     pub metrics_listen: Option<SocketAddr>,
     /// Per-user cap on stored bytes: bodies, blobs and the rows that index
     /// them (see [`crate::store::record_cost`]); `None` is unlimited.
@@ -260,7 +265,7 @@ impl Config {
     pub fn new(data_dir: PathBuf) -> Self {
         Self {
             data_dir,
-            registration: Registration::Invite,
+            registration: None,
             metrics_listen: None,
             quota_bytes: None,
             limits: Limits::default(),
@@ -293,13 +298,15 @@ impl Config {
         })
     }
 
-    pub fn capabilities(&self) -> Capabilities {
+    /// What `GET /capabilities` says, with the registration mode the
+    /// database holds now.
+    pub fn capabilities(&self, registration: Registration) -> Capabilities {
         Capabilities {
             max_batch_bytes: self.limits.max_batch_bytes,
             max_blob_bytes: self.limits.max_blob_bytes,
             max_page_records: self.limits.max_page_records,
             max_page_bytes: self.limits.max_page_bytes,
-            registration: self.registration,
+            registration,
             frames: true,
             known_entries: true,
             damage_reports: true,

@@ -288,7 +288,7 @@ impl From<StoreError> for ApiError {
             StoreError::InvalidInvite => Self::new(
                 StatusCode::FORBIDDEN,
                 ErrorCode::InvalidInvite,
-                "a valid, unused invite code is required",
+                "a valid invite code is required: this one is unknown, used or expired (the server's operator makes a new one)",
             ),
             StoreError::KeyCheckMismatch => Self::new(
                 StatusCode::CONFLICT,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use evi_shared::api::Registration;
 use tokio::net::TcpListener;
 
 pub mod admin;
@@ -135,6 +136,9 @@ impl AppState {
                 (Arc::new(store), None)
             }
         };
+        if let Some(mode) = config.registration {
+            store.set_registration(mode).await?;
+        }
         let (bodies, blobs) = storage::open_stores(&config).await?;
         let state = Self::from_parts(config, store, bodies, blobs, lock);
         if let Some(pg) = pg {
@@ -153,6 +157,17 @@ impl AppState {
         state.compactor.wake();
         state.blob_collector.wake();
         Ok(state)
+    }
+
+    /// Who may create an account now: what the database holds (set by the
+    /// `--registration` of the last start, or `evi-server admin
+    /// registration`), [`Registration::Invite`] if nothing.
+    pub async fn registration(&self) -> Result<Registration, store::StoreError> {
+        Ok(self
+            .store
+            .registration()
+            .await?
+            .unwrap_or(Registration::Invite))
     }
 
     /// Deletes the packs no record points at that are older than
@@ -313,7 +328,7 @@ pub async fn serve_state(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    log_start(&state.config);
+    log_start(&state.config, state.registration().await?);
     let metrics_listen = state.config.metrics_listen;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let metrics_task = match metrics_listen {
@@ -400,7 +415,7 @@ fn listen_options(state: &AppState) -> listen::Options {
 
 /// The first log lines of a run: what this process serves and with which
 /// settings, so an operator can check them without reading the unit file.
-fn log_start(config: &Config) {
+fn log_start(config: &Config, registration: Registration) {
     let data = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
     let l = &config.limits;
     let quota = config
@@ -413,7 +428,7 @@ fn log_start(config: &Config) {
     tracing::info!(
         version = %env!("CARGO_PKG_VERSION"),
         data = %data.display(),
-        registration = %config.registration,
+        registration = %registration,
         max_batch_bytes = l.max_batch_bytes,
         max_blob_bytes = l.max_blob_bytes,
         max_page_records = l.max_page_records,
@@ -438,7 +453,7 @@ fn log_start(config: &Config) {
         pair_rate = config.rate_limits.pair_per_minute,
         "starting evi-server"
     );
-    if config.registration == evi_shared::api::Registration::Open {
+    if registration == Registration::Open {
         tracing::warn!(
             "registration is open: anyone who can reach this server may create an account; \
              use --registration invite (codes from `evi-server invite`) unless only you can reach it"
@@ -457,28 +472,28 @@ pub enum InviteError {
     /// one the real server never sees.
     #[error("no evi-server database in {} (no {} there)", .folder.display(), config::DB_FILE)]
     NoDatabase { folder: PathBuf },
-    /// `--registration closed`: the server accepts no codes.
+    /// Registration is closed: the server accepts no codes.
     #[error("registration is closed: this server accepts no new accounts, with or without a code")]
     Closed,
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
 
-/// Creates a one-time invite code in the database of an existing data folder
-/// (the one the server runs on) and returns it; only its hash is stored.
-/// Never creates a database.
-pub async fn create_invite(config: &Config) -> Result<String, InviteError> {
-    if config.registration == evi_shared::api::Registration::Closed {
-        return Err(InviteError::Closed);
-    }
+/// A new invite: the code (only its hash is stored) and the registration
+/// mode the database holds, which says whether anyone needs it.
+pub struct Invite {
+    pub code: String,
+    pub registration: Registration,
+}
+
+/// The store of the server's own `--database` or data folder, never
+/// creating a database: a command run on the server machine (`invite`,
+/// `admin`) that wrote into a new one would change nothing the server sees.
+pub async fn open_existing_store(config: &Config) -> Result<Arc<dyn Store>, InviteError> {
     if let Some(url) = &config.database {
-        let store = PgStore::open(url, 1).await.map_err(anyhow::Error::from)?;
-        let (code, hash) = auth::new_invite()?;
-        store
-            .create_invite(hash, chrono::Utc::now().timestamp())
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot store the invite in {}: {e}", store.target()))?;
-        return Ok(code);
+        return Ok(Arc::new(
+            PgStore::open(url, 1).await.map_err(anyhow::Error::from)?,
+        ));
     }
     let db = config.db_path();
     if !db.is_file() {
@@ -487,12 +502,30 @@ pub async fn create_invite(config: &Config) -> Result<String, InviteError> {
                 .unwrap_or_else(|_| config.data_dir.clone()),
         });
     }
-    let store = SqliteStore::open(&db)
-        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", db.display()))?;
+    Ok(Arc::new(SqliteStore::open(&db).map_err(|e| {
+        anyhow::anyhow!("cannot open database {}: {e}", db.display())
+    })?))
+}
+
+/// Creates a one-time invite code in the server's database, usable until
+/// `expires_at` (or for ever), unless registration is closed.
+pub async fn create_invite(
+    config: &Config,
+    expires_at: Option<i64>,
+) -> Result<Invite, InviteError> {
+    let store = open_existing_store(config).await?;
+    let registration = store
+        .registration()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot read the registration mode: {e}"))?
+        .unwrap_or(Registration::Invite);
+    if registration == Registration::Closed {
+        return Err(InviteError::Closed);
+    }
     let (code, hash) = auth::new_invite()?;
     store
-        .create_invite(hash, chrono::Utc::now().timestamp())
+        .create_invite(hash, chrono::Utc::now().timestamp(), expires_at)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot store the invite code in {}: {e}", db.display()))?;
-    Ok(code)
+        .map_err(|e| anyhow::anyhow!("cannot store the invite code: {e}"))?;
+    Ok(Invite { code, registration })
 }

@@ -6,7 +6,6 @@ mod cli_admin;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use evi_server::Config;
 use evi_server::config::{Connections, Limits, Pairing, RateLimits, Timeouts, Waits};
@@ -28,16 +27,12 @@ struct Cli {
     /// Folder for the database and blob files [default: $XDG_DATA_HOME/evi-server or ~/.local/share/evi-server]
     #[arg(long, env = "EVI_SERVER_DATA", global = true)]
     data: Option<PathBuf>,
-    /// Who may create an account. A flag of the server, not of `invite`:
-    /// that reads the mode from EVI_SERVER_REGISTRATION (as the deploy
-    /// files set it), to say whether its code is needed.
-    #[arg(
-        long,
-        env = "EVI_SERVER_REGISTRATION",
-        value_enum,
-        default_value = "invite"
-    )]
-    registration: RegistrationArg,
+    /// Who may create an account [default: what the database holds from
+    /// the last start or `evi-server admin registration`; invite at first].
+    /// Stored in the database at start, where `invite`, `admin` and every
+    /// replica read it.
+    #[arg(long, env = "EVI_SERVER_REGISTRATION", value_enum)]
+    registration: Option<RegistrationArg>,
     /// Serve Prometheus metrics at http://ADDR/metrics (off by default).
     #[arg(long, env = "EVI_SERVER_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
@@ -190,7 +185,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print a one-time invite code for a server run with `--registration invite`.
-    Invite,
+    Invite {
+        /// How long the code works if unused: 7d, 48h, 30m, 2w, or never.
+        #[arg(long, default_value = "7d", value_parser = parse_expires)]
+        expires: Expires,
+    },
     /// The operator's account tools, against the server's --data or
     /// --database (and --store), running or not.
     Admin {
@@ -216,8 +215,29 @@ enum Command {
     },
 }
 
+/// `--expires` of an invite: a span from now, or never.
+#[derive(Clone, Copy)]
+enum Expires {
+    In(std::time::Duration),
+    Never,
+}
+
+fn parse_expires(s: &str) -> Result<Expires, String> {
+    if s == "never" {
+        return Ok(Expires::Never);
+    }
+    evi_shared::span::parse_span(s)
+        .map(Expires::In)
+        .ok_or_else(|| {
+            format!(
+                "give a number and a unit, like {}, or never",
+                evi_shared::span::SPAN_EXAMPLES
+            )
+        })
+}
+
 #[derive(Clone, Copy, ValueEnum)]
-enum RegistrationArg {
+pub(crate) enum RegistrationArg {
     /// Anyone who can reach the server may register.
     Open,
     /// Registering needs a one-time code from `evi-server invite`.
@@ -284,14 +304,9 @@ async fn main() -> std::process::ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let registration_known = registration_source(&matches);
     init_logging(cli.log_format);
     let mut config = Config::new(cli.data.unwrap_or_else(default_data_dir));
-    config.registration = match cli.registration {
-        RegistrationArg::Open => Registration::Open,
-        RegistrationArg::Invite => Registration::Invite,
-        RegistrationArg::Closed => Registration::Closed,
-    };
+    config.registration = cli.registration.map(RegistrationArg::mode);
     config.metrics_listen = cli.metrics_listen;
     config.quota_bytes = cli.quota_bytes;
     config.limits = Limits {
@@ -373,7 +388,7 @@ async fn main() -> std::process::ExitCode {
     }
 
     let result = match cli.command {
-        Some(Command::Invite) => invite(&config, registration_known).await,
+        Some(Command::Invite { expires }) => invite(&config, expires).await,
         Some(Command::Admin { command, json }) => cli_admin::run(config, command, json).await,
         Some(Command::Migrate {
             to_database,
@@ -486,44 +501,52 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-/// Where the registration mode came from, when it was given at all (not
-/// the default): `invite` can then tell whether its code is needed.
-fn registration_source(m: &clap::ArgMatches) -> Option<&'static str> {
-    match m.value_source("registration")? {
-        ValueSource::CommandLine => Some("--registration"),
-        ValueSource::EnvVariable => Some("EVI_SERVER_REGISTRATION"),
-        _ => None,
+impl RegistrationArg {
+    pub(crate) fn mode(self) -> Registration {
+        match self {
+            Self::Open => Registration::Open,
+            Self::Invite => Registration::Invite,
+            Self::Closed => Registration::Closed,
+        }
     }
 }
 
 /// `evi-server invite`: the code on stdout (alone, for scripts), the folder
-/// it belongs to on stderr, and whether the code is needed: the mode is a
-/// setting of the running server, not stored in the folder, so `invite`
-/// knows it only from `EVI_SERVER_REGISTRATION` (`known` names the source).
-async fn invite(config: &Config, known: Option<&str>) -> Result<(), Failure> {
+/// it belongs to and until when it works on stderr, and a note when the
+/// server's registration mode (in its database) needs no code.
+async fn invite(config: &Config, expires: Expires) -> Result<(), Failure> {
     use evi_server::InviteError;
-    match evi_server::create_invite(config).await {
-        Ok(code) => {
+    let now = chrono::Utc::now();
+    let until = match expires {
+        Expires::Never => None,
+        Expires::In(d) => Some(
+            chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d))
+                .ok_or_else(|| Failure::usage("--expires is too far in the future"))?,
+        ),
+    };
+    match evi_server::create_invite(config, until.map(|t| t.timestamp())).await {
+        Ok(invite) => {
             let folder =
                 std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
-            match (known, config.registration) {
-                (Some(from), Registration::Open) => eprintln!(
-                    "note: registration is open ({from}{sep}open): anyone who reaches the server can \
-                     register without a code, so nobody needs this one; it counts once the \
-                     server runs with --registration invite",
-                    sep = if from.starts_with("--") { " " } else { "=" }
-                ),
-                (Some(_), _) => {}
-                (None, _) => eprintln!(
-                    "note: invites matter only with --registration invite (the default); \
-                     a server run with --registration open needs no code"
-                ),
+            if invite.registration == Registration::Open {
+                eprintln!(
+                    "note: registration is open: anyone who reaches the server can register \
+                     without a code, so nobody needs this one; it counts once registration is \
+                     invite (`evi-server admin registration invite`, or --registration invite)"
+                );
             }
+            let until = until.map_or_else(
+                || "never expires".to_owned(),
+                |t| format!("works until {}", t.format("%Y-%m-%d %H:%M UTC")),
+            );
             eprintln!(
-                "one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):",
+                "one-time invite code for the evi-server on {}, {until} (the new user passes \
+                 it to `evi sync init --invite CODE`):",
                 folder.display()
             );
-            println!("{code}");
+            println!("{}", invite.code);
             Ok(())
         }
         Err(e @ InviteError::NoDatabase { .. }) => {
@@ -538,8 +561,8 @@ async fn invite(config: &Config, known: Option<&str>) -> Result<(), Failure> {
             Err(Failure::new(e.to_string()).hinted(hint))
         }
         Err(e @ InviteError::Closed) => Err(Failure::usage(e.to_string()).hinted(
-            "to admit users with codes, run the server with --registration invite \
-             (or EVI_SERVER_REGISTRATION=invite)",
+            "to admit users with codes: `evi-server admin registration invite` \
+             (or restart the server with --registration invite)",
         )),
         Err(InviteError::Other(e)) => Err(e.into()),
     }

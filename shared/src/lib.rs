@@ -12,5 +12,6 @@ pub mod forget;
 pub mod frames;
 pub mod ids;
 pub mod limits;
+pub mod span;
 
 pub use ids::{Day, IdError, KeyedId, SessionId};

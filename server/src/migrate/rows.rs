@@ -49,7 +49,7 @@ const TABLES: &[Table] = &[
         select: "SELECT id, name, password_hash, key_check, created_at, newest_seq,
                         record_count, entry_count, blob_count, bytes_used,
                         key_generation, rotated_at, rotated_by, staging_of, retired_at,
-                        staging_by, key_proof_hash, disabled_at
+                        staging_by, key_proof_hash, disabled_at, quota_bytes
                  FROM users ORDER BY id",
         columns: &[
             ("id", Col::Int),
@@ -73,8 +73,10 @@ const TABLES: &[Table] = &[
             // Without it the migrated account would take a token's word
             // for a forget again (routes' key proof).
             ("key_proof_hash", Col::Bytes),
-            // A disabled account stays so on the new server.
+            // A disabled account stays so on the new server, and an
+            // account keeps the quota the operator gave it.
             ("disabled_at", Col::Int),
+            ("quota_bytes", Col::Int),
         ],
         overriding: true,
     },
@@ -95,12 +97,20 @@ const TABLES: &[Table] = &[
     },
     Table {
         name: "invites",
-        select: "SELECT code_hash, created_at, used_by FROM invites ORDER BY code_hash",
+        select: "SELECT code_hash, created_at, used_by, expires_at FROM invites ORDER BY code_hash",
         columns: &[
             ("code_hash", Col::Bytes),
             ("created_at", Col::Int),
             ("used_by", Col::Int),
+            ("expires_at", Col::Int),
         ],
+        overriding: false,
+    },
+    Table {
+        name: "server_settings",
+        // The registration mode `invite` and every replica read.
+        select: "SELECT name, value FROM server_settings ORDER BY name",
+        columns: &[("name", Col::Text), ("value", Col::Text)],
         overriding: false,
     },
     Table {

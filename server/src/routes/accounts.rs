@@ -86,7 +86,9 @@ pub async fn register(
     check_device(&req.device)?;
     check_password(&req.password)?;
     state.limiter.register(ip)?;
-    let invite_hash = match state.config.registration {
+    // Read at each registration: `evi-server admin registration` changes
+    // it for every replica at once.
+    let invite_hash = match state.registration().await? {
         Registration::Closed => {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -114,7 +116,10 @@ pub async fn register(
     // of the code, and the name check stays after it (no code, no word on
     // which names are taken).
     if let Some(h) = invite_hash
-        && !state.store.invite_usable(h).await?
+        && !state
+            .store
+            .invite_usable(h, chrono::Utc::now().timestamp())
+            .await?
     {
         return Err(crate::store::StoreError::InvalidInvite.into());
     }

@@ -87,7 +87,7 @@ pub async fn put(
     }
     // With a quota, stop streaming as soon as the upload cannot fit (its
     // row counts too: see blob_cost).
-    let room = match state.config.quota_bytes {
+    let room = match auth.quota {
         Some(q) => Some(
             q.saturating_sub(state.store.usage(auth.user_id).await?.bytes_used)
                 .saturating_sub(crate::store::BLOB_ROW_BYTES),
@@ -129,7 +129,7 @@ pub async fn put(
             auth.user_id,
             &name,
             placed.size,
-            state.config.quota_bytes,
+            auth.quota,
             since_ms,
             part_of.as_ref(),
         )

@@ -19,8 +19,9 @@ pub async fn healthz() -> &'static str {
 /// The limits this server enforces and how it admits accounts.
 #[utoipa::path(get, path = "/api/v1/capabilities", tag = "meta",
     responses((status = 200, body = Capabilities)))]
-pub async fn capabilities(State(state): State<AppState>) -> Json<Capabilities> {
-    Json(state.config.capabilities())
+pub async fn capabilities(State(state): State<AppState>) -> ApiResult<Json<Capabilities>> {
+    let registration = state.registration().await?;
+    Ok(Json(state.config.capabilities(registration)))
 }
 
 /// What the caller's account holds; with `after` (the caller's pull cursor),
@@ -54,7 +55,7 @@ pub async fn status(
         entries: u.entries,
         blobs: u.blobs,
         bytes_used: u.bytes_used,
-        quota_bytes: state.config.quota_bytes,
+        quota_bytes: auth.quota,
         pending_for_device,
     }))
 }

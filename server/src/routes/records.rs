@@ -153,7 +153,7 @@ pub async fn push(
             .await?;
     }
     let (segments, mut over_quota) = if query.per_item {
-        fit_quota(&state, auth.user_id, segments).await?
+        fit_quota(&state, &auth, segments).await?
     } else {
         ((0..).zip(segments).collect(), Vec::new())
     };
@@ -206,11 +206,12 @@ pub async fn push(
 /// push took meanwhile is refused there.
 async fn fit_quota(
     state: &AppState,
-    user: crate::store::UserId,
+    auth: &Authed,
     segments: Vec<Incoming>,
 ) -> Result<(Vec<(u32, Incoming)>, Vec<u32>), StoreError> {
+    let user = auth.user_id;
     let indexed: Vec<(u32, Incoming)> = (0..).zip(segments).collect();
-    let Some(quota) = state.config.quota_bytes else {
+    let Some(quota) = auth.quota else {
         return Ok((indexed, Vec::new()));
     };
     let ids: Vec<KeyedId> = indexed
@@ -282,10 +283,7 @@ async fn store_segments(
             body,
         })
         .collect();
-    let result = state
-        .store
-        .push(user, records, state.config.quota_bytes, per_item)
-        .await;
+    let result = state.store.push(user, records, auth.quota, per_item).await;
     if let Some(pack) = pack
         && !matches!(result, Ok(PushOutcome { stored: 1.., .. }))
     {

@@ -136,7 +136,11 @@ pub struct TokenOwner {
     /// given it: the device must be paired again (see [`rotation`]).
     pub rotated: Option<rotation::Rotated>,
     /// The account is disabled by the operator: its tokens open nothing.
+    /// A rotation's staging device is refused with its account.
     pub disabled: bool,
+    /// The account's own quota (see [`admin::effective_quota`]); a
+    /// rotation's staging account has its account's.
+    pub quota_bytes: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -406,11 +410,18 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets these blobs; returns the names that existed (their files are
     /// the caller's to delete).
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>>;
-    async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()>;
+    /// Stores an invite's hash; `expires_at`: when it stops working.
+    async fn create_invite(
+        &self,
+        code_hash: [u8; 32],
+        now: i64,
+        expires_at: Option<i64>,
+    ) -> StoreResult<()>;
     async fn totals(&self) -> StoreResult<Totals>;
-    /// Whether an unused invite has this hash: checked before a registration
-    /// hashes its password (`create_user` checks again as it consumes it).
-    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool>;
+    /// Whether an unused, unexpired invite has this hash: checked before a
+    /// registration hashes its password (`create_user` checks again as it
+    /// consumes it).
+    async fn invite_usable(&self, code_hash: [u8; 32], now: i64) -> StoreResult<bool>;
     /// Opens a pairing slot under the lowest free number and returns it;
     /// expired slots go first. Picking the number and inserting are one
     /// atomic step (two creators, on any replica, never share a number).
@@ -516,6 +527,22 @@ pub trait Store: Send + Sync + 'static {
     /// [`crate::rotation::purge`] deletes its rows and files. Whether there
     /// was such an account.
     async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool>;
+    /// Sets the account's own quota (`None`: the server's default; see
+    /// [`admin::NO_QUOTA`]); whether there is such an account. A rotation
+    /// under way is held to it too.
+    async fn set_quota(&self, user: UserId, quota: Option<i64>) -> StoreResult<bool>;
+    /// Every invite, used or not, oldest first.
+    async fn invites(&self) -> StoreResult<Vec<admin::InviteRow>>;
+    /// Makes the unused invite `code_hash` stop working at `at`; whether
+    /// there was such an unused invite.
+    async fn expire_invite(&self, code_hash: Vec<u8>, at: i64) -> StoreResult<bool>;
+    /// Deletes the unused invite `code_hash`; whether there was one.
+    async fn revoke_invite(&self, code_hash: Vec<u8>) -> StoreResult<bool>;
+    /// The registration mode the operator set (by the server's
+    /// `--registration` at its last start, or `evi-server admin
+    /// registration`); `None` if never set.
+    async fn registration(&self) -> StoreResult<Option<evi_shared::api::Registration>>;
+    async fn set_registration(&self, mode: evi_shared::api::Registration) -> StoreResult<()>;
     async fn retired_users(&self) -> StoreResult<Vec<UserId>>;
     /// The blob names a retired account still holds (their files are the
     /// caller's to delete before [`Self::drop_retired`]).

@@ -81,6 +81,9 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!(
         "../../migrations/sqlite/0020_account_disabled.sql"
     )),
+    Migration::Sql(include_str!(
+        "../../migrations/sqlite/0021_operator_settings.sql"
+    )),
 ];
 
 /// Sets every account's `bytes_used` to what it stores as [`record_cost`]
@@ -103,6 +106,9 @@ fn recount_usage(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
     Ok(())
 }
 const READERS: usize = 4;
+/// The invite `?1` that a registration at `?2` may use: unused, unexpired.
+const USABLE_INVITE: &str =
+    "code_hash = ?1 AND used_by IS NULL AND (expires_at IS NULL OR expires_at > ?2)";
 /// Bytes of write-ahead log kept after a checkpoint.
 const WAL_SIZE_LIMIT: i64 = 4 << 20;
 /// Page cache of the writing connection, in KiB (SQLite's default is 2 MiB,
@@ -450,10 +456,8 @@ impl Store for SqliteStore {
             // a name is taken.
             if let Some(h) = invite_hash {
                 let unused = tx
-                    .prepare_cached(
-                        "SELECT 1 FROM invites WHERE code_hash = ?1 AND used_by IS NULL",
-                    )?
-                    .exists([&h[..]])?;
+                    .prepare_cached(&format!("SELECT 1 FROM invites WHERE {USABLE_INVITE}"))?
+                    .exists(params![&h[..], device.now])?;
                 if !unused {
                     return Err(StoreError::InvalidInvite);
                 }
@@ -534,8 +538,11 @@ impl Store for SqliteStore {
             Ok(c.query_row(
                 "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
                         d.key_generation < u.key_generation, u.rotated_at, u.rotated_by,
-                        u.disabled_at IS NOT NULL
-                 FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = ?1",
+                        u.disabled_at IS NOT NULL OR o.disabled_at IS NOT NULL,
+                        CASE WHEN o.id IS NULL THEN u.quota_bytes ELSE o.quota_bytes END
+                 FROM devices d JOIN users u ON u.id = d.user_id
+                 LEFT JOIN users o ON o.id = u.staging_of
+                 WHERE d.token_hash = ?1",
                 [&token_hash[..]],
                 |r| {
                     let h: Vec<u8> = r.get(3)?;
@@ -558,6 +565,7 @@ impl Store for SqliteStore {
                                 .unwrap_or_default(),
                         }),
                         disabled: r.get(8)?,
+                        quota_bytes: r.get(9)?,
                     })
                 },
             )
@@ -684,6 +692,30 @@ impl Store for SqliteStore {
 
     async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool> {
         super::sqlite_admin::retire_account(self, user, now).await
+    }
+
+    async fn set_quota(&self, user: UserId, quota: Option<i64>) -> StoreResult<bool> {
+        super::sqlite_admin::set_quota(self, user, quota).await
+    }
+
+    async fn invites(&self) -> StoreResult<Vec<super::admin::InviteRow>> {
+        super::sqlite_admin::invites(self).await
+    }
+
+    async fn expire_invite(&self, code_hash: Vec<u8>, at: i64) -> StoreResult<bool> {
+        super::sqlite_admin::expire_invite(self, code_hash, at).await
+    }
+
+    async fn revoke_invite(&self, code_hash: Vec<u8>) -> StoreResult<bool> {
+        super::sqlite_admin::revoke_invite(self, code_hash).await
+    }
+
+    async fn registration(&self) -> StoreResult<Option<evi_shared::api::Registration>> {
+        super::sqlite_admin::registration(self).await
+    }
+
+    async fn set_registration(&self, mode: evi_shared::api::Registration) -> StoreResult<()> {
+        super::sqlite_admin::set_registration(self, mode).await
     }
 
     async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
@@ -1152,22 +1184,27 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()> {
+    async fn create_invite(
+        &self,
+        code_hash: [u8; 32],
+        now: i64,
+        expires_at: Option<i64>,
+    ) -> StoreResult<()> {
         self.write(move |c| {
             c.execute(
-                "INSERT INTO invites (code_hash, created_at) VALUES (?1, ?2)",
-                params![&code_hash[..], now],
+                "INSERT INTO invites (code_hash, created_at, expires_at) VALUES (?1, ?2, ?3)",
+                params![&code_hash[..], now, expires_at],
             )?;
             Ok(())
         })
         .await
     }
 
-    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
+    async fn invite_usable(&self, code_hash: [u8; 32], now: i64) -> StoreResult<bool> {
         self.read(move |c| {
             Ok(
-                c.prepare_cached("SELECT 1 FROM invites WHERE code_hash = ?1 AND used_by IS NULL")?
-                    .exists([&code_hash[..]])?,
+                c.prepare_cached(&format!("SELECT 1 FROM invites WHERE {USABLE_INVITE}"))?
+                    .exists(params![&code_hash[..], now])?,
             )
         })
         .await

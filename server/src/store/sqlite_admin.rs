@@ -1,8 +1,9 @@
 //! The operator's account calls on the SQLite store (see [`super::admin`]).
 
+use evi_shared::api::Registration;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::admin::AccountRow;
+use super::admin::{AccountRow, InviteRow, REGISTRATION, parse_registration};
 use super::rotation::retired_name;
 use super::sqlite::SqliteStore;
 use super::{StoreResult, UserId};
@@ -11,7 +12,8 @@ pub(super) async fn accounts(s: &SqliteStore) -> StoreResult<Vec<AccountRow>> {
     s.read(|c| {
         let mut st = c.prepare(
             "SELECT u.id, u.name, u.created_at, COUNT(d.id), MAX(d.last_seen_at),
-                    u.record_count, u.entry_count, u.blob_count, u.bytes_used, u.disabled_at
+                    u.record_count, u.entry_count, u.blob_count, u.bytes_used, u.disabled_at,
+                    u.quota_bytes
              FROM users u LEFT JOIN devices d ON d.user_id = u.id
              WHERE u.staging_of IS NULL AND u.retired_at IS NULL
              GROUP BY u.id ORDER BY u.name, u.id",
@@ -29,6 +31,7 @@ pub(super) async fn accounts(s: &SqliteStore) -> StoreResult<Vec<AccountRow>> {
                     blobs: r.get(7)?,
                     bytes_used: r.get(8)?,
                     disabled_at: r.get(9)?,
+                    quota_bytes: r.get(10)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -83,6 +86,93 @@ pub(super) async fn retire_account(s: &SqliteStore, user: UserId, now: i64) -> S
         )?;
         tx.commit()?;
         Ok(true)
+    })
+    .await
+}
+
+pub(super) async fn set_quota(
+    s: &SqliteStore,
+    user: UserId,
+    quota: Option<i64>,
+) -> StoreResult<bool> {
+    s.write(move |c| {
+        let n = c.execute(
+            "UPDATE users SET quota_bytes = ?1
+             WHERE id = ?2 AND staging_of IS NULL AND retired_at IS NULL",
+            params![quota, user],
+        )?;
+        Ok(n > 0)
+    })
+    .await
+}
+
+pub(super) async fn invites(s: &SqliteStore) -> StoreResult<Vec<InviteRow>> {
+    s.read(|c| {
+        let mut st = c.prepare(
+            "SELECT i.code_hash, i.created_at, i.expires_at, u.name
+             FROM invites i LEFT JOIN users u ON u.id = i.used_by
+             ORDER BY i.created_at, i.code_hash",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(InviteRow {
+                    code_hash: r.get(0)?,
+                    created_at: r.get(1)?,
+                    expires_at: r.get(2)?,
+                    used_by: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    })
+    .await
+}
+
+pub(super) async fn expire_invite(
+    s: &SqliteStore,
+    code_hash: Vec<u8>,
+    at: i64,
+) -> StoreResult<bool> {
+    s.write(move |c| {
+        let n = c.execute(
+            "UPDATE invites SET expires_at = ?1 WHERE code_hash = ?2 AND used_by IS NULL",
+            params![at, code_hash],
+        )?;
+        Ok(n > 0)
+    })
+    .await
+}
+
+pub(super) async fn revoke_invite(s: &SqliteStore, code_hash: Vec<u8>) -> StoreResult<bool> {
+    s.write(move |c| {
+        let n = c.execute(
+            "DELETE FROM invites WHERE code_hash = ?1 AND used_by IS NULL",
+            [code_hash],
+        )?;
+        Ok(n > 0)
+    })
+    .await
+}
+
+pub(super) async fn registration(s: &SqliteStore) -> StoreResult<Option<Registration>> {
+    s.read(|c| {
+        let v: Option<String> = c
+            .prepare_cached("SELECT value FROM server_settings WHERE name = ?1")?
+            .query_row([REGISTRATION], |r| r.get(0))
+            .optional()?;
+        Ok(v.as_deref().and_then(parse_registration))
+    })
+    .await
+}
+
+pub(super) async fn set_registration(s: &SqliteStore, mode: Registration) -> StoreResult<()> {
+    s.write(move |c| {
+        c.execute(
+            "INSERT INTO server_settings (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            params![REGISTRATION, mode.to_string()],
+        )?;
+        Ok(())
     })
     .await
 }

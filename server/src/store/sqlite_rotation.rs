@@ -222,9 +222,11 @@ pub(super) async fn commit(
         )?;
         tx.execute(
             "UPDATE users SET name = ?1, password_hash = ?2, created_at = ?3, staging_of = NULL,
-                    staging_by = NULL, key_generation = ?4, rotated_at = ?5, rotated_by = ?6
+                    staging_by = NULL, key_generation = ?4, rotated_at = ?5, rotated_by = ?6,
+                    quota_bytes = (SELECT quota_bytes FROM users WHERE id = ?8),
+                    disabled_at = (SELECT disabled_at FROM users WHERE id = ?8)
              WHERE id = ?7",
-            params![name, password, created, next, now, by, staging],
+            params![name, password, created, next, now, by, staging, user],
         )?;
         tx.execute(
             "UPDATE invites SET used_by = ?1 WHERE used_by = ?2",

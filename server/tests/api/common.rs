@@ -289,6 +289,22 @@ impl TestServer {
         self.addr = addr;
     }
 
+    /// Replaces the server flag `flag` and its value (or drops it, for
+    /// `None`) for the next [`TestServer::start_again`].
+    pub fn set_flag(&mut self, flag: &str, value: Option<&str>) {
+        let mut args = std::mem::take(&mut self.args).into_iter();
+        while let Some(a) = args.next() {
+            if a == flag {
+                args.next();
+            } else {
+                self.args.push(a);
+            }
+        }
+        if let Some(v) = value {
+            self.args.extend([flag.to_owned(), v.to_owned()]);
+        }
+    }
+
     /// Kills the process (SIGKILL) and waits for it, leaving the data
     /// folder to be changed before [`TestServer::start_again`].
     pub fn stop(&mut self) {

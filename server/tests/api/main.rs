@@ -8,6 +8,7 @@
 
 mod accounts;
 mod admin;
+mod admin_settings;
 mod blob_race;
 mod blobs;
 mod bodies;
@@ -55,6 +56,7 @@ mod wire;
 const ON_POSTGRES: &[&str] = &[
     "accounts",
     "admin",
+    "admin_settings",
     "blob_race",
     "blobs",
     "bodies",

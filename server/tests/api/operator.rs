@@ -150,14 +150,25 @@ async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
         invite.len() == 32 && invite.bytes().all(|b| b.is_ascii_hexdigit()),
         "{out:?}"
     );
-    assert_eq!(
-        err,
-        format!(
-            "note: invites matter only with --registration invite (the default); a server run \
-             with --registration open needs no code\n\
-             one-time invite code for the evi-server on {} (the new user passes it to `evi sync init --invite CODE`):\n",
-            srv.data().display()
-        )
+    // No note: the server's database says invite. Until when the code
+    // works: seven days from now, to the minute.
+    let prefix = format!(
+        "one-time invite code for the evi-server on {}, works until ",
+        srv.data().display()
+    );
+    let until = err
+        .strip_prefix(&prefix)
+        .and_then(|r| {
+            r.strip_suffix(" UTC (the new user passes it to `evi sync init --invite CODE`):\n")
+        })
+        .unwrap_or_else(|| panic!("{err:?}"));
+    let until = chrono::NaiveDateTime::parse_from_str(until, "%Y-%m-%d %H:%M")
+        .unwrap()
+        .and_utc();
+    let week = chrono::Utc::now() + chrono::Duration::days(7);
+    assert!(
+        (week - until).num_seconds().abs() <= 120,
+        "{until} vs {week}"
     );
     let (st, v) = srv
         .anon()
@@ -169,13 +180,14 @@ async fn invite_prints_the_code_alone_on_stdout_and_the_folder_on_stderr() {
     assert_eq!(st, StatusCode::OK, "{v}");
 }
 
-/// The deploy files set the mode in `EVI_SERVER_REGISTRATION`; `invite` run
-/// in that environment knows it, and says when its code is not needed.
+/// `invite` reads the mode from the server's database (set by its
+/// `--registration`, whatever the environment `invite` runs in says), and
+/// says when its code is not needed.
 #[tokio::test]
 async fn invite_on_an_open_server_says_nobody_needs_the_code() {
     let srv = TestServer::start(&["--registration", "open"]);
     let out = invite_cmd(&srv)
-        .env("EVI_SERVER_REGISTRATION", "open")
+        .env("EVI_SERVER_REGISTRATION", "invite")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -184,19 +196,12 @@ async fn invite_on_an_open_server_says_nobody_needs_the_code() {
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim().len(), 32);
     assert!(
         err.starts_with(
-            "note: registration is open (EVI_SERVER_REGISTRATION=open): anyone who reaches the \
-             server can register without a code, so nobody needs this one; it counts once the \
-             server runs with --registration invite\n"
+            "note: registration is open: anyone who reaches the server can register without a \
+             code, so nobody needs this one; it counts once registration is invite \
+             (`evi-server admin registration invite`, or --registration invite)\n"
         ),
         "{err}"
     );
-    // With the mode known to be invite, no note.
-    let out = invite_cmd(&srv)
-        .env("EVI_SERVER_REGISTRATION", "invite")
-        .output()
-        .unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.starts_with("one-time invite code for "), "{err}");
 }
 
 #[test]
@@ -228,14 +233,15 @@ async fn invite_refuses_closed_registration() {
     let srv = TestServer::start(&["--registration", "closed"]);
     let want = "evi-server: registration is closed: this server accepts no new accounts, with or \
                 without a code\n\
-                hint: to admit users with codes, run the server with --registration invite (or \
-                EVI_SERVER_REGISTRATION=invite)\n";
-    // The server's flag in front of the subcommand says the same as the
-    // variable the deploy files set (`invite` itself takes no such flag).
-    let (out, err, code) = run_on(&["--registration", "closed", "invite"], &srv);
+                hint: to admit users with codes: `evi-server admin registration invite` (or \
+                restart the server with --registration invite)\n";
+    // The mode is the database's: a flag in front of the subcommand or the
+    // variable in its environment change nothing (`invite` itself takes
+    // no such flag).
+    let (out, err, code) = run_on(&["--registration", "invite", "invite"], &srv);
     assert_eq!((out.as_str(), err.as_str(), code), ("", want, 2));
     let out = invite_cmd(&srv)
-        .env("EVI_SERVER_REGISTRATION", "closed")
+        .env("EVI_SERVER_REGISTRATION", "open")
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stderr), want);

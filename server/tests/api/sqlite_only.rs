@@ -64,7 +64,10 @@ async fn accounts_from_before_that_differ_only_in_case_keep_working() {
          ALTER TABLE pair_slots DROP COLUMN minted_at;
          ALTER TABLE pair_slots DROP COLUMN minted_device;
          ALTER TABLE users DROP COLUMN key_proof_hash;
-         ALTER TABLE users DROP COLUMN disabled_at;",
+         ALTER TABLE users DROP COLUMN disabled_at;
+         ALTER TABLE users DROP COLUMN quota_bytes;
+         ALTER TABLE invites DROP COLUMN expires_at;
+         DROP TABLE server_settings;",
     )
     .unwrap();
     let version: i64 = db

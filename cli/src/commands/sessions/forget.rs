@@ -278,36 +278,12 @@ fn print(
     finish(out)
 }
 
-/// `180d`, `12w`, `48h`, `30m`: an age.
+/// `180d`, `12w`, `48h`, `30m`: an age (see [`evi_shared::span`]).
 pub(crate) fn parse_age(s: &str) -> Result<Duration, CommandError> {
-    let bad = || {
+    evi_shared::span::parse_span(s).ok_or_else(|| {
         usage_error(format!(
-            "--older-than {s:?}: give a number and a unit, like 180d, 12w, 48h or 30m"
+            "--older-than {s:?}: give a number and a unit, like {}",
+            evi_shared::span::SPAN_EXAMPLES
         ))
-    };
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        _ => return Err(bad()),
-    };
-    Ok(Duration::from_secs(n.saturating_mul(secs)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_age;
-
-    #[test]
-    fn ages_read_with_their_unit() {
-        assert_eq!(parse_age("180d").unwrap().as_secs(), 180 * 86_400);
-        assert_eq!(parse_age("2w").unwrap().as_secs(), 14 * 86_400);
-        assert_eq!(parse_age("48h").unwrap().as_secs(), 48 * 3600);
-        assert!(parse_age("180").is_err());
-        assert!(parse_age("d").is_err());
-        assert!(parse_age("5y").is_err());
-    }
+    })
 }

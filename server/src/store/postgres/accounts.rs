@@ -50,8 +50,8 @@ pub(super) async fn create_user(
     if let Some(h) = invite_hash {
         let unused = tx
             .query_opt(
-                "SELECT 1 FROM invites WHERE code_hash = $1 AND used_by IS NULL FOR UPDATE",
-                &[&&h[..]],
+                &format!("SELECT 1 FROM invites WHERE {USABLE_INVITE} FOR UPDATE"),
+                &[&&h[..], &device.now],
             )
             .await?;
         if unused.is_none() {
@@ -143,8 +143,11 @@ pub(super) async fn token_owner(
         .query_opt(
             "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
                     d.key_generation < u.key_generation, u.rotated_at, u.rotated_by,
-                    u.disabled_at IS NOT NULL
-             FROM devices d JOIN users u ON u.id = d.user_id WHERE d.token_hash = $1",
+                    u.disabled_at IS NOT NULL OR o.disabled_at IS NOT NULL,
+                    CASE WHEN o.id IS NULL THEN u.quota_bytes ELSE o.quota_bytes END
+             FROM devices d JOIN users u ON u.id = d.user_id
+             LEFT JOIN users o ON o.id = u.staging_of
+             WHERE d.token_hash = $1",
             &[&&token_hash[..]],
         )
         .await?;
@@ -167,6 +170,7 @@ pub(super) async fn token_owner(
                     by: r.get::<_, Option<String>>(7).unwrap_or_default(),
                 }),
             disabled: r.get(8),
+            quota_bytes: r.get(9),
         }
     }))
 }
@@ -325,21 +329,30 @@ pub(super) async fn set_key_proof_hash(
     }
 }
 
-pub(super) async fn create_invite(s: &PgStore, code_hash: [u8; 32], now: i64) -> StoreResult<()> {
+/// The invite `$1` that a registration at `$2` may use: unused, unexpired.
+const USABLE_INVITE: &str =
+    "code_hash = $1 AND used_by IS NULL AND (expires_at IS NULL OR expires_at > $2)";
+
+pub(super) async fn create_invite(
+    s: &PgStore,
+    code_hash: [u8; 32],
+    now: i64,
+    expires_at: Option<i64>,
+) -> StoreResult<()> {
     let c = s.client().await?;
     c.execute(
-        "INSERT INTO invites (code_hash, created_at) VALUES ($1, $2)",
-        &[&&code_hash[..], &now],
+        "INSERT INTO invites (code_hash, created_at, expires_at) VALUES ($1, $2, $3)",
+        &[&&code_hash[..], &now, &expires_at],
     )
     .await?;
     Ok(())
 }
 
-pub(super) async fn invite_usable(s: &PgStore, code_hash: [u8; 32]) -> StoreResult<bool> {
+pub(super) async fn invite_usable(s: &PgStore, code_hash: [u8; 32], now: i64) -> StoreResult<bool> {
     let c = s.client().await?;
     Ok(c.query_opt(
-        "SELECT 1 FROM invites WHERE code_hash = $1 AND used_by IS NULL",
-        &[&&code_hash[..]],
+        &format!("SELECT 1 FROM invites WHERE {USABLE_INVITE}"),
+        &[&&code_hash[..], &now],
     )
     .await?
     .is_some())

@@ -97,6 +97,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "account_disabled",
         sql: include_str!("../../../migrations/postgres/0016_account_disabled.sql"),
     },
+    Migration {
+        version: 17,
+        name: "operator_settings",
+        sql: include_str!("../../../migrations/postgres/0017_operator_settings.sql"),
+    },
 ];
 
 /// The table of applied versions.

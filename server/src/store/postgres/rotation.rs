@@ -268,9 +268,20 @@ pub(super) async fn commit(
     .await?;
     tx.execute(
         "UPDATE users SET name = $1, password_hash = $2, created_at = $3, staging_of = NULL,
-                staging_by = NULL, key_generation = $4, rotated_at = $5, rotated_by = $6
+                staging_by = NULL, key_generation = $4, rotated_at = $5, rotated_by = $6,
+                quota_bytes = (SELECT quota_bytes FROM users WHERE id = $8),
+                disabled_at = (SELECT disabled_at FROM users WHERE id = $8)
          WHERE id = $7",
-        &[&name, &password, &created, &next, &now, &by, &staging_id],
+        &[
+            &name,
+            &password,
+            &created,
+            &next,
+            &now,
+            &by,
+            &staging_id,
+            &user,
+        ],
     )
     .await?;
     tx.execute(

@@ -73,6 +73,24 @@ impl Store for PgStore {
     async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool> {
         admin::retire_account(self, user, now).await
     }
+    async fn set_quota(&self, user: UserId, quota: Option<i64>) -> StoreResult<bool> {
+        admin::set_quota(self, user, quota).await
+    }
+    async fn invites(&self) -> StoreResult<Vec<crate::store::admin::InviteRow>> {
+        admin::invites(self).await
+    }
+    async fn expire_invite(&self, code_hash: Vec<u8>, at: i64) -> StoreResult<bool> {
+        admin::expire_invite(self, code_hash, at).await
+    }
+    async fn revoke_invite(&self, code_hash: Vec<u8>) -> StoreResult<bool> {
+        admin::revoke_invite(self, code_hash).await
+    }
+    async fn registration(&self) -> StoreResult<Option<evi_shared::api::Registration>> {
+        admin::registration(self).await
+    }
+    async fn set_registration(&self, mode: evi_shared::api::Registration) -> StoreResult<()> {
+        admin::set_registration(self, mode).await
+    }
     async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
         accounts::key_proof_hash(self, user).await
     }
@@ -142,14 +160,19 @@ impl Store for PgStore {
     async fn purge_blobs(&self, user: UserId, names: Vec<KeyedId>) -> StoreResult<Vec<KeyedId>> {
         blobs::purge_blobs(self, user, names).await
     }
-    async fn create_invite(&self, code_hash: [u8; 32], now: i64) -> StoreResult<()> {
-        accounts::create_invite(self, code_hash, now).await
+    async fn create_invite(
+        &self,
+        code_hash: [u8; 32],
+        now: i64,
+        expires_at: Option<i64>,
+    ) -> StoreResult<()> {
+        accounts::create_invite(self, code_hash, now, expires_at).await
     }
     async fn totals(&self) -> StoreResult<Totals> {
         accounts::totals(self).await
     }
-    async fn invite_usable(&self, code_hash: [u8; 32]) -> StoreResult<bool> {
-        accounts::invite_usable(self, code_hash).await
+    async fn invite_usable(&self, code_hash: [u8; 32], now: i64) -> StoreResult<bool> {
+        accounts::invite_usable(self, code_hash, now).await
     }
     async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>> {
         blob_refs::to_collect(self).await
