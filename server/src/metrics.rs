@@ -3,9 +3,12 @@
 //!
 //! What an operator asks first, each with its HELP text (and in
 //! `deploy/README.md`): what the server stores (bytes on disk per part,
-//! users, devices, records, entries, blobs), which build runs, how full
-//! its bounds are (connections, waits, limiter buckets) and what it refused.
-//! A scrape costs one read of the users table and three `stat`s; the
+//! users, devices, records, entries, blobs), the accounts by class (how
+//! recently seen, how large, how near their quota: never a name, so a
+//! metrics store holds nothing that says who uses the server), which build
+//! runs, how full its bounds are (connections, waits, limiter buckets) and
+//! what it refused. A scrape costs two reads of the users table (one joined
+//! with the devices) and three `stat`s; the
 //! folder sums are reused for a minute, a bucket's for ten (see
 //! [`crate::disk_usage`]).
 
@@ -35,6 +38,16 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SizeLabels {
+    size: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -52,6 +65,64 @@ struct Held {
     max_connections: Gauge,
     max_waiters: Gauge,
     refused: Family<ReasonLabels, Counter>,
+    accounts: Family<ClassLabels, Gauge>,
+    accounts_by_size: Family<SizeLabels, Gauge>,
+    accounts_near_quota: Gauge,
+    accounts_with_own_quota: Gauge,
+}
+
+/// How recently an account's devices were seen, or that it is disabled:
+/// the classes `accounts{class=…}` counts (each account in one).
+const CLASSES: [&str; 4] = ["seen_day", "seen_month", "idle", "disabled"];
+
+/// Bytes an account stores (what its quota counts), by upper bound: the
+/// classes `accounts_by_size{size=…}` counts.
+const SIZES: [(&str, i64); 5] = [
+    ("under_1mib", 1 << 20),
+    ("under_100mib", 100 << 20),
+    ("under_1gib", 1 << 30),
+    ("under_10gib", 10 << 30),
+    ("10gib_and_over", i64::MAX),
+];
+
+/// The account classes of the users table, counted without a name: an
+/// operator sees how many accounts are active, large or near their quota,
+/// never which.
+#[derive(Default)]
+struct Classes {
+    by_class: [u64; CLASSES.len()],
+    by_size: [u64; SIZES.len()],
+    near_quota: u64,
+    own_quota: u64,
+}
+
+impl Classes {
+    fn count(rows: &[crate::store::admin::AccountRow], now: i64, default: Option<u64>) -> Self {
+        const DAY: i64 = 86_400;
+        let mut c = Self::default();
+        for a in rows {
+            let class = match (a.disabled_at, a.last_seen_at) {
+                (Some(_), _) => 3,
+                (None, Some(t)) if now - t < DAY => 0,
+                (None, Some(t)) if now - t < 30 * DAY => 1,
+                _ => 2,
+            };
+            c.by_class[class] += 1;
+            let size = SIZES
+                .iter()
+                .position(|(_, under)| a.bytes_used < *under)
+                .unwrap_or(SIZES.len() - 1);
+            c.by_size[size] += 1;
+            if a.quota_bytes.is_some() {
+                c.own_quota += 1;
+            }
+            let quota = crate::store::admin::effective_quota(a.quota_bytes, default);
+            if quota.is_some_and(|q| (a.bytes_used.max(0) as u64).saturating_mul(10) >= q * 9) {
+                c.near_quota += 1;
+            }
+        }
+        c
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -250,6 +321,29 @@ impl Held {
             self.max_waiters.clone(),
         );
         r.register(
+            "accounts",
+            "Accounts by class, never by name: seen_day (a device of it seen in the last 24 \
+             hours), seen_month (in the last 30 days), idle (not since, or no device), disabled \
+             (by the operator)",
+            self.accounts.clone(),
+        );
+        r.register(
+            "accounts_by_size",
+            "Accounts by the bytes they store (what the quota counts): under_1mib, under_100mib, \
+             under_1gib, under_10gib, 10gib_and_over",
+            self.accounts_by_size.clone(),
+        );
+        r.register(
+            "accounts_near_quota",
+            "Accounts storing 90% of their quota or more (their own, or --quota-bytes)",
+            self.accounts_near_quota.clone(),
+        );
+        r.register(
+            "accounts_with_own_quota",
+            "Accounts the operator gave their own quota (`evi-server admin quota`)",
+            self.accounts_with_own_quota.clone(),
+        );
+        r.register(
             "refused",
             "Connections and requests turned away, by reason: connections_full, \
              connections_per_address, header_too_large, timed_out, rate_limited (429), \
@@ -287,6 +381,21 @@ async fn read_held(state: &AppState) {
         }
         // The scrape still answers; the figures keep their last values.
         Err(e) => tracing::warn!(error = %e, "metrics: cannot read the totals"),
+    }
+    match state.store.accounts().await {
+        Ok(rows) => {
+            let now = chrono::Utc::now().timestamp();
+            let c = Classes::count(&rows, now, state.config.quota_bytes);
+            for (class, n) in CLASSES.iter().zip(c.by_class) {
+                gauge(&h.accounts.get_or_create(&ClassLabels { class }), n);
+            }
+            for ((size, _), n) in SIZES.iter().zip(c.by_size) {
+                gauge(&h.accounts_by_size.get_or_create(&SizeLabels { size }), n);
+            }
+            gauge(&h.accounts_near_quota, c.near_quota);
+            gauge(&h.accounts_with_own_quota, c.own_quota);
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: cannot read the accounts"),
     }
     let disk = m
         .disk

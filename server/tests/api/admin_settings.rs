@@ -269,3 +269,42 @@ async fn the_registration_mode_lives_in_the_database_for_the_server_invite_and_a
     let (_, err) = invite(&srv, &[]);
     assert!(err.starts_with("one-time invite code for "), "{err}");
 }
+
+/// Metrics count accounts by class (recently seen, disabled, size, near
+/// their quota) and never name one.
+#[tokio::test]
+async fn metrics_count_accounts_by_class_and_name_none() {
+    let (srv, metrics) = TestServer::start_with_metrics(&[]);
+    let full = srv.register("zq-full-account").await;
+    let _quiet = srv.register("zq-quiet-account").await;
+    let _gone = srv.register("zq-disabled-account").await;
+    push_one(&full, 1).await;
+    let (_, st) = full.get("/api/v1/status").await;
+    let used = st["bytes_used"].as_u64().unwrap();
+    admin_json(
+        &srv,
+        &["quota", "zq-full-account", &(used + 10).to_string()],
+    );
+    admin_json(&srv, &["disable", "zq-disabled-account"]);
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    assert_eq!(value("evi_server_accounts{class=\"seen_day\"}"), 2.0);
+    assert_eq!(value("evi_server_accounts{class=\"disabled\"}"), 1.0);
+    assert_eq!(value("evi_server_accounts{class=\"idle\"}"), 0.0);
+    assert_eq!(
+        value("evi_server_accounts_by_size{size=\"under_1mib\"}"),
+        3.0
+    );
+    assert_eq!(value("evi_server_accounts_near_quota"), 1.0);
+    assert_eq!(value("evi_server_accounts_with_own_quota"), 1.0);
+    assert!(!text.contains("zq-"), "a name in the metrics:\n{text}");
+}
