@@ -69,6 +69,9 @@ impl FromRequestParts<AppState> for Authed {
             .map(str::trim)
             .ok_or_else(ApiError::unauthorized)?;
         let hash = token_hash(token);
+        // An account at its share is refused before the lookup costs the
+        // database anything.
+        state.inflight.refuse_early(&hash)?;
         let owner = state
             .store
             .token_owner(hash)
@@ -89,7 +92,7 @@ impl FromRequestParts<AppState> for Authed {
         }
         // Counted before the deadline is lifted: an account past its share
         // gets 429 and its body stays under the deadline of the unknown.
-        let place = state.inflight.enter(owner.user_id)?;
+        let place = state.inflight.enter(owner.user_id, &hash)?;
         // A known sender: its body may take as long as its link needs.
         if let Some(d) = parts.extensions.get::<crate::deadline::Deadline>() {
             d.lift();

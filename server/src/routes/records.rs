@@ -483,7 +483,11 @@ pub async fn damaged(
     proof
         .require(&state, auth.user_id, "a damage report")
         .await?;
-    let marked = state.store.mark_damaged(auth.user_id, req.seqs).await?;
+    // Each seq once: `marked` counts records, whichever backend.
+    let mut seqs = req.seqs;
+    seqs.sort_unstable();
+    seqs.dedup();
+    let marked = state.store.mark_damaged(auth.user_id, seqs).await?;
     Ok(Json(DamagedMarked { marked }))
 }
 

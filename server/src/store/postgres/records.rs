@@ -418,45 +418,49 @@ pub(super) async fn pending_for_device(
 }
 
 pub(super) async fn mark_damaged(s: &PgStore, user: UserId, seqs: Vec<u64>) -> StoreResult<u64> {
+    // A seq no record can have is skipped (the route gives each once).
+    let seqs: Vec<i64> = seqs
+        .into_iter()
+        .filter_map(|s| i64::try_from(s).ok())
+        .collect();
     let mut c = s.client().await?;
     let tx = c.transaction().await?;
     // Against a push's drop_superseded and its entry counts.
     lock_user(&tx, user).await?;
-    let mut marked = 0u64;
-    let mut unheld = 0i64;
-    for seq in seqs {
-        let Ok(seq) = i64::try_from(seq) else {
-            continue;
-        };
-        let exists = tx
-            .query_opt(
-                "SELECT 1 FROM records WHERE user_id = $1 AND seq = $2",
-                &[&user, &seq],
-            )
-            .await?;
-        if exists.is_none() {
-            continue;
-        }
-        tx.execute(
-            "INSERT INTO damaged_records (user_id, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&user, &seq],
+    // Set-wise, a few round trips whatever the number of seqs: one per seq
+    // held the account's row lock and a pooled connection for seconds
+    // (issue 46's load test), while the other accounts waited for both.
+    let held: Vec<i64> = tx
+        .query(
+            "SELECT seq FROM records WHERE user_id = $1 AND seq = ANY($2)",
+            &[&user, &seqs],
         )
-        .await?;
-        unheld += tx
-            .execute(
-                "DELETE FROM entries WHERE user_id = $1 AND seq = $2",
-                &[&user, &seq],
-            )
-            .await? as i64;
-        marked += 1;
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if held.is_empty() {
+        return Ok(0);
     }
+    tx.execute(
+        "INSERT INTO damaged_records (user_id, seq) SELECT $1, unnest($2::bigint[])
+         ON CONFLICT DO NOTHING",
+        &[&user, &held],
+    )
+    .await?;
+    let unheld = tx
+        .execute(
+            "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
+            &[&user, &held],
+        )
+        .await? as i64;
     tx.execute(
         "UPDATE users SET entry_count = entry_count - $1 WHERE id = $2",
         &[&unheld, &user],
     )
     .await?;
     tx.commit().await?;
-    Ok(marked)
+    Ok(held.len() as u64)
 }
 
 pub(super) async fn known_entries(
