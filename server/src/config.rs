@@ -328,7 +328,7 @@ impl Config {
 
     /// The folder that holds `bodies/` and `blobs/`: a `file://` store's,
     /// else the data folder (with an `s3://` store nothing is put there).
-    fn store_dir(&self) -> PathBuf {
+    pub fn store_dir(&self) -> PathBuf {
         match self.store_url() {
             Ok(Some(crate::storage::StoreUrl::Folder(root))) => root,
             _ => self.data_dir.clone(),

@@ -27,6 +27,10 @@ pub enum Fault {
     /// are and reading them (saying so in an INFO line first): a
     /// compaction fits in between.
     SlowPullBodies,
+    /// Hold `evi-server backup` after its first snapshot until a line
+    /// arrives on its stdin (saying so on stderr first): a test deletes a
+    /// file the snapshot names meanwhile.
+    HoldBackupAfterSnapshot,
 }
 
 /// How long `slow-pull-bodies` pauses a pull.
@@ -63,7 +67,7 @@ mod from_env {
 
     #[derive(Debug, thiserror::Error)]
     #[error(
-        "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect, slow-pull-bodies)"
+        "{FAULT_ENV}={0:?} is not a known fault (known: crash-after-body, crash-mid-migrate, crash-mid-compaction, crash-mid-collect, slow-pull-bodies, hold-backup-after-snapshot)"
     )]
     pub struct UnknownFault(String);
 
@@ -76,6 +80,7 @@ mod from_env {
             "crash-mid-compaction" => Ok(Some(Fault::CrashMidCompaction)),
             "crash-mid-collect" => Ok(Some(Fault::CrashMidCollect)),
             "slow-pull-bodies" => Ok(Some(Fault::SlowPullBodies)),
+            "hold-backup-after-snapshot" => Ok(Some(Fault::HoldBackupAfterSnapshot)),
             other => Err(UnknownFault(other.to_owned())),
         }
     }

@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 
 pub mod admin;
 pub mod auth;
+pub mod backup;
 pub mod blobs;
 pub mod bodies;
 pub mod config;

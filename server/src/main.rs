@@ -2,6 +2,7 @@
 //! variable), sets up logging, and calls into the library.
 
 mod cli_admin;
+mod cli_backup;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -199,6 +200,26 @@ enum Command {
         #[arg(long, global = true)]
         json: bool,
     },
+    /// Write an archive (a tar) of the embedded server in --data (and a
+    /// file:// --store) while it runs: a snapshot of the database and every
+    /// body pack and blob its rows name, consistent with each other. Not
+    /// for --database or an s3:// store (pg_dump and the bucket's tools).
+    Backup {
+        /// The archive to write (0600; written beside and renamed into place).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Replace FILE if it exists (without it, an existing FILE is refused).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Make --data (absent or empty) from an archive of `evi-server backup`:
+    /// unpacked and checked beside it, then renamed into place. Start the
+    /// server on it afterwards.
+    Restore {
+        /// The archive to read.
+        #[arg(short, long, value_name = "FILE")]
+        input: PathBuf,
+    },
     /// Copy the embedded server in --data (stopped) into Postgres and, with
     /// --to-store, its bodies and blobs into object storage; devices keep
     /// their tokens and cursors. Run it again to go on after an interruption;
@@ -390,6 +411,8 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Some(Command::Invite { expires }) => invite(&config, expires).await,
         Some(Command::Admin { command, json }) => cli_admin::run(config, command, json).await,
+        Some(Command::Backup { output, force }) => cli_backup::backup(&config, output, force).await,
+        Some(Command::Restore { input }) => cli_backup::restore(&config, input).await,
         Some(Command::Migrate {
             to_database,
             to_store,

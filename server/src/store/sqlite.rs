@@ -31,6 +31,10 @@ enum Migration {
     Code(fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>),
 }
 
+/// The `user_version` of a database this server has migrated: what
+/// `evi-server backup` and `restore` expect (see [`crate::backup`]).
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
 const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("../../migrations/sqlite/0001_init.sql")),
     Migration::Sql(include_str!(
