@@ -128,6 +128,12 @@ pub fn backup(opts: &BackupOptions, progress: &dyn Fn(&str)) -> Result<BackupRep
                     snapshots: n,
                 });
             }
+            // Every deletion commits the rows that stop naming a file
+            // before the file goes: a fresh snapshot that still names the
+            // one found missing means it is missing, not moving.
+            Attempt::Moved(path) if path == moved => {
+                return Err(BackupError::Missing(path));
+            }
             Attempt::Moved(path) => {
                 progress(&format!(
                     "{} went (a compaction, blob clean-up or account purge) after snapshot \
@@ -251,6 +257,14 @@ fn attempt(
 /// start the copy over.) Returns what the copy names.
 fn snapshot(live: &Path, snap: &Path) -> Result<Refs, BackupError> {
     let what = format!("cannot read the database {}", live.display());
+    // On a stopped server SQLite makes the -wal and -shm a WAL database is
+    // read with; left owned by whoever ran the backup (root, say), they
+    // would keep the server from opening its own database.
+    let sidecars: Vec<PathBuf> = ["-wal", "-shm"]
+        .iter()
+        .map(|s| PathBuf::from(format!("{}{s}", live.display())))
+        .filter(|p| !p.exists())
+        .collect();
     let src = Connection::open_with_flags(
         live,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -283,6 +297,11 @@ fn snapshot(live: &Path, snap: &Path) -> Result<Refs, BackupError> {
         }
     }
     drop(src);
+    if let Ok(owner) = std::fs::metadata(live) {
+        for made in sidecars.iter().filter(|p| p.exists()) {
+            let _ = std::os::unix::fs::chown(made, Some(owner.uid()), Some(owner.gid()));
+        }
+    }
     check_schema(&dst)?;
     // The copied header says WAL, as the server's file does; the archive
     // holds one self-contained file (the server sets WAL again at start).

@@ -13,7 +13,10 @@
 //!   change once in place, but a compaction after a forget, a blob
 //!   collection or an account purge can delete one the snapshot still
 //!   names; then a fresh snapshot is taken and the copy starts over, a
-//!   few times at most, before it gives up and says so. Files of accounts
+//!   few times at most, before it gives up and says so. (Each of those
+//!   commits the rows that stop naming a file before the file goes, so a
+//!   file a fresh snapshot still names and that is still gone is missing,
+//!   not moving: that is reported at once.) Files of accounts
 //!   being purged (retired) are left out: the restored server's first
 //!   start finishes their purge, as the live one would.
 //! - **Atomic.** The archive is written beside its destination, fsynced,
@@ -26,7 +29,10 @@
 //! - **Never in the server's way.** The backup takes no lock on the data
 //!   folder and writes nothing in it: it reads the database through a
 //!   read-only connection (in WAL mode the server's commits go on while it
-//!   copies) and the files by their paths.
+//!   copies) and the files by their paths. (On a stopped server, SQLite
+//!   makes the empty `-wal` and `-shm` any reader of a WAL database needs;
+//!   they are given the database's owner, so a backup run as root leaves
+//!   the server able to open them.)
 //! - **What it refuses.** A server on Postgres or a bucket (`pg_dump` and
 //!   the bucket's own copy are the backup there); a database another
 //!   version of the server migrated; a restore into a folder that holds
@@ -75,6 +81,9 @@ pub enum BackupError {
         .path.display()
     )]
     KeptMoving { path: PathBuf, tries: u32 },
+    /// A file the database names is not there, snapshot after snapshot.
+    #[error("the database names {}, which is not there", .0.display())]
+    Missing(PathBuf),
     /// What the database names is not on disk as it says: the data folder
     /// is damaged (or, for a restore, the archive is incomplete).
     #[error("{0}")]
@@ -128,6 +137,10 @@ impl BackupError {
                  folder (deploy/README.md, section 5)"
                     .into()
             }
+            Self::Missing(_) => "if the server runs with --store file:///PATH, pass the same \
+                 --store to the backup; otherwise the data folder is damaged: stop the server \
+                 and copy the whole folder as it is (deploy/README.md, section 5)"
+                .into(),
             Self::Damaged(_) => "the data folder is damaged: stop the server and copy the whole \
                  folder as it is (deploy/README.md, section 5), then look into it"
                 .into(),
