@@ -9,6 +9,7 @@
 mod accounts;
 mod admin;
 mod admin_settings;
+mod backup;
 mod blob_race;
 mod blobs;
 mod bodies;
@@ -51,7 +52,7 @@ mod wire;
 
 /// The modules whose tests run again on Postgres and a bucket. Not here:
 /// those that open the SQLite file or check what lies in the data folder
-/// (`bucket`, `bucket_usage`, `data_folder`, `sqlite_only`), and `help`,
+/// (`backup`, `bucket`, `bucket_usage`, `data_folder`, `sqlite_only`), and `help`,
 /// which starts no server.
 const ON_POSTGRES: &[&str] = &[
     "accounts",

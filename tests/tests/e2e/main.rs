@@ -49,6 +49,7 @@ mod rewind_sync;
 mod s3;
 mod schemathesis;
 mod search;
+mod server_backup;
 mod server_data;
 mod server_rollback;
 mod sessions;
@@ -81,8 +82,9 @@ mod web_browser;
 /// lands in the agents' folders, which no backend changes, with the
 /// agents' real clients), `migrate` (it moves a SQLite server to Postgres
 /// and a bucket: both backends at once already), `sync_bucket` (SQLite with
-/// a bucket, a mix only the SQLite run has) and `replicas` (several servers
-/// on one Postgres, whatever the run).
+/// a bucket, a mix only the SQLite run has), `replicas` (several servers
+/// on one Postgres, whatever the run) and `server_backup` (`evi-server
+/// backup` copies the embedded store only).
 const ON_POSTGRES: &[&str] = &[
     "agents",
     "agents_git",
