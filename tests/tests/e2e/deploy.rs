@@ -298,7 +298,6 @@ fn the_backup_drill_runs_its_own_server_beside_another_on_its_old_port() {
     for (tool, install) in [
         ("curl", "apt-get install curl"),
         ("sqlite3", "apt-get install sqlite3"),
-        ("tar", "apt-get install tar"),
     ] {
         if !tool_present(tool, "--version", install) {
             return;
