@@ -71,7 +71,9 @@ impl FromRequestParts<AppState> for Authed {
         let hash = token_hash(token);
         // An account at its share is refused before the lookup costs the
         // database anything.
-        state.inflight.refuse_early(&hash)?;
+        if let Err(e) = state.inflight.refuse_early(&hash) {
+            return Err(crate::inflight::pause(e).await);
+        }
         let owner = state
             .store
             .token_owner(hash)
@@ -92,7 +94,10 @@ impl FromRequestParts<AppState> for Authed {
         }
         // Counted before the deadline is lifted: an account past its share
         // gets 429 and its body stays under the deadline of the unknown.
-        let place = state.inflight.enter(owner.user_id, &hash)?;
+        let place = match state.inflight.enter(owner.user_id, &hash) {
+            Ok(p) => p,
+            Err(e) => return Err(crate::inflight::pause(e).await),
+        };
         // A known sender: its body may take as long as its link needs.
         if let Some(d) = parts.extensions.get::<crate::deadline::Deadline>() {
             d.lift();

@@ -22,6 +22,19 @@ use crate::store::UserId;
 /// will usually have ended by then.
 const RETRY_SECS: u64 = 1;
 
+/// The refusal of a request past its account's share, answered after
+/// [`RETRY_SECS`] rather than at once: a client that ignores `Retry-After`
+/// and asks again in a loop (a hostile account, a stolen token, a broken
+/// client) then asks once a second per connection instead of as fast as
+/// the server can refuse, which on a shared machine took the CPU the other
+/// accounts needed (issue 46's load test). The paused request holds no
+/// place, no database connection and no body; only its connection, which
+/// the connection bounds count as before.
+pub async fn pause(refusal: ApiError) -> ApiError {
+    tokio::time::sleep(std::time::Duration::from_secs(RETRY_SECS)).await;
+    refusal
+}
+
 pub struct InFlight {
     max_per_user: usize,
     total: AtomicUsize,

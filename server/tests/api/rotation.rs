@@ -244,3 +244,46 @@ async fn a_begin_whose_body_is_not_an_object_is_refused_and_stages_nothing() {
     let begun = begin(&laptop, LAPTOPS).await;
     assert_eq!(begun["fresh"], json!(true), "{begun}");
 }
+
+/// A rotation's staging area is its account's: held to the account's own
+/// quota, refused while the account is disabled, and the committed account
+/// keeps both settings.
+#[tokio::test]
+async fn a_rotation_is_held_to_its_accounts_quota_and_disabled_with_it() {
+    let srv = TestServer::start(&[]);
+    let laptop = srv.register("settled").await;
+    assert_eq!(set_key_check(&laptop, OLD).await.0, StatusCode::OK);
+    laptop.push(vec![segment(1, 1, 64)]).await;
+    let staged = staging(&srv, &begin(&laptop, LAPTOPS).await);
+    let admin = |args: &[&str]| {
+        let out = srv.admin(args);
+        assert!(
+            out.status.success(),
+            "admin {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    admin(&["quota", "settled", "123456"]);
+    let (_, st) = staged.get("/api/v1/status").await;
+    assert_eq!(st["quota_bytes"], 123_456, "{st}");
+
+    admin(&["disable", "settled"]);
+    let (st, v) = staged.get("/api/v1/status").await;
+    assert_eq!(
+        (st, &v["code"]),
+        (StatusCode::FORBIDDEN, &json!("account_disabled")),
+        "the staging token of a disabled account: {v}"
+    );
+    admin(&["enable", "settled"]);
+    staged.push(vec![segment(9, 1, 64)]).await;
+    let (st, v) = laptop
+        .post("/api/v1/rotation/commit", json!({"through_seq": 1}))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, st) = laptop.get("/api/v1/status").await;
+    assert_eq!(
+        st["quota_bytes"], 123_456,
+        "the rotated account keeps its quota: {st}"
+    );
+}
