@@ -22,16 +22,20 @@ use crate::store::UserId;
 /// will usually have ended by then.
 const RETRY_SECS: u64 = 1;
 
-/// The refusal of a request past its account's share, answered after
-/// [`RETRY_SECS`] rather than at once: a client that ignores `Retry-After`
+/// The refusal of a request past its account's share (of requests in
+/// flight, of waits, of the wait rate), answered after [`RETRY_SECS`]
+/// rather than at once: a client that ignores `Retry-After`
 /// and asks again in a loop (a hostile account, a stolen token, a broken
 /// client) then asks once a second per connection instead of as fast as
 /// the server can refuse, which on a shared machine took the CPU the other
 /// accounts needed (issue 46's load test). The paused request holds no
 /// place, no database connection and no body; only its connection, which
 /// the connection bounds count as before.
+/// Anything else (a 503 while the server shuts down) is answered at once.
 pub async fn pause(refusal: ApiError) -> ApiError {
-    tokio::time::sleep(std::time::Duration::from_secs(RETRY_SECS)).await;
+    if refusal.status == axum::http::StatusCode::TOO_MANY_REQUESTS {
+        tokio::time::sleep(std::time::Duration::from_secs(RETRY_SECS)).await;
+    }
     refusal
 }
 

@@ -33,7 +33,9 @@ pub async fn wait(
 ) -> ApiResult<Json<WaitResponse>> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     super::check_cursor(q.after)?;
-    state.limiter.wait(&auth.device_id)?;
+    if let Err(e) = state.limiter.wait(&auth.device_id) {
+        return Err(crate::inflight::pause(e).await);
+    }
     let cap = state.config.waits.max_secs.max(1);
     let secs = match q.timeout {
         None | Some(0) => cap,
@@ -41,7 +43,10 @@ pub async fn wait(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(secs));
     // Subscribed before the first look: a commit in between still wakes it.
-    let mut slot = state.waiters.enter(auth.user_id)?;
+    let mut slot = match state.waiters.enter(auth.user_id) {
+        Ok(s) => s,
+        Err(e) => return Err(crate::inflight::pause(e).await),
+    };
     loop {
         // Woken by a revocation or a key rotation (or by a push after
         // one): the device gets what its next request would.
