@@ -117,10 +117,16 @@ impl FromRequestParts<AppState> for Authed {
             user_name: owner.user_name,
             device_id: owner.device_id,
             token_hash: hash,
-            quota: crate::store::admin::effective_quota(
-                owner.quota_bytes,
-                state.config.quota_bytes,
-            ),
+            quota: {
+                let quota = crate::store::admin::effective_quota(
+                    owner.quota_bytes,
+                    state.config.quota_bytes,
+                );
+                match owner.copy_of_bytes {
+                    Some(copy_of) => crate::store::admin::staging_quota(quota, copy_of),
+                    None => quota,
+                }
+            },
             _place: std::sync::Arc::new(place),
         })
     }

@@ -177,8 +177,9 @@ struct Cli {
     compaction_grace_secs: Option<u64>,
     /// Seconds a key rotation may stay unfinished from its begin; then the
     /// server abandons it and deletes what it staged (the device that began
-    /// it starts again). A staging account holds up to a second copy of its
-    /// account's data, beside the account's own quota.
+    /// it starts again). A staging account holds at most a copy of its
+    /// account's data (a quarter and 8 MiB more, for what is pushed
+    /// meanwhile), within the account's quota.
     #[arg(long, env = "EVI_SERVER_ROTATION_TTL_SECS", default_value_t = evi_server::config::ROTATION_TTL.as_secs())]
     rotation_ttl_secs: u64,
 }

@@ -21,6 +21,24 @@ pub fn effective_quota(own: Option<i64>, default: Option<u64>) -> Option<u64> {
     }
 }
 
+/// The quota of a rotation's staging account, whose account stores
+/// `copy_of` bytes: the account's quota, and no more than a copy of what
+/// the account holds, with room for the records its other devices push
+/// meanwhile and for a new key's records sealing a little larger. Without
+/// the second bound a staging account was a second quota's worth of room
+/// beside the account's (issue 46, finding 5).
+pub fn staging_quota(quota: Option<u64>, copy_of: i64) -> Option<u64> {
+    let copy = u64::try_from(copy_of).unwrap_or(0);
+    let room = copy
+        .saturating_add(copy / 4)
+        .saturating_add(STAGING_SLACK_BYTES);
+    Some(quota.map_or(room, |q| q.min(room)))
+}
+
+/// Bytes a staging account may hold beyond a copy of its account's (see
+/// [`staging_quota`]).
+pub const STAGING_SLACK_BYTES: u64 = 8 << 20;
+
 /// The `server_settings` name of the registration mode.
 pub const REGISTRATION: &str = "registration";
 

@@ -141,6 +141,10 @@ pub struct TokenOwner {
     /// The account's own quota (see [`admin::effective_quota`]); a
     /// rotation's staging account has its account's.
     pub quota_bytes: Option<i64>,
+    /// For a rotation's staging account: what its account stores now, of
+    /// which the staging account holds a copy (see
+    /// [`admin::staging_quota`]).
+    pub copy_of_bytes: Option<i64>,
 }
 
 #[derive(Debug, Clone)]

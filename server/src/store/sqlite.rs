@@ -543,7 +543,8 @@ impl Store for SqliteStore {
                 "SELECT d.user_id, u.name, d.id, d.token_hash, d.last_seen_at,
                         d.key_generation < u.key_generation, u.rotated_at, u.rotated_by,
                         u.disabled_at IS NOT NULL OR o.disabled_at IS NOT NULL,
-                        CASE WHEN o.id IS NULL THEN u.quota_bytes ELSE o.quota_bytes END
+                        CASE WHEN o.id IS NULL THEN u.quota_bytes ELSE o.quota_bytes END,
+                        o.bytes_used
                  FROM devices d JOIN users u ON u.id = d.user_id
                  LEFT JOIN users o ON o.id = u.staging_of
                  WHERE d.token_hash = ?1",
@@ -570,6 +571,7 @@ impl Store for SqliteStore {
                         }),
                         disabled: r.get(8)?,
                         quota_bytes: r.get(9)?,
+                        copy_of_bytes: r.get(10)?,
                     })
                 },
             )

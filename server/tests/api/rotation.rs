@@ -287,3 +287,37 @@ async fn a_rotation_is_held_to_its_accounts_quota_and_disabled_with_it() {
         "the rotated account keeps its quota: {st}"
     );
 }
+
+/// A staging account is room for a copy of its account, not for a second
+/// quota's worth: past the copy (and its slack), what it is sent is
+/// refused as over quota, even on a server without a quota.
+#[tokio::test]
+async fn a_staging_account_holds_a_copy_of_its_account_and_no_more() {
+    let srv = TestServer::start(&[]);
+    let laptop = srv.register("copied").await;
+    assert_eq!(set_key_check(&laptop, OLD).await.0, StatusCode::OK);
+    laptop.push(vec![segment(1, 1, 1000)]).await;
+    let staged = staging(&srv, &begin(&laptop, LAPTOPS).await);
+    let (_, st) = staged.get("/api/v1/status").await;
+    let room = st["quota_bytes"]
+        .as_u64()
+        .expect("a staging account has a quota");
+    assert!(
+        (8 << 20..9 << 20).contains(&room),
+        "a copy of ~1 kB and the slack: {room}"
+    );
+    // The copy fits; a blob past the slack does not, on this server
+    // without a quota.
+    staged.push(vec![segment(1, 1, 1000)]).await;
+    let (st, v) = staged
+        .put_blob(&crate::common::kid(4, 9), vec![5u8; 9 << 20])
+        .await;
+    assert_eq!(
+        (st, &v["code"]),
+        (StatusCode::INSUFFICIENT_STORAGE, &json!("quota_exceeded")),
+        "{v}"
+    );
+    // The account itself has none.
+    let (_, st) = laptop.get("/api/v1/status").await;
+    assert_eq!(st["quota_bytes"], Value::Null, "{st}");
+}
