@@ -50,70 +50,44 @@ impl Refs {
             "SELECT COUNT(*) FROM records r JOIN users u ON u.id = r.user_id \
              WHERE u.retired_at IS NULL",
         )?;
-        let mut st = db
-            .prepare(
-                "SELECT r.user_id, r.body_pack, MAX(r.body_offset + r.body_len) \
-                 FROM records r JOIN users u ON u.id = r.user_id \
-                 WHERE r.body_pack IS NOT NULL AND u.retired_at IS NULL \
-                 GROUP BY r.user_id, r.body_pack ORDER BY r.user_id, r.body_pack",
-            )
-            .map_err(sql(what))?;
-        let packs = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, UserId>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .map_err(sql(what))?
-            .map(|row| {
-                let (user, pack, end) = row.map_err(sql(what))?;
-                check_user(user)?;
+        let packs = file_refs(
+            db,
+            "SELECT r.user_id, r.body_pack, MAX(r.body_offset + r.body_len) \
+             FROM records r JOIN users u ON u.id = r.user_id \
+             WHERE r.body_pack IS NOT NULL AND u.retired_at IS NULL \
+             GROUP BY r.user_id, r.body_pack ORDER BY r.user_id, r.body_pack",
+            |user, pack, end| {
                 pack.parse::<PackName>().map_err(|_| {
                     BackupError::Damaged(format!(
                         "a record of user {user} names the body pack {pack:?}, which is no pack name"
                     ))
                 })?;
                 Ok(FileRef {
-                    rel: Path::new("bodies").join(user.to_string()).join(&pack),
+                    rel: Path::new("bodies").join(user.to_string()).join(pack),
                     len: end.max(0) as u64,
                     exact: false,
                 })
-            })
-            .collect::<Result<Vec<_>, BackupError>>()?;
+            },
+        )?;
         // Every blob row is a file: a blob sent whole, or a part or the
         // manifest of one sent in parts (`part_of` names its whole).
-        let mut st = db
-            .prepare(
-                "SELECT b.user_id, b.name, b.size FROM blobs b JOIN users u ON u.id = b.user_id \
-                 WHERE u.retired_at IS NULL ORDER BY b.user_id, b.name",
-            )
-            .map_err(sql(what))?;
-        let blobs = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, UserId>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .map_err(sql(what))?
-            .map(|row| {
-                let (user, name, size) = row.map_err(sql(what))?;
-                check_user(user)?;
+        let blobs = file_refs(
+            db,
+            "SELECT b.user_id, b.name, b.size FROM blobs b JOIN users u ON u.id = b.user_id \
+             WHERE u.retired_at IS NULL ORDER BY b.user_id, b.name",
+            |user, name, size| {
                 name.parse::<KeyedId>().map_err(|_| {
                     BackupError::Damaged(format!(
                         "user {user} has a blob row named {name:?}, which is no blob name"
                     ))
                 })?;
                 Ok(FileRef {
-                    rel: Path::new("blobs").join(user.to_string()).join(&name),
+                    rel: Path::new("blobs").join(user.to_string()).join(name),
                     len: size.max(0) as u64,
                     exact: true,
                 })
-            })
-            .collect::<Result<Vec<_>, BackupError>>()?;
+            },
+        )?;
         Ok(Self {
             accounts,
             records,
@@ -126,6 +100,31 @@ impl Refs {
     pub fn files(&self) -> impl Iterator<Item = &FileRef> {
         self.packs.iter().chain(&self.blobs)
     }
+}
+
+/// The files the rows of `query` (user id, file name, length) name, each
+/// made by `file` once its user id is known to be one.
+fn file_refs(
+    db: &Connection,
+    query: &str,
+    file: impl Fn(UserId, &str, i64) -> Result<FileRef, BackupError>,
+) -> Result<Vec<FileRef>, BackupError> {
+    let what = "cannot list what the database names";
+    let mut st = db.prepare(query).map_err(sql(what))?;
+    st.query_map([], |r| {
+        Ok((
+            r.get::<_, UserId>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })
+    .map_err(sql(what))?
+    .map(|row| {
+        let (user, name, len) = row.map_err(sql(what))?;
+        check_user(user)?;
+        file(user, &name, len)
+    })
+    .collect()
 }
 
 /// A user id is a folder name: only a positive number may become one.

@@ -9,19 +9,6 @@ use serde_json::{Value, json};
 
 use crate::common::{PASSWORD, TestServer, kid, segment};
 
-/// Runs `evi-server admin ARGS`; asserts it succeeded; its stdout as JSON.
-fn admin_json(srv: &TestServer, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = srv.admin(&all);
-    assert!(
-        out.status.success(),
-        "admin {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn account<'a>(list: &'a Value, user: &str) -> Option<&'a Value> {
     list.as_array().unwrap().iter().find(|a| a["user"] == user)
 }
@@ -53,7 +40,7 @@ async fn the_operator_lists_disables_and_deletes_an_account_and_no_byte_of_it_is
     assert_eq!(st, StatusCode::CREATED, "{v}");
     bob.push(vec![segment(2, 2, 64)]).await;
 
-    let list = admin_json(&srv, &["accounts"]);
+    let list = srv.admin_json(&["accounts"]);
     let a = account(&list, "alice").expect("alice is listed");
     assert_eq!(
         (&a["devices"], &a["records"], &a["blobs"], &a["disabled"]),
@@ -65,7 +52,7 @@ async fn the_operator_lists_disables_and_deletes_an_account_and_no_byte_of_it_is
 
     // Disabled: every call of its devices and its logins are refused, at
     // once, and said so; another account is not touched.
-    admin_json(&srv, &["disable", "alice"]);
+    srv.admin_json(&["disable", "alice"]);
     let (st, v) = alice.get("/api/v1/status").await;
     assert_eq!(
         (st, &v["code"]),
@@ -79,10 +66,10 @@ async fn the_operator_lists_disables_and_deletes_an_account_and_no_byte_of_it_is
         "{v}"
     );
     assert_eq!(bob.get("/api/v1/status").await.0, StatusCode::OK);
-    let list = admin_json(&srv, &["accounts"]);
+    let list = srv.admin_json(&["accounts"]);
     assert_eq!(account(&list, "alice").unwrap()["disabled"], true);
     // Enabled again: its data is all there.
-    admin_json(&srv, &["enable", "alice"]);
+    srv.admin_json(&["enable", "alice"]);
     let (records, _) = alice.pull_all(None).await;
     assert_eq!(records.len(), 1);
 
@@ -95,13 +82,13 @@ async fn the_operator_lists_disables_and_deletes_an_account_and_no_byte_of_it_is
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no account \"nobody\""));
 
-    let v = admin_json(&srv, &["delete", "alice", "--yes"]);
+    let v = srv.admin_json(&["delete", "alice", "--yes"]);
     assert_eq!(v["deleted"]["user"], "alice", "{v}");
     assert_eq!(
         alice.get("/api/v1/status").await.0,
         StatusCode::UNAUTHORIZED
     );
-    let list = admin_json(&srv, &["accounts"]);
+    let list = srv.admin_json(&["accounts"]);
     assert!(account(&list, "alice").is_none(), "{list}");
     // No byte of it anywhere the server keeps anything; bob's is there.
     let needles: [(&str, Vec<u8>); 4] = [

@@ -8,19 +8,6 @@ use serde_json::{Value, json};
 
 use crate::common::{PASSWORD, TestServer, segment};
 
-/// Runs `evi-server admin ARGS --json`; asserts it succeeded; its stdout.
-fn admin_json(srv: &TestServer, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = srv.admin(&all);
-    assert!(
-        out.status.success(),
-        "admin {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// Runs `evi-server admin ARGS`, expecting it to fail: (exit code, stderr).
 fn admin_fails(srv: &TestServer, args: &[&str]) -> (Option<i32>, String) {
     let out = srv.admin(args);
@@ -71,7 +58,7 @@ async fn an_account_quota_holds_from_its_next_request_and_no_other_account_feels
 
     // Room for one more such record, not two.
     let own = (used * 2 + used / 2).to_string();
-    let set = admin_json(&srv, &["quota", "alice", &own]);
+    let set = srv.admin_json(&["quota", "alice", &own]);
     assert_eq!(
         set,
         json!({"user": "alice", "quota": {"bytes": own.parse::<u64>().unwrap(), "set_for": "account"}})
@@ -97,7 +84,7 @@ async fn an_account_quota_holds_from_its_next_request_and_no_other_account_feels
     let (_, st) = bob.get("/api/v1/status").await;
     assert_eq!(st["quota_bytes"], 1_000_000, "{st}");
 
-    let list = admin_json(&srv, &["accounts"]);
+    let list = srv.admin_json(&["accounts"]);
     let row = |user: &str| {
         list.as_array()
             .unwrap()
@@ -110,11 +97,11 @@ async fn an_account_quota_holds_from_its_next_request_and_no_other_account_feels
     assert_eq!(row("bob")["quota"]["set_for"], "server");
 
     // None: past the server's quota too; then the server's again.
-    admin_json(&srv, &["quota", "alice", "none"]);
+    srv.admin_json(&["quota", "alice", "none"]);
     let (_, st) = alice.get("/api/v1/status").await;
     assert_eq!(st["quota_bytes"], Value::Null, "{st}");
     assert_eq!(push_one(&alice, 3).await.0, StatusCode::OK);
-    admin_json(&srv, &["quota", "alice", "default"]);
+    srv.admin_json(&["quota", "alice", "default"]);
     let (_, st) = alice.get("/api/v1/status").await;
     assert_eq!(st["quota_bytes"], 1_000_000, "{st}");
 
@@ -136,7 +123,7 @@ async fn invites_are_listed_and_an_expired_or_revoked_one_registers_nobody() {
     assert!(err.contains("works until "), "{err}");
     let (second, _) = invite(&srv, &["--expires", "never"]);
     let (third, _) = invite(&srv, &["--expires", "48h"]);
-    let list = admin_json(&srv, &["invites"]);
+    let list = srv.admin_json(&["invites"]);
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 3, "{list:?}");
     assert!(list.iter().all(|i| i["state"] == "unused"), "{list:?}");
@@ -152,7 +139,7 @@ async fn invites_are_listed_and_an_expired_or_revoked_one_registers_nobody() {
         register(&srv, "alice", Some(&first)).await.0,
         StatusCode::OK
     );
-    let list = admin_json(&srv, &["invites"]);
+    let list = srv.admin_json(&["invites"]);
     let used: Vec<_> = list
         .as_array()
         .unwrap()
@@ -173,21 +160,21 @@ async fn invites_are_listed_and_an_expired_or_revoked_one_registers_nobody() {
             .unwrap()
     };
     let (never_id, dated_id) = (id_of(&list, true), id_of(&list, false));
-    admin_json(&srv, &["invite-expire", &never_id]);
+    srv.admin_json(&["invite-expire", &never_id]);
     let (st, v) = register(&srv, "bob", Some(&second)).await;
     assert_eq!(
         (st, &v["code"]),
         (StatusCode::FORBIDDEN, &json!("invalid_invite")),
         "{v}"
     );
-    admin_json(&srv, &["invite-revoke", &dated_id[..6]]);
+    srv.admin_json(&["invite-revoke", &dated_id[..6]]);
     let (st, v) = register(&srv, "bob", Some(&third)).await;
     assert_eq!(
         (st, &v["code"]),
         (StatusCode::FORBIDDEN, &json!("invalid_invite")),
         "{v}"
     );
-    let list = admin_json(&srv, &["invites"]);
+    let list = srv.admin_json(&["invites"]);
     let states: Vec<_> = list
         .as_array()
         .unwrap()
@@ -222,12 +209,12 @@ async fn invites_are_listed_and_an_expired_or_revoked_one_registers_nobody() {
 async fn the_registration_mode_lives_in_the_database_for_the_server_invite_and_admin() {
     let mut srv = TestServer::start(&["--registration", "invite"]);
     assert_eq!(
-        admin_json(&srv, &["registration"]),
+        srv.admin_json(&["registration"]),
         json!({"registration": "invite"})
     );
 
     // Closed by the operator, on the running server: at once.
-    admin_json(&srv, &["registration", "closed"]);
+    srv.admin_json(&["registration", "closed"]);
     let (_, caps) = srv.anon().get("/api/v1/capabilities").await;
     assert_eq!(caps["registration"], "closed", "{caps}");
     let (st, v) = register(&srv, "bob", None).await;
@@ -249,7 +236,7 @@ async fn the_registration_mode_lives_in_the_database_for_the_server_invite_and_a
     assert!(out.stdout.is_empty());
 
     // Open: `invite` says nobody needs its code.
-    admin_json(&srv, &["registration", "open"]);
+    srv.admin_json(&["registration", "open"]);
     let (_, err) = invite(&srv, &[]);
     assert!(err.starts_with("note: registration is open"), "{err}");
     assert_eq!(register(&srv, "bob", None).await.0, StatusCode::OK);
@@ -281,11 +268,8 @@ async fn metrics_count_accounts_by_class_and_name_none() {
     push_one(&full, 1).await;
     let (_, st) = full.get("/api/v1/status").await;
     let used = st["bytes_used"].as_u64().unwrap();
-    admin_json(
-        &srv,
-        &["quota", "zq-full-account", &(used + 10).to_string()],
-    );
-    admin_json(&srv, &["disable", "zq-disabled-account"]);
+    srv.admin_json(&["quota", "zq-full-account", &(used + 10).to_string()]);
+    srv.admin_json(&["disable", "zq-disabled-account"]);
     let text = reqwest::get(format!("http://{metrics}/metrics"))
         .await
         .unwrap()

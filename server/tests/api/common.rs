@@ -215,6 +215,19 @@ impl TestServer {
             .expect("run evi-server admin")
     }
 
+    /// `evi-server admin ARGS --json`, asserted to succeed: its stdout.
+    pub fn admin_json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.admin(&all);
+        assert!(
+            out.status.success(),
+            "admin {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
     /// A second server on this one's database and data folder.
     pub fn replica(&self) -> Replica {
         assert!(self.db.is_some(), "replicas share a Postgres database");
