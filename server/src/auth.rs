@@ -10,6 +10,7 @@ use subtle::ConstantTimeEq;
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
+use crate::inflight::paused;
 use crate::store::UserId;
 
 pub use crate::passwords::{ARGON2_M_KIB, ARGON2_T, Passwords};
@@ -71,9 +72,7 @@ impl FromRequestParts<AppState> for Authed {
         let hash = token_hash(token);
         // An account at its share is refused before the lookup costs the
         // database anything.
-        if let Err(e) = state.inflight.refuse_early(&hash) {
-            return Err(crate::inflight::pause(e).await);
-        }
+        paused(state.inflight.refuse_early(&hash)).await?;
         let owner = state
             .store
             .token_owner(hash)
@@ -94,10 +93,7 @@ impl FromRequestParts<AppState> for Authed {
         }
         // Counted before the deadline is lifted: an account past its share
         // gets 429 and its body stays under the deadline of the unknown.
-        let place = match state.inflight.enter(owner.user_id, &hash) {
-            Ok(p) => p,
-            Err(e) => return Err(crate::inflight::pause(e).await),
-        };
+        let place = paused(state.inflight.enter(owner.user_id, &hash)).await?;
         // A known sender: its body may take as long as its link needs.
         if let Some(d) = parts.extensions.get::<crate::deadline::Deadline>() {
             d.lift();

@@ -11,7 +11,7 @@
 //! never replaced: of two uploads of one name the first to complete wins,
 //! and the other finds its file there.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 
 use async_trait::async_trait;
@@ -207,7 +207,7 @@ impl BlobStore for BlobDir {
         let (size, ours) = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, bool)> {
             match tmp.persist_noclobber(&dest) {
                 Ok(_) => {
-                    sync_dir(&dir)?;
+                    crate::private::sync_dir(&dir)?;
                     Ok((size, true))
                 }
                 // Dropping the temp file (inside the error) deletes it.
@@ -256,8 +256,4 @@ pub async fn drain(mut body: Body, max: u64) {
             break;
         }
     }
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }

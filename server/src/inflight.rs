@@ -32,11 +32,13 @@ const RETRY_SECS: u64 = 1;
 /// place, no database connection and no body; only its connection, which
 /// the connection bounds count as before.
 /// Anything else (a 503 while the server shuts down) is answered at once.
-pub async fn pause(refusal: ApiError) -> ApiError {
-    if refusal.status == axum::http::StatusCode::TOO_MANY_REQUESTS {
+pub async fn paused<T>(result: Result<T, ApiError>) -> Result<T, ApiError> {
+    if let Err(e) = &result
+        && e.status == axum::http::StatusCode::TOO_MANY_REQUESTS
+    {
         tokio::time::sleep(std::time::Duration::from_secs(RETRY_SECS)).await;
     }
-    refusal
+    result
 }
 
 pub struct InFlight {

@@ -17,6 +17,12 @@ fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Fsyncs a folder, so the names made or renamed in it survive a crash
+/// (packs, blobs, a backup archive and a restored folder all rely on it).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Creates `dir` (and its missing parents) as 0700, or makes it 0700.
 pub fn dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new()

@@ -188,9 +188,7 @@ fn check_schema(db: &rusqlite::Connection) -> Result<(), BackupError> {
     Ok(())
 }
 
-/// Fsyncs a folder, so the names made or renamed in it survive a crash.
+/// [`crate::private::sync_dir`], its failure said as a backup's.
 fn sync_dir(dir: &std::path::Path) -> Result<(), BackupError> {
-    std::fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(io(format!("cannot sync {}", dir.display())))
+    crate::private::sync_dir(dir).map_err(io(format!("cannot sync {}", dir.display())))
 }

@@ -51,13 +51,9 @@ fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
     }
     crate::private::dir(dir)?;
     if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
+        crate::private::sync_dir(parent)?;
     }
     Ok(())
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Writes a new pack durably; one that fails part-way (a full disk) is
@@ -82,7 +78,7 @@ fn write_pack(dir: &Path, path: &Path, bodies: &[Bytes]) -> std::io::Result<()> 
         let _ = std::fs::remove_file(path);
         return Err(e);
     }
-    sync_dir(dir)
+    crate::private::sync_dir(dir)
 }
 
 #[async_trait]

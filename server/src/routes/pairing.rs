@@ -43,6 +43,7 @@ use super::ApiJson;
 use crate::AppState;
 use crate::auth::{Authed, token_hash};
 use crate::error::{ApiError, ApiResult};
+use crate::inflight::paused;
 use crate::ratelimit::ClientIp;
 use crate::store::{NewPairSlot, PairSlot, PairStep};
 
@@ -310,12 +311,12 @@ pub async fn wait(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let (who, mut slot) = caller(&state, &headers, number).await?;
     // Per slot, not per device: the joiner has none yet.
-    if let Err(e) = state
-        .limiter
-        .wait(&format!("pair:{}:{number}", slot.device_id))
-    {
-        return Err(crate::inflight::pause(e).await);
-    }
+    paused(
+        state
+            .limiter
+            .wait(&format!("pair:{}:{number}", slot.device_id)),
+    )
+    .await?;
     let cap = PAIR_WAIT_MAX_SECS.min(state.config.waits.max_secs.max(1));
     let secs = match q.timeout {
         None | Some(0) => cap,
@@ -324,10 +325,7 @@ pub async fn wait(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(secs));
     // Counted as every wait is: within `--max-waiters`, and the slot's
     // account's share of them (its creator's; the joiner has none).
-    let mut held = match state.waiters.enter(slot.user) {
-        Ok(h) => h,
-        Err(e) => return Err(crate::inflight::pause(e).await),
-    };
+    let mut held = paused(state.waiters.enter(slot.user)).await?;
     loop {
         if slot.state != q.state || tokio::time::Instant::now() >= deadline {
             let message = match (who, slot.state) {

@@ -11,6 +11,7 @@ use evi_shared::api::{ErrorBody, WaitQuery, WaitResponse};
 use crate::AppState;
 use crate::auth::Authed;
 use crate::error::{ApiError, ApiResult};
+use crate::inflight::paused;
 
 /// Waits until a record newer than `after` that another device pushed has
 /// committed (answering at once if one has), or for `timeout` seconds (at
@@ -33,9 +34,7 @@ pub async fn wait(
 ) -> ApiResult<Json<WaitResponse>> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     super::check_cursor(q.after)?;
-    if let Err(e) = state.limiter.wait(&auth.device_id) {
-        return Err(crate::inflight::pause(e).await);
-    }
+    paused(state.limiter.wait(&auth.device_id)).await?;
     let cap = state.config.waits.max_secs.max(1);
     let secs = match q.timeout {
         None | Some(0) => cap,
@@ -43,10 +42,7 @@ pub async fn wait(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(secs));
     // Subscribed before the first look: a commit in between still wakes it.
-    let mut slot = match state.waiters.enter(auth.user_id) {
-        Ok(s) => s,
-        Err(e) => return Err(crate::inflight::pause(e).await),
-    };
+    let mut slot = paused(state.waiters.enter(auth.user_id)).await?;
     loop {
         // Woken by a revocation or a key rotation (or by a push after
         // one): the device gets what its next request would.

@@ -270,12 +270,7 @@ async fn metrics_count_accounts_by_class_and_name_none() {
     let used = st["bytes_used"].as_u64().unwrap();
     srv.admin_json(&["quota", "zq-full-account", &(used + 10).to_string()]);
     srv.admin_json(&["disable", "zq-disabled-account"]);
-    let text = reqwest::get(format!("http://{metrics}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = crate::common::scrape(&metrics).await;
     let value = |series: &str| -> f64 {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

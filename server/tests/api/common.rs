@@ -394,6 +394,16 @@ impl TestServer {
     }
 }
 
+/// The text of a scrape of the metrics listener at `addr`.
+pub async fn scrape(addr: &str) -> String {
+    reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// A loopback address whose port was free a moment ago.
 fn free_loopback() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

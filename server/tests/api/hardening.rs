@@ -639,12 +639,7 @@ async fn metrics_show_what_a_known_push_stored() {
     .await;
     let (st, _) = api.put_blob(&kid(4, 1), vec![9u8; 5000]).await;
     assert_eq!(st, reqwest::StatusCode::CREATED);
-    let text = reqwest::get(format!("http://{metrics}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = crate::common::scrape(&metrics).await;
     assert_eq!(series(&text, "evi_server_users"), 2.0);
     assert_eq!(series(&text, "evi_server_devices"), 2.0);
     assert_eq!(series(&text, "evi_server_records"), 3.0);

@@ -42,12 +42,7 @@ async fn health_capabilities_openapi_and_metrics() {
         (StatusCode::NOT_FOUND, Some("not_found"))
     );
 
-    let text = reqwest::get(format!("http://{metrics}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = crate::common::scrape(&metrics).await;
     assert!(text.contains("evi_server_http_requests_total"), "{text}");
     assert!(text.contains("route=\"/api/v1/capabilities\""), "{text}");
 }
