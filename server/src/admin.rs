@@ -62,9 +62,9 @@ impl Admin {
                 crate::InviteError::Other(e) => AdminError::Other(e),
                 e => AdminError::Other(e.into()),
             })?;
-        let (bodies, blobs) = storage::open_stores(&config).await?;
+        let stores = storage::open_stores(&config).await?;
         Ok(Self {
-            state: AppState::new(config, store, bodies, blobs),
+            state: AppState::new(config, store, stores.bodies, stores.blobs),
         })
     }
 

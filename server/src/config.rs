@@ -18,6 +18,9 @@ pub struct Limits {
     pub max_blob_bytes: u64,
     pub max_page_records: u32,
     pub max_page_bytes: u64,
+    /// Most devices in one page of `GET /devices`: an account may hold
+    /// many, and one answer stays small whatever their number.
+    pub max_page_devices: u32,
 }
 
 impl Default for Limits {
@@ -27,6 +30,7 @@ impl Default for Limits {
             max_blob_bytes: limits::DEFAULT_MAX_BLOB_BYTES,
             max_page_records: limits::DEFAULT_MAX_PAGE_RECORDS,
             max_page_bytes: limits::DEFAULT_MAX_PAGE_BYTES,
+            max_page_devices: limits::DEFAULT_MAX_PAGE_DEVICES,
         }
     }
 }
@@ -256,6 +260,10 @@ pub struct Config {
     /// second copy of its account's data, so one never committed must not
     /// hold it for good.
     pub rotation_ttl: Duration,
+    /// How old a multipart upload in the bucket may grow unfinished before
+    /// any replica aborts it as one a stopped server left
+    /// (`--upload-ttl-secs`, see [`crate::storage::uploads`]).
+    pub upload_ttl: Duration,
 }
 
 /// [`Config::rotation_ttl`] unless set: a week.
@@ -283,6 +291,7 @@ impl Config {
             store: None,
             compaction_grace: None,
             rotation_ttl: ROTATION_TTL,
+            upload_ttl: crate::storage::uploads::UPLOAD_TTL,
         }
     }
 

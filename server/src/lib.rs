@@ -77,6 +77,9 @@ pub struct Shared {
     pub compactor: Arc<bodies::compact::Compactor>,
     /// Deletes blobs no record refers to any more (see [`blobs::collect`]).
     pub blob_collector: Arc<blobs::collect::Collector>,
+    /// The bucket bodies and blobs go to, when `--store` names one: its
+    /// abandoned multipart uploads are swept (see [`storage::uploads`]).
+    pub bucket: Option<storage::Bucket>,
     /// Held for as long as this state lives (see [`datalock`]); `None` for
     /// a state built from parts by [`AppState::new`].
     _data_lock: Option<datalock::DataLock>,
@@ -140,8 +143,8 @@ impl AppState {
         if let Some(mode) = config.registration {
             store.set_registration(mode).await?;
         }
-        let (bodies, blobs) = storage::open_stores(&config).await?;
-        let state = Self::from_parts(config, store, bodies, blobs, lock);
+        let stores = storage::open_stores(&config).await?;
+        let state = Self::from_parts(config, store, stores, lock);
         if let Some(pg) = pg {
             // Commits and revocations through other replicas wake the
             // waits parked here; failed logins count across replicas.
@@ -151,6 +154,9 @@ impl AppState {
                 .share_failures(Arc::new(store::postgres::failures::PgFailures::new(pg)));
         }
         state.sweep_orphan_packs().await?;
+        if let Some(bucket) = &state.bucket {
+            storage::uploads::sweep(bucket, state.config.upload_ttl).await;
+        }
         // What a key rotation retired before a crash or a stop goes now.
         rotation::purge(&state).await;
         rotation::expire(&state).await;
@@ -211,16 +217,25 @@ impl AppState {
         bodies: Arc<dyn BodyStore>,
         blobs: Arc<dyn BlobStore>,
     ) -> Self {
-        Self::from_parts(config, store, bodies, blobs, None)
+        let stores = storage::Stores {
+            bodies,
+            blobs,
+            bucket: None,
+        };
+        Self::from_parts(config, store, stores, None)
     }
 
     fn from_parts(
         config: Config,
         store: Arc<dyn Store>,
-        bodies: Arc<dyn BodyStore>,
-        blobs: Arc<dyn BlobStore>,
+        stores: storage::Stores,
         data_lock: Option<datalock::DataLock>,
     ) -> Self {
+        let storage::Stores {
+            bodies,
+            blobs,
+            bucket,
+        } = stores;
         Self(Arc::new(Shared {
             _data_lock: data_lock,
             limiter: RateLimiter::new(config.rate_limits.clone()),
@@ -247,6 +262,7 @@ impl AppState {
             store,
             bodies,
             blobs,
+            bucket,
             passwords: auth::Passwords::new(),
             metrics: Arc::new(Metrics::new()),
         }))
@@ -369,22 +385,23 @@ pub async fn serve_state(
     });
     let expiring = {
         let state = state.clone();
-        let mut rx = stop_rx.clone();
-        tokio::spawn(async move {
-            let every = rotation::expire_every(state.config.rotation_ttl);
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            loop {
-                let due = tokio::select! {
-                    _ = tick.tick() => true,
-                    _ = rx.wait_for(|s| *s) => false,
-                };
-                if !due {
-                    break;
-                }
-                rotation::expire(&state).await;
-            }
+        let every = rotation::expire_every(state.config.rotation_ttl);
+        every_until_stopped(every, stop_rx.clone(), move || {
+            let state = state.clone();
+            async move { rotation::expire(&state).await }
         })
     };
+    let sweeping = state.bucket.clone().map(|bucket| {
+        let ttl = state.config.upload_ttl;
+        every_until_stopped(
+            storage::uploads::sweep_every(ttl),
+            stop_rx.clone(),
+            move || {
+                let bucket = bucket.clone();
+                async move { storage::uploads::sweep(&bucket, ttl).await }
+            },
+        )
+    });
     listen::serve(listener, router(state), options, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
@@ -398,8 +415,39 @@ pub async fn serve_state(
     }
     flood_lines.await?;
     expiring.await?;
+    if let Some(t) = sweeping {
+        t.await?;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Runs `round` every `every`, the first one `every` after now, until the
+/// server stops (a round under way finishes first).
+fn every_until_stopped<F, Fut>(
+    every: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    round: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        loop {
+            // Decided before the round runs: the select's borrow of `stop`
+            // must not live across it.
+            let due = tokio::select! {
+                _ = tick.tick() => true,
+                _ = stop.wait_for(|s| *s) => false,
+            };
+            if !due {
+                break;
+            }
+            round().await;
+        }
+    })
 }
 
 /// Connections the metrics listener holds at once.

@@ -61,6 +61,9 @@ struct Cli {
     /// Most records in one pull page.
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_RECORDS", default_value_t = Limits::default().max_page_records)]
     max_page_records: u32,
+    /// Most devices in one page of the device list.
+    #[arg(long, env = "EVI_SERVER_MAX_PAGE_DEVICES", default_value_t = Limits::default().max_page_devices)]
+    max_page_devices: u32,
     /// Most bytes in one pull page as sent, JSON or framed (a larger record
     /// still goes alone).
     #[arg(long, env = "EVI_SERVER_MAX_PAGE_BYTES", default_value_t = Limits::default().max_page_bytes)]
@@ -182,6 +185,12 @@ struct Cli {
     /// meanwhile), within the account's quota.
     #[arg(long, env = "EVI_SERVER_ROTATION_TTL_SECS", default_value_t = evi_server::config::ROTATION_TTL.as_secs())]
     rotation_ttl_secs: u64,
+    /// Seconds a multipart upload to the --store bucket may stay unfinished
+    /// before the server aborts it as one a stopped or killed server left
+    /// (its parts would stay billed); every replica sweeps at start and
+    /// every quarter of this.
+    #[arg(long, env = "EVI_SERVER_UPLOAD_TTL_SECS", default_value_t = evi_server::storage::uploads::UPLOAD_TTL.as_secs())]
+    upload_ttl_secs: u64,
 }
 
 #[derive(Subcommand)]
@@ -336,6 +345,7 @@ async fn main() -> std::process::ExitCode {
         max_blob_bytes: cli.max_blob_bytes,
         max_page_records: cli.max_page_records.max(1),
         max_page_bytes: cli.max_page_bytes.max(1),
+        max_page_devices: cli.max_page_devices.max(1),
     };
     config.rate_limits = RateLimits {
         per_ip_per_minute: cli.auth_rate_per_ip.max(1),
@@ -358,6 +368,7 @@ async fn main() -> std::process::ExitCode {
         .compaction_grace_secs
         .map(std::time::Duration::from_secs);
     config.rotation_ttl = std::time::Duration::from_secs(cli.rotation_ttl_secs.max(1));
+    config.upload_ttl = std::time::Duration::from_secs(cli.upload_ttl_secs.max(1));
     let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
     config.timeouts = Timeouts {
         header: secs(cli.header_timeout),

@@ -12,13 +12,15 @@
 //! or an endpoint that does not answer stop the server with what to fix
 //! instead of failing the first push.
 
+pub mod uploads;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjPath;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, MultipartUpload, ObjectStore, RetryConfig};
 
 use crate::blobs::objects::ObjectBlobs;
 use crate::blobs::{BlobDir, BlobStore};
@@ -152,10 +154,22 @@ const MAX_RETRIES: usize = 3;
 #[derive(Debug, Clone)]
 pub struct Bucket {
     pub store: Arc<dyn ObjectStore>,
+    /// The same store's low-level multipart calls, which name the upload
+    /// (see [`uploads`]).
+    multipart: Arc<AmazonS3>,
     pub prefix: ObjPath,
 }
 
 impl Bucket {
+    /// Starts a multipart upload of `path` that a crash of this process
+    /// cannot leave behind for good (see [`uploads`]).
+    pub async fn put_multipart(
+        &self,
+        path: &ObjPath,
+    ) -> Result<Box<dyn MultipartUpload>, object_store::Error> {
+        uploads::start(self, path).await
+    }
+
     /// The bytes of every object under `PREFIX/AREA` (one LIST request per
     /// 1,000 objects), for the `storage_bytes` metric.
     pub async fn bytes_under(&self, area: &str) -> Result<u64, object_store::Error> {
@@ -234,7 +248,7 @@ impl Bucket {
             store: store.clone(),
             source: e.into(),
         })?;
-        let s3: Arc<dyn ObjectStore> = Arc::new(s3);
+        let s3 = Arc::new(s3);
         s3.list_with_delimiter(Some(&prefix))
             .await
             .map_err(|source| BucketError::Unreachable {
@@ -242,7 +256,11 @@ impl Bucket {
                 endpoint,
                 source,
             })?;
-        Ok(Self { store: s3, prefix })
+        Ok(Self {
+            store: s3.clone(),
+            multipart: s3,
+            prefix,
+        })
     }
 
     /// `PREFIX/<area>/<user>`.
@@ -257,18 +275,24 @@ pub fn is_not_found(e: &object_store::Error) -> bool {
     matches!(e, object_store::Error::NotFound { .. })
 }
 
+/// Where bodies and blobs go, and the bucket when it is one.
+pub struct Stores {
+    pub bodies: Arc<dyn BodyStore>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub bucket: Option<Bucket>,
+}
+
 /// Opens where bodies and blobs go for `config` (see the module doc).
-pub async fn open_stores(
-    config: &crate::Config,
-) -> anyhow::Result<(Arc<dyn BodyStore>, Arc<dyn BlobStore>)> {
+pub async fn open_stores(config: &crate::Config) -> anyhow::Result<Stores> {
     use anyhow::Context as _;
     let url = config.store_url()?;
     if let Some(StoreUrl::S3 { bucket, prefix }) = &url {
         let bucket = Bucket::open(bucket, prefix).await?;
-        return Ok((
-            Arc::new(ObjectPacks::new(bucket.clone())),
-            Arc::new(ObjectBlobs::new(bucket)),
-        ));
+        return Ok(Stores {
+            bodies: Arc::new(ObjectPacks::new(bucket.clone())),
+            blobs: Arc::new(ObjectBlobs::new(bucket.clone())),
+            bucket: Some(bucket),
+        });
     }
     if let Some(StoreUrl::Folder(root)) = &url {
         crate::private::dir(root)
@@ -283,7 +307,11 @@ pub async fn open_stores(
         Some(_) => BlobDir::open_shared(config.blobs_dir()),
     }
     .with_context(|| format!("cannot open blob folder {}", config.blobs_dir().display()))?;
-    Ok((Arc::new(bodies), Arc::new(blobs)))
+    Ok(Stores {
+        bodies: Arc::new(bodies),
+        blobs: Arc::new(blobs),
+        bucket: None,
+    })
 }
 
 /// Makes ring the process's rustls provider, once: object_store's HTTP

@@ -361,12 +361,32 @@ fn yes() -> bool {
     true
 }
 
-/// `GET /api/v1/devices`: the account's devices that hold a valid token.
-/// `DELETE /api/v1/devices/{id}` revokes one (204); its token then gets 401.
+/// `GET /api/v1/devices`: a page of the account's devices that hold a
+/// valid token, by id. `DELETE /api/v1/devices/{id}` revokes one (204); its
+/// token then gets 401.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct DevicesResponse {
     pub devices: Vec<Device>,
+    /// Where the next page starts (its `after`), when there are more;
+    /// absent on the last page, and from older servers, which send every
+    /// device at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// Query of `GET /api/v1/devices`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct DevicesQuery {
+    /// Most devices in the page; the server's `--max-page-devices` (500
+    /// unless set) when absent or larger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The `next` of the page before: devices with a larger id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// `POST /api/v1/password`: changes the password and revokes every other device.

@@ -13,6 +13,9 @@ pub const DEFAULT_MAX_BATCH_BYTES: u64 = 8 * 1024 * 1024;
 /// Default largest blob, in bytes (the age ciphertext as uploaded).
 pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Default most devices in one page of `GET /api/v1/devices`.
+pub const DEFAULT_MAX_PAGE_DEVICES: u32 = 500;
+
 /// Default most records in one pull page.
 pub const DEFAULT_MAX_PAGE_RECORDS: u32 = 1000;
 

@@ -81,11 +81,7 @@ impl Outgoing {
             return Ok(());
         }
         if self.multipart.is_none() {
-            let upload = bucket
-                .store
-                .put_multipart(path)
-                .await
-                .map_err(unavailable)?;
+            let upload = bucket.put_multipart(path).await.map_err(unavailable)?;
             self.multipart = Some(WriteMultipart::new_with_chunk_size(upload, PART_BYTES));
         }
         let w = self.multipart.as_mut().expect("set above");

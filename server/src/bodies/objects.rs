@@ -72,7 +72,7 @@ pub(crate) async fn put_whole(
         bucket.store.put(path, payload).await?;
         return Ok(());
     }
-    let upload = bucket.store.put_multipart(path).await?;
+    let upload = bucket.put_multipart(path).await?;
     let mut w = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
     for p in parts {
         if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {

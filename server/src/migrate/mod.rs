@@ -197,7 +197,7 @@ pub async fn migrate(opts: &MigrateOptions, say: &dyn Fn(&str)) -> Result<Report
             config.database = Some(opts.to_database.clone());
             let stores = crate::storage::open_stores(&config).await?;
             say(&format!("target store: {url}"));
-            Some(stores)
+            Some((stores.bodies, stores.blobs))
         }
     };
     let source_dir = crate::Config::new(opts.data_dir.clone());

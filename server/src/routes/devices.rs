@@ -1,10 +1,11 @@
 //! Listing and revoking the caller's devices.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use evi_shared::api::{Device, DevicesResponse, ErrorBody};
+use evi_shared::api::{Device, DevicesQuery, DevicesResponse, ErrorBody};
 
 use crate::AppState;
 use crate::auth::Authed;
@@ -14,14 +15,32 @@ fn time(secs: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(secs, 0).unwrap_or_default()
 }
 
-/// The account's devices that hold a valid token.
+/// A page of the account's devices that hold a valid token, by id: an
+/// account may hold thousands, and one answer stays bounded.
 #[utoipa::path(get, path = "/api/v1/devices", tag = "devices", security(("bearer" = [])),
-    responses((status = 200, body = DevicesResponse), (status = 401, body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<DevicesResponse>> {
-    let devices = state
+    params(DevicesQuery),
+    responses((status = 200, body = DevicesResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authed,
+    query: Result<Query<DevicesQuery>, QueryRejection>,
+) -> ApiResult<Json<DevicesResponse>> {
+    let Query(q) = query.map_err(|e| crate::error::ApiError::bad_request(e.body_text()))?;
+    if let Some(after) = &q.after {
+        super::check_device_ids("after", [after])?;
+    }
+    let max = state.config.limits.max_page_devices;
+    let limit = q.limit.unwrap_or(max).clamp(1, max);
+    let mut rows = state
         .store
-        .devices(auth.user_id)
-        .await?
+        .devices(auth.user_id, q.after, limit.saturating_add(1))
+        .await?;
+    let next = (rows.len() > limit as usize).then(|| {
+        rows.truncate(limit as usize);
+        rows.last().map(|d| d.id.clone()).unwrap_or_default()
+    });
+    let devices = rows
         .into_iter()
         .map(|d| Device {
             current: d.id == auth.device_id,
@@ -33,7 +52,7 @@ pub async fn list(State(state): State<AppState>, auth: Authed) -> ApiResult<Json
             current_key: d.current_key,
         })
         .collect();
-    Ok(Json(DevicesResponse { devices }))
+    Ok(Json(DevicesResponse { devices, next }))
 }
 
 /// Revokes one of the account's devices (its token gets 401 from now on),

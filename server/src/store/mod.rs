@@ -327,7 +327,14 @@ pub trait Store: Send + Sync + 'static {
     async fn add_device(&self, user: UserId, device: NewDevice) -> StoreResult<String>;
     async fn token_owner(&self, token_hash: [u8; 32]) -> StoreResult<Option<TokenOwner>>;
     async fn touch_device(&self, device_id: &str, now: i64) -> StoreResult<()>;
-    async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>>;
+    /// The account's devices by id, those after `after` (an id), at most
+    /// `limit`.
+    async fn devices(
+        &self,
+        user: UserId,
+        after: Option<String>,
+        limit: u32,
+    ) -> StoreResult<Vec<DeviceRow>>;
     /// Deletes the device and so its token; `NotFound` if it is not this
     /// user's. A key rotation it began is abandoned in the same step (see
     /// [`rotation`]): whether one was (its staging account is to purge).

@@ -592,15 +592,21 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>> {
+    async fn devices(
+        &self,
+        user: UserId,
+        after: Option<String>,
+        limit: u32,
+    ) -> StoreResult<Vec<DeviceRow>> {
         self.read(move |c| {
             let mut st = c.prepare_cached(
                 "SELECT d.id, d.name, d.created_at, d.last_seen_at, d.key_generation,
                         d.key_generation >= u.key_generation
                  FROM devices d JOIN users u ON u.id = d.user_id
-                 WHERE d.user_id = ?1 ORDER BY d.created_at, d.id",
+                 WHERE d.user_id = ?1 AND d.id > ?2 ORDER BY d.id LIMIT ?3",
             )?;
-            let rows = st.query_map([user], |r| {
+            let after = after.unwrap_or_default();
+            let rows = st.query_map(params![user, after, limit], |r| {
                 Ok(DeviceRow {
                     id: r.get(0)?,
                     name: r.get(1)?,

@@ -422,3 +422,84 @@ async fn a_blob_upload_cut_at_its_limit_leaves_no_object_and_no_parts() {
     assert_eq!(a.get_blob(&kid(9, 6)).await.1, blob(10 << 20, 6));
     assert_eq!(stray_files(&srv.data()), Vec::<String>::new());
 }
+
+/// The part files s3s-fs keeps in its root for unfinished multipart uploads.
+fn upload_parts(s3: &S3Server) -> Vec<String> {
+    std::fs::read_dir(s3.root.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".upload_id-"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_multipart_upload_a_killed_server_left_is_aborted_by_a_later_start() {
+    use std::io::Write as _;
+    let Some(s3) = S3Server::start() else { return };
+    let mut srv = server_on(&s3, &[]);
+    let a = srv.register("killed").await;
+    // 20 MiB of a blob that never ends: two 8 MiB parts leave for the
+    // bucket, then the server is killed under the upload.
+    let mut conn = std::net::TcpStream::connect(&srv.addr).unwrap();
+    let head = format!(
+        "PUT /api/v1/blobs/{} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n",
+        kid(9, 8),
+        srv.addr,
+        a.token.clone().unwrap()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    for _ in 0..20 {
+        conn.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .unwrap();
+        conn.write_all(&chunk).unwrap();
+        conn.write_all(b"\r\n").unwrap();
+    }
+    assert!(
+        crate::common::eventually(|| upload_parts(&s3).len() >= 2).await,
+        "the upload's parts never reached the bucket: {:?}",
+        upload_parts(&s3)
+    );
+    srv.stop();
+    drop(conn);
+    let parts = upload_parts(&s3);
+    let markers = |objects: &[(String, u64)]| {
+        objects
+            .iter()
+            .filter(|(k, _)| k.starts_with("evi/uploads/"))
+            .count()
+    };
+    assert_eq!(markers(&s3.objects().await), 1, "{:?}", s3.objects().await);
+
+    // A start within the ttl keeps it: it may be another replica's upload
+    // under way.
+    srv.set_flag("--upload-ttl-secs", Some("3600"));
+    srv.start_again();
+    assert_eq!(upload_parts(&s3), parts, "a young upload was touched");
+    srv.stop();
+
+    // Past it, the next start aborts it: no part stays billed, no marker
+    // stays, and no object appeared.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    srv.set_flag("--upload-ttl-secs", Some("1"));
+    srv.start_again();
+    assert_eq!(upload_parts(&s3), Vec::<String>::new(), "parts left behind");
+    let objects = s3.objects().await;
+    assert_eq!(markers(&objects), 0, "{objects:?}");
+    assert!(
+        !objects.iter().any(|(k, _)| k.starts_with("evi/blobs/")),
+        "{objects:?}"
+    );
+    assert!(
+        srv.log().contains("aborted multipart uploads"),
+        "{}",
+        srv.log()
+    );
+    // The name uploads whole afterwards.
+    let a = srv.rebase(&a);
+    let (st, v) = a.put_blob(&kid(9, 8), blob(10 << 20, 8)).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(a.get_blob(&kid(9, 8)).await.1, blob(10 << 20, 8));
+}

@@ -653,8 +653,9 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Polls `f` for up to 10 s (used only to wait for the server to notice a
-/// dropped connection, never for readiness).
+/// Polls `f` for up to 10 s (used only to wait for what the server does
+/// behind a connection, such as noticing it dropped or sending an upload's
+/// parts on, never for readiness).
 pub async fn eventually(mut f: impl FnMut() -> bool) -> bool {
     for _ in 0..200 {
         if f() {

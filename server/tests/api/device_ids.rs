@@ -37,6 +37,10 @@ async fn ids_no_device_can_have_get_a_4xx_on_every_route_that_names_devices() {
     assert_eq!(st, StatusCode::BAD_REQUEST, "pair device: {v}");
     assert!(v.to_string().contains("replaces"), "names the field: {v}");
 
+    let (st, v) = a.get("/api/v1/devices?after=abc%00def").await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "device page: {v}");
+    assert!(v.to_string().contains("after"), "names the field: {v}");
+
     // The account still works: nothing half-done behind the refusals.
     let (st, v) = a.get("/api/v1/devices").await;
     assert_eq!(st, StatusCode::OK, "{v}");

@@ -21,6 +21,7 @@ mod crash;
 mod crosssite;
 mod data_folder;
 mod device_ids;
+mod device_pages;
 mod empty_database;
 mod forget_groups;
 mod framed;
@@ -65,6 +66,7 @@ const ON_POSTGRES: &[&str] = &[
     "crash",
     "crosssite",
     "device_ids",
+    "device_pages",
     "empty_database",
     "forget_groups",
     "framed",

@@ -75,3 +75,34 @@ fn a_second_laptop_becomes_laptop_2_and_is_told_so() {
     .unwrap();
     assert!(got.contains("from laptop-2"), "{got}");
 }
+
+/// `evi sync devices` shows every device of the account, however few the
+/// server sends a page (`--max-page-devices`).
+#[test]
+fn the_device_list_shows_every_device_across_the_servers_pages() {
+    let server = TestServer::start_with(&["--max-page-devices", "1"]);
+    let a = Device::new();
+    a.init(&server, "many", "laptop");
+    let others: Vec<Device> = ["desk", "box"]
+        .iter()
+        .map(|name| {
+            let d = Device::new();
+            d.join_copying_key(&a, &server.url, "many", name);
+            d
+        })
+        .collect();
+    let devices: serde_json::Value =
+        serde_json::from_str(&a.sync_ok(&["devices", "--json"])).unwrap();
+    let mut names: Vec<&str> = devices["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["box", "desk", "laptop"], "{devices}");
+    let table = others[0].sync_ok(&["devices"]);
+    for name in ["box", "desk", "laptop"] {
+        assert!(table.contains(name), "{table}");
+    }
+}

@@ -608,8 +608,33 @@ impl Client {
         self.post("/login", req)
     }
 
+    /// Every device of the account, page after page (a server older than
+    /// paging sends them all at once, with no `next`).
     pub fn devices(&self) -> Result<DevicesResponse, ClientError> {
-        self.get("/devices")
+        let mut all = DevicesResponse {
+            devices: Vec::new(),
+            next: None,
+        };
+        let mut after: Option<String> = None;
+        loop {
+            let mut url =
+                reqwest::Url::parse(&self.url("/devices")).map_err(|e| ClientError::BadUrl {
+                    url: self.base.clone(),
+                    reason: e.to_string(),
+                })?;
+            if let Some(a) = &after {
+                url.query_pairs_mut().append_pair("after", a);
+            }
+            let page: DevicesResponse =
+                self.call(|| self.http.get(url.as_str()), |resp| self.json(resp))?;
+            all.devices.extend(page.devices);
+            match page.next {
+                // Each page starts past the one before: a server that says
+                // otherwise would have this loop for ever.
+                Some(next) if after.as_ref().is_none_or(|a| next > *a) => after = Some(next),
+                _ => return Ok(all),
+            }
+        }
     }
 
     pub fn revoke(&self, device_id: &str) -> Result<(), ClientError> {

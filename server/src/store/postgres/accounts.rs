@@ -187,14 +187,21 @@ pub(super) async fn touch_device(s: &PgStore, device_id: &str, now: i64) -> Stor
     Ok(())
 }
 
-pub(super) async fn devices(s: &PgStore, user: UserId) -> StoreResult<Vec<DeviceRow>> {
+pub(super) async fn devices(
+    s: &PgStore,
+    user: UserId,
+    after: Option<String>,
+    limit: u32,
+) -> StoreResult<Vec<DeviceRow>> {
     let c = s.client().await?;
+    let after = after.unwrap_or_default();
     Ok(c.query(
         "SELECT d.id, d.name, d.created_at, d.last_seen_at, d.key_generation,
                 d.key_generation >= u.key_generation
          FROM devices d JOIN users u ON u.id = d.user_id
-         WHERE d.user_id = $1 ORDER BY d.created_at, d.id",
-        &[&user],
+         WHERE d.user_id = $1 AND d.id COLLATE \"C\" > $2
+         ORDER BY d.id COLLATE \"C\" LIMIT $3",
+        &[&user, &after, &i64::from(limit)],
     )
     .await?
     .into_iter()

@@ -49,8 +49,13 @@ impl Store for PgStore {
     async fn touch_device(&self, device_id: &str, now: i64) -> StoreResult<()> {
         accounts::touch_device(self, device_id, now).await
     }
-    async fn devices(&self, user: UserId) -> StoreResult<Vec<DeviceRow>> {
-        accounts::devices(self, user).await
+    async fn devices(
+        &self,
+        user: UserId,
+        after: Option<String>,
+        limit: u32,
+    ) -> StoreResult<Vec<DeviceRow>> {
+        accounts::devices(self, user, after, limit).await
     }
     async fn revoke_device(&self, user: UserId, device_id: &str) -> StoreResult<bool> {
         accounts::revoke_device(self, user, device_id).await
