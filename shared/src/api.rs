@@ -381,8 +381,12 @@ pub struct DevicesResponse {
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct DevicesQuery {
     /// Most devices in the page; the server's `--max-page-devices` (500
-    /// unless set) when absent or larger.
+    /// unless set) when absent or larger (0 counts as 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        param(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)
+    )]
     pub limit: Option<u32>,
     /// The `next` of the page before: devices with a larger id.
     #[serde(default, skip_serializing_if = "Option::is_none")]

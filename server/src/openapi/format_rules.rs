@@ -66,6 +66,27 @@ fn property<'a>(api: &'a mut OpenApi, schema: &str, field: &str) -> &'a mut RefO
         .unwrap_or_else(|| panic!("no property {schema}.{field}"))
 }
 
+/// The schema of query parameter `name` of `GET path`.
+fn query_parameter<'a>(
+    api: &'a mut OpenApi,
+    path: &str,
+    name: &str,
+) -> &'a mut Option<RefOr<Schema>> {
+    let get = api
+        .paths
+        .paths
+        .get_mut(path)
+        .and_then(|item| item.get.as_mut())
+        .unwrap_or_else(|| panic!("no GET {path}"));
+    let parameter = get
+        .parameters
+        .iter_mut()
+        .flatten()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no parameter {name} of GET {path}"));
+    &mut parameter.schema
+}
+
 fn items(api: &mut OpenApi, schema: &str, field: &str, min: Option<usize>, max: usize) {
     let RefOr::T(Schema::Array(array)) = property(api, schema, field) else {
         panic!("{schema}.{field} is not an array");
@@ -110,6 +131,7 @@ impl Modify for FormatRules {
             panic!("RotationCommitRequest.revoke is not an array");
         };
         revoke.items = ArrayItems::RefOrSchema(Box::new(device_id(false)));
+        *query_parameter(api, "/api/v1/devices", "after") = Some(device_id(false));
         let password = |what: &str| text(what, PASSWORD_MIN_LEN, PASSWORD_MAX_LEN, None);
         *property(api, "RegisterRequest", "password") = password("The account password.");
         *property(api, "PasswordChangeRequest", "new_password") = password("The new password.");
