@@ -71,7 +71,7 @@ fn watch_install_refuses_the_build_folder_binary_when_none_is_installed() {
 /// Runs `cmd` (a shell command line) on a pseudo-terminal, as typed by a
 /// person who answers `input`; what the terminal showed.
 pub(crate) fn on_terminal(dev: &Device, cmd: &str, input: &str) -> Run {
-    use std::io::Write;
+    use std::io::{Read as _, Write as _};
     let base = dev.sync_cmd();
     // `script` (util-linux) gives the command a terminal of its own.
     let mut script = std::process::Command::new("script");
@@ -88,13 +88,40 @@ pub(crate) fn on_terminal(dev: &Device, cmd: &str, input: &str) -> Run {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = script.spawn().expect("`script` from util-linux");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap().into()
+    // The answer is typed once the question is on the screen, as a person
+    // types it: typed earlier, the terminal echoes it before the question
+    // and the screen reads "n" then "[y/N]".
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            if all.windows(5).any(|w| w == b"[y/N]") {
+                let _ = tx.send(());
+            }
+        }
+        all
+    });
+    // At most 60 s: a command that never asks shows in its output.
+    let _ = rx.recv_timeout(std::time::Duration::from_secs(60));
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(input.as_bytes());
+    drop(stdin);
+    let mut err = Vec::new();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    let stdout = reader.join().unwrap();
+    std::process::Output {
+        status,
+        stdout,
+        stderr: err,
+    }
+    .into()
 }
 
 #[test]
