@@ -205,17 +205,32 @@ impl BlobStore for BlobDir {
         drop(file);
         let dest = self.path(user, name);
         let (size, ours) = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, bool)> {
-            match tmp.persist_noclobber(&dest) {
-                Ok(_) => {
-                    crate::private::sync_dir(&dir)?;
-                    Ok((size, true))
+            let mut tmp = tmp;
+            // A purge or the collector may delete the file in place between
+            // the refused move and the look at it: then this upload's file
+            // goes in its place (a second time at most, then its answer).
+            for _ in 0..3 {
+                match tmp.persist_noclobber(&dest) {
+                    Ok(_) => {
+                        crate::private::sync_dir(&dir)?;
+                        return Ok((size, true));
+                    }
+                    // Dropping the temp file (inside the error) deletes it.
+                    Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                        match std::fs::metadata(&dest) {
+                            Ok(m) => return Ok((m.len(), false)),
+                            Err(gone) if gone.kind() == std::io::ErrorKind::NotFound => {
+                                tmp = e.file;
+                            }
+                            Err(other) => return Err(other),
+                        }
+                    }
+                    Err(e) => return Err(e.error),
                 }
-                // Dropping the temp file (inside the error) deletes it.
-                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                    Ok((std::fs::metadata(&dest)?.len(), false))
-                }
-                Err(e) => Err(e.error),
             }
+            Err(std::io::Error::other(
+                "the blob's file kept appearing and going while this upload moved in",
+            ))
         })
         .await
         .map_err(std::io::Error::other)??;
