@@ -2,7 +2,7 @@
 //! with what they hold, disabling one, a quota per account, retiring one
 //! for deletion (its rows and files then go as a retired rotation's do, see
 //! [`crate::rotation::purge`]), the invites, and the registration mode. The
-//! SQLite side is `sqlite_admin.rs`, the Postgres side `postgres/admin.rs`.
+//! SQLite side is `sqlite/admin.rs`, the Postgres side `postgres/admin.rs`.
 
 use evi_shared::api::Registration;
 

@@ -21,7 +21,7 @@
 //!   transaction, for [`crate::bodies::compact`] to rewrite without them: a
 //!   crash at any point leaves the list, and the next start resumes it.
 //!
-//! The SQLite side is `sqlite_forget.rs`, the Postgres side
+//! The SQLite side is `sqlite/forget.rs`, the Postgres side
 //! `postgres/forget.rs`; both follow [`takes`].
 
 use evi_shared::forget::is_forget_kind;

@@ -24,11 +24,6 @@ pub mod pairing;
 pub mod postgres;
 pub mod rotation;
 pub mod sqlite;
-mod sqlite_admin;
-mod sqlite_blob_refs;
-mod sqlite_forget;
-mod sqlite_pairing;
-mod sqlite_rotation;
 
 pub use pairing::{NewPairSlot, PairSlot, PairStep};
 

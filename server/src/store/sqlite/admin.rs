@@ -1,12 +1,12 @@
-//! The operator's account calls on the SQLite store (see [`super::admin`]).
+//! The operator's account calls on the SQLite store (see [`crate::store::admin`]).
 
 use evi_shared::api::Registration;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::admin::{AccountRow, InviteRow, REGISTRATION, parse_registration};
-use super::rotation::retired_name;
-use super::sqlite::SqliteStore;
-use super::{StoreResult, UserId};
+use super::SqliteStore;
+use crate::store::admin::{AccountRow, InviteRow, REGISTRATION, parse_registration};
+use crate::store::rotation::retired_name;
+use crate::store::{StoreResult, UserId};
 
 pub(super) async fn accounts(s: &SqliteStore) -> StoreResult<Vec<AccountRow>> {
     s.read(|c| {
@@ -77,7 +77,7 @@ pub(super) async fn retire_account(s: &SqliteStore, user: UserId, now: i64) -> S
             })
             .optional()?;
         if let Some(id) = staging {
-            super::sqlite_rotation::retire_staging(&tx, id, now)?;
+            super::rotation::retire_staging(&tx, id, now)?;
         }
         tx.execute("DELETE FROM devices WHERE user_id = ?1", [user])?;
         tx.execute(

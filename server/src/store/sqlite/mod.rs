@@ -19,9 +19,14 @@ use evi_shared::KeyedId;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::rotation::{Began, Begun, Committed, Rotated};
-use super::sqlite_forget;
 use super::*;
 use crate::bodies::{BodyRef, PackName};
+
+mod admin;
+mod blob_refs;
+mod forget;
+mod pairing;
+mod rotation;
 
 /// One step of the schema's history; the database's `user_version` says
 /// how many have run.
@@ -36,57 +41,67 @@ enum Migration {
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
 
 const MIGRATIONS: &[Migration] = &[
-    Migration::Sql(include_str!("../../migrations/sqlite/0001_init.sql")),
+    Migration::Sql(include_str!("../../../migrations/sqlite/0001_init.sql")),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0002_record_device.sql"
+        "../../../migrations/sqlite/0002_record_device.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0003_record_bodies.sql"
+        "../../../migrations/sqlite/0003_record_bodies.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0004_user_name_nocase.sql"
+        "../../../migrations/sqlite/0004_user_name_nocase.sql"
     )),
     Migration::Code(recount_usage),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0005_entry_id_bytes.sql"
+        "../../../migrations/sqlite/0005_entry_id_bytes.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0006_records_by_stream.sql"
+        "../../../migrations/sqlite/0006_records_by_stream.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0007_damaged_records.sql"
-    )),
-    Migration::Sql(include_str!("../../migrations/sqlite/0008_pair_slots.sql")),
-    Migration::Sql(include_str!(
-        "../../migrations/sqlite/0009_forgotten_streams.sql"
-    )),
-    Migration::Sql(include_str!("../../migrations/sqlite/0010_blob_refs.sql")),
-    Migration::Sql(include_str!(
-        "../../migrations/sqlite/0011_key_rotation.sql"
-    )),
-    Migration::Sql(include_str!("../../migrations/sqlite/0012_blob_parts.sql")),
-    Migration::Sql(include_str!(
-        "../../migrations/sqlite/0013_compaction_grace.sql"
+        "../../../migrations/sqlite/0007_damaged_records.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0014_rotation_owner.sql"
+        "../../../migrations/sqlite/0008_pair_slots.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0015_stream_groups.sql"
+        "../../../migrations/sqlite/0009_forgotten_streams.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0016_entries_by_seq.sql"
-    )),
-    Migration::Sql(include_str!("../../migrations/sqlite/0017_pair_minted.sql")),
-    Migration::Sql(include_str!(
-        "../../migrations/sqlite/0018_pair_minted_device.sql"
-    )),
-    Migration::Sql(include_str!("../../migrations/sqlite/0019_key_proof.sql")),
-    Migration::Sql(include_str!(
-        "../../migrations/sqlite/0020_account_disabled.sql"
+        "../../../migrations/sqlite/0010_blob_refs.sql"
     )),
     Migration::Sql(include_str!(
-        "../../migrations/sqlite/0021_operator_settings.sql"
+        "../../../migrations/sqlite/0011_key_rotation.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0012_blob_parts.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0013_compaction_grace.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0014_rotation_owner.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0015_stream_groups.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0016_entries_by_seq.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0017_pair_minted.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0018_pair_minted_device.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0019_key_proof.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0020_account_disabled.sql"
+    )),
+    Migration::Sql(include_str!(
+        "../../../migrations/sqlite/0021_operator_settings.sql"
     )),
 ];
 
@@ -231,7 +246,7 @@ fn drop_superseded(
         if !all {
             continue;
         }
-        sqlite_blob_refs::release(tx, user, seq, released)?;
+        blob_refs::release(tx, user, seq, released)?;
         tx.execute(
             "DELETE FROM records WHERE user_id = ?1 AND seq = ?2",
             params![user, seq],
@@ -423,10 +438,10 @@ fn read_page(
 #[async_trait]
 impl Store for SqliteStore {
     async fn pair_open(&self, slot: NewPairSlot) -> StoreResult<u32> {
-        super::sqlite_pairing::open(self, slot).await
+        pairing::open(self, slot).await
     }
     async fn pair_slot(&self, number: u32, now: i64) -> StoreResult<Option<PairSlot>> {
-        super::sqlite_pairing::get(self, number, now).await
+        pairing::get(self, number, now).await
     }
     async fn pair_step(
         &self,
@@ -435,7 +450,7 @@ impl Store for SqliteStore {
         step: PairStep,
         now: i64,
     ) -> StoreResult<bool> {
-        super::sqlite_pairing::step(self, number, from, step, now).await
+        pairing::step(self, number, from, step, now).await
     }
     async fn pair_mint(
         &self,
@@ -444,7 +459,7 @@ impl Store for SqliteStore {
         device: NewDevice,
         now: i64,
     ) -> StoreResult<Option<String>> {
-        super::sqlite_pairing::mint(self, number, user, device, now).await
+        pairing::mint(self, number, user, device, now).await
     }
     async fn create_user(
         &self,
@@ -633,7 +648,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::NotFound);
             }
             let now = chrono::Utc::now().timestamp();
-            let ended = super::sqlite_rotation::abandon(&tx, user, Began::By(&id), now)?;
+            let ended = rotation::abandon(&tx, user, Began::By(&id), now)?;
             tx.commit()?;
             Ok(ended)
         })
@@ -653,7 +668,7 @@ impl Store for SqliteStore {
                 params![user, keep],
             )?;
             let now = chrono::Utc::now().timestamp();
-            super::sqlite_rotation::abandon(&tx, user, Began::NotBy(&keep), now)?;
+            rotation::abandon(&tx, user, Began::NotBy(&keep), now)?;
             tx.commit()?;
             Ok(n as u64)
         })
@@ -695,39 +710,39 @@ impl Store for SqliteStore {
     }
 
     async fn accounts(&self) -> StoreResult<Vec<super::admin::AccountRow>> {
-        super::sqlite_admin::accounts(self).await
+        admin::accounts(self).await
     }
 
     async fn set_disabled(&self, user: UserId, at: Option<i64>) -> StoreResult<bool> {
-        super::sqlite_admin::set_disabled(self, user, at).await
+        admin::set_disabled(self, user, at).await
     }
 
     async fn retire_account(&self, user: UserId, now: i64) -> StoreResult<bool> {
-        super::sqlite_admin::retire_account(self, user, now).await
+        admin::retire_account(self, user, now).await
     }
 
     async fn set_quota(&self, user: UserId, quota: Option<i64>) -> StoreResult<bool> {
-        super::sqlite_admin::set_quota(self, user, quota).await
+        admin::set_quota(self, user, quota).await
     }
 
     async fn invites(&self) -> StoreResult<Vec<super::admin::InviteRow>> {
-        super::sqlite_admin::invites(self).await
+        admin::invites(self).await
     }
 
     async fn expire_invite(&self, code_hash: Vec<u8>, at: i64) -> StoreResult<bool> {
-        super::sqlite_admin::expire_invite(self, code_hash, at).await
+        admin::expire_invite(self, code_hash, at).await
     }
 
     async fn revoke_invite(&self, code_hash: Vec<u8>) -> StoreResult<bool> {
-        super::sqlite_admin::revoke_invite(self, code_hash).await
+        admin::revoke_invite(self, code_hash).await
     }
 
     async fn registration(&self) -> StoreResult<Option<evi_shared::api::Registration>> {
-        super::sqlite_admin::registration(self).await
+        admin::registration(self).await
     }
 
     async fn set_registration(&self, mode: evi_shared::api::Registration) -> StoreResult<()> {
-        super::sqlite_admin::set_registration(self, mode).await
+        admin::set_registration(self, mode).await
     }
 
     async fn key_proof_hash(&self, user: UserId) -> StoreResult<Option<Vec<u8>>> {
@@ -816,9 +831,9 @@ impl Store for SqliteStore {
                         blob_missing.push(i as u32);
                         continue;
                     }
-                    let gone = sqlite_forget::is_forgotten(&tx, user, r.stream.as_str())?
+                    let gone = forget::is_forgotten(&tx, user, r.stream.as_str())?
                         || match &r.group {
-                            Some(g) => sqlite_forget::is_forgotten(&tx, user, g.as_str())?,
+                            Some(g) => forget::is_forgotten(&tx, user, g.as_str())?,
                             None => false,
                         };
                     if !super::forget::takes(&r.kind, gone) {
@@ -837,7 +852,7 @@ impl Store for SqliteStore {
                         dropped += 1;
                         continue;
                     }
-                    let Some(refs) = sqlite_blob_refs::to_record(&tx, user, &r.refs.refs)? else {
+                    let Some(refs) = blob_refs::to_record(&tx, user, &r.refs.refs)? else {
                         blob_missing.push(i as u32);
                         blob_refused.insert(r.stream.as_str());
                         continue;
@@ -865,24 +880,23 @@ impl Store for SqliteStore {
                     for k in &keys {
                         new_entries += ins_entry.execute(params![user, k, seq])? as i64;
                     }
-                    sqlite_blob_refs::insert(&tx, user, seq, &refs)?;
+                    blob_refs::insert(&tx, user, seq, &refs)?;
                     stored += 1;
                     added += cost;
                     match r.kind.as_str() {
                         evi_shared::forget::FORGET_KIND => {
                             let stream = r.stream.as_str();
-                            purged += sqlite_forget::purge(&tx, user, stream, seq, &mut released)?;
+                            purged += forget::purge(&tx, user, stream, seq, &mut released)?;
                         }
                         evi_shared::blob_refs::FORGET_LINES_KIND => {
                             // Only the blobs it names are collected: the
                             // lines kept from the same records come again.
                             let (stream, forgets) = (r.stream.as_str(), &r.refs.forgets);
-                            purged +=
-                                sqlite_blob_refs::forget_lines(&tx, user, stream, seq, forgets)?;
+                            purged += blob_refs::forget_lines(&tx, user, stream, seq, forgets)?;
                             released.extend(r.refs.forget_blobs.iter().map(|n| n.to_string()));
                         }
                         evi_shared::forget::UNFORGET_KIND => {
-                            sqlite_forget::lift(&tx, user, r.stream.as_str())?;
+                            forget::lift(&tx, user, r.stream.as_str())?;
                         }
                         _ => {}
                     }
@@ -898,7 +912,7 @@ impl Store for SqliteStore {
             let mut collect_blobs = false;
             if stored > 0 {
                 let (gone, freed) = drop_superseded(&tx, user, &mut released)?;
-                collect_blobs = sqlite_blob_refs::list_unreferenced(&tx, user, &released)?;
+                collect_blobs = blob_refs::list_unreferenced(&tx, user, &released)?;
                 tx.execute(
                     "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
                      entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
@@ -1129,7 +1143,7 @@ impl Store for SqliteStore {
         let part_of = part_of.map(|p| p.to_string());
         self.write(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if !sqlite_blob_refs::upload_allowed(&tx, user, name.as_str(), since_ms)? {
+            if !blob_refs::upload_allowed(&tx, user, name.as_str(), since_ms)? {
                 return Err(super::blob_refs::collecting());
             }
             let exists = tx
@@ -1188,7 +1202,7 @@ impl Store for SqliteStore {
                 }
             }
             if !gone.is_empty() {
-                super::sqlite_blob_refs::uncount_blobs(&tx, user, gone.len(), freed)?;
+                blob_refs::uncount_blobs(&tx, user, gone.len(), freed)?;
                 tx.commit()?;
             }
             Ok(gone)
@@ -1223,13 +1237,12 @@ impl Store for SqliteStore {
     }
 
     async fn packs_to_compact(&self) -> StoreResult<Vec<ToCompact>> {
-        self.read(sqlite_forget::packs_to_compact).await
+        self.read(forget::packs_to_compact).await
     }
 
     async fn blobs_to_collect(&self) -> StoreResult<Vec<(UserId, KeyedId)>> {
         let now = chrono::Utc::now().timestamp_millis();
-        self.write(move |c| sqlite_blob_refs::to_collect(c, now))
-            .await
+        self.write(move |c| blob_refs::to_collect(c, now)).await
     }
 
     async fn collect_blob_row(
@@ -1238,13 +1251,13 @@ impl Store for SqliteStore {
         name: &KeyedId,
     ) -> StoreResult<Option<Vec<KeyedId>>> {
         let name = name.clone();
-        self.write(move |c| sqlite_blob_refs::take_row(c, user, &name))
+        self.write(move |c| blob_refs::take_row(c, user, &name))
             .await
     }
 
     async fn blob_collected(&self, user: UserId, name: &KeyedId) -> StoreResult<()> {
         let (name, now) = (name.clone(), chrono::Utc::now().timestamp_millis());
-        self.write(move |c| sqlite_blob_refs::mark_done(c, user, &name, now))
+        self.write(move |c| blob_refs::mark_done(c, user, &name, now))
             .await
     }
 
@@ -1254,7 +1267,7 @@ impl Store for SqliteStore {
         pack: &PackName,
     ) -> StoreResult<Vec<(u64, BodyRef)>> {
         let pack = pack.clone();
-        self.read(move |c| sqlite_forget::bodies_in_pack(c, user, &pack))
+        self.read(move |c| forget::bodies_in_pack(c, user, &pack))
             .await
     }
 
@@ -1265,7 +1278,7 @@ impl Store for SqliteStore {
         moved: Vec<(u64, BodyRef)>,
     ) -> StoreResult<()> {
         let from = from.clone();
-        self.write(move |c| sqlite_forget::repoint(c, user, &from, &moved))
+        self.write(move |c| forget::repoint(c, user, &from, &moved))
             .await
     }
 
@@ -1276,7 +1289,7 @@ impl Store for SqliteStore {
         by: &str,
         key: super::rotation::NewKey,
     ) -> StoreResult<Begun> {
-        super::sqlite_rotation::begin(self, user, device, by.to_owned(), key).await
+        rotation::begin(self, user, device, by.to_owned(), key).await
     }
     async fn rotation_commit(
         &self,
@@ -1286,25 +1299,23 @@ impl Store for SqliteStore {
         revoke: Vec<String>,
         now: i64,
     ) -> StoreResult<Committed> {
-        super::sqlite_rotation::commit(self, user, device_id.to_owned(), through_seq, revoke, now)
-            .await
+        rotation::commit(self, user, device_id.to_owned(), through_seq, revoke, now).await
     }
     async fn expire_rotations(&self, begun_before: i64, now: i64) -> StoreResult<usize> {
-        super::sqlite_rotation::expire(self, begun_before, now).await
+        rotation::expire(self, begun_before, now).await
     }
     async fn retired_users(&self) -> StoreResult<Vec<UserId>> {
-        super::sqlite_rotation::retired_users(self).await
+        rotation::retired_users(self).await
     }
     async fn retired_blobs(&self, user: UserId) -> StoreResult<Vec<KeyedId>> {
-        super::sqlite_rotation::retired_blobs(self, user).await
+        rotation::retired_blobs(self, user).await
     }
     async fn drop_retired(&self, user: UserId) -> StoreResult<()> {
-        super::sqlite_rotation::drop_retired(self, user).await
+        rotation::drop_retired(self, user).await
     }
     async fn compaction_done(&self, user: UserId, pack: &PackName) -> StoreResult<()> {
         let pack = pack.clone();
-        self.write(move |c| sqlite_forget::done(c, user, &pack))
-            .await
+        self.write(move |c| forget::done(c, user, &pack)).await
     }
 
     async fn totals(&self) -> StoreResult<super::Totals> {

@@ -1,4 +1,4 @@
-//! The SQLite side of [`super::blob_refs`]: run inside the push's
+//! The SQLite side of [`crate::store::blob_refs`]: run inside the push's
 //! transaction on the writer connection, or as the collection's own steps.
 
 use std::collections::BTreeSet;
@@ -7,9 +7,9 @@ use evi_shared::KeyedId;
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::forget::Purged;
-use super::sqlite_forget::PurgedRow;
-use super::{StoreError, StoreResult, UserId, blob_cost};
+use super::forget::PurgedRow;
+use crate::store::forget::Purged;
+use crate::store::{StoreError, StoreResult, UserId, blob_cost};
 
 /// Whether blob `name` is stored: whole, or as a piece (part or manifest)
 /// tied to it (see [`evi_shared::blob_refs`]).
@@ -23,7 +23,7 @@ fn stored(tx: &Transaction<'_>, user: UserId, name: &str) -> StoreResult<bool> {
 
 /// Of `refs`, those to record (the blobs stored now, whole or in pieces);
 /// `None` when one of them was deleted as unreferenced (see
-/// [`super::blob_refs`]).
+/// [`crate::store::blob_refs`]).
 pub(super) fn to_record(
     tx: &Transaction<'_>,
     user: UserId,
@@ -98,14 +98,14 @@ pub(super) fn forget_lines(
         .collect::<Result<_, _>>()?;
     let mut holding = Vec::new();
     for row in rows {
-        let ids = super::sqlite::split_ids(row.2.clone(), &row.1)?;
+        let ids = super::split_ids(row.2.clone(), &row.1)?;
         if ids.iter().any(|id| forgets.contains(id)) {
             holding.push(row);
         }
     }
     // The names those records held are not listed: the lines kept from
     // them come again, with their references (see `blob_refs`).
-    super::sqlite_forget::delete_records(tx, user, holding, &mut BTreeSet::new())
+    super::forget::delete_records(tx, user, holding, &mut BTreeSet::new())
 }
 
 /// Lists for collection each of `names` that is stored (whole or in
@@ -133,7 +133,7 @@ pub(super) fn list_unreferenced(
 }
 
 /// Whether an upload that began at `since_ms` may record blob `name` now
-/// (see [`super::blob_refs::upload_allowed`]).
+/// (see [`crate::store::blob_refs::upload_allowed`]).
 pub(super) fn upload_allowed(
     tx: &Transaction<'_>,
     user: UserId,
@@ -144,7 +144,7 @@ pub(super) fn upload_allowed(
         .prepare_cached("SELECT done_at FROM blob_collections WHERE user_id = ?1 AND name = ?2")?
         .query_row(params![user, name], |r| r.get(0))
         .optional()?;
-    Ok(listed.is_none_or(|done| super::blob_refs::upload_allowed(done, since_ms)))
+    Ok(listed.is_none_or(|done| crate::store::blob_refs::upload_allowed(done, since_ms)))
 }
 
 fn parse_name(s: String) -> StoreResult<KeyedId> {
@@ -156,7 +156,7 @@ fn parse_name(s: String) -> StoreResult<KeyedId> {
 pub(super) fn to_collect(c: &Connection, now_ms: i64) -> StoreResult<Vec<(UserId, KeyedId)>> {
     c.execute(
         "DELETE FROM blob_collections WHERE done_at IS NOT NULL AND done_at < ?1",
-        [now_ms - super::blob_refs::KEEP_DONE_MS],
+        [now_ms - crate::store::blob_refs::KEEP_DONE_MS],
     )?;
     let mut st =
         c.prepare_cached("SELECT user_id, name FROM blob_collections WHERE done_at IS NULL")?;

@@ -1,16 +1,16 @@
-//! Key rotation in the SQLite store (see [`super::rotation`]). The single
+//! Key rotation in the SQLite store (see [`crate::store::rotation`]). The single
 //! writer's immediate transaction makes the commit one step: no push,
 //! login or pairing of the account runs between its check and its swap.
 
 use evi_shared::KeyedId;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::rotation::{
+use super::SqliteStore;
+use crate::store::rotation::{
     ACCOUNT_TABLES, Began, Begun, CommitRefused, Committed, NO_PASSWORD, NewKey, resumes,
     retired_name, staging_name,
 };
-use super::sqlite::SqliteStore;
-use super::{NewDevice, StoreError, StoreResult, UserId};
+use crate::store::{NewDevice, StoreError, StoreResult, UserId};
 
 pub(super) async fn begin(
     s: &SqliteStore,
@@ -244,7 +244,7 @@ pub(super) async fn commit(
     .await
 }
 
-/// See [`super::Store::expire_rotations`].
+/// See [`crate::store::Store::expire_rotations`].
 pub(super) async fn expire(s: &SqliteStore, begun_before: i64, now: i64) -> StoreResult<usize> {
     s.write(move |c| {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -1,12 +1,12 @@
-//! Pairing slots in the SQLite store (see [`super::pairing`]). The single
+//! Pairing slots in the SQLite store (see [`crate::store::pairing`]). The single
 //! writer makes picking a slot number and inserting it one step.
 
 use evi_shared::api::PairState;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::pairing::{hash_column, lowest_free, minted_before, parse_state, state_name};
-use super::sqlite::SqliteStore;
-use super::{NewDevice, NewPairSlot, PairSlot, PairStep, StoreResult, UserId};
+use super::SqliteStore;
+use crate::store::pairing::{hash_column, lowest_free, minted_before, parse_state, state_name};
+use crate::store::{NewDevice, NewPairSlot, PairSlot, PairStep, StoreResult, UserId};
 
 pub(super) async fn open(s: &SqliteStore, slot: NewPairSlot) -> StoreResult<u32> {
     s.write(move |c| {
@@ -106,7 +106,7 @@ pub(super) async fn step(
     .await
 }
 
-/// See [`super::Store::pair_mint`].
+/// See [`crate::store::Store::pair_mint`].
 pub(super) async fn mint(
     s: &SqliteStore,
     number: u32,
@@ -134,7 +134,7 @@ pub(super) async fn mint(
             )?;
         }
         let id = device.id.clone();
-        let name = super::sqlite::insert_unique_device(&tx, user, device)?;
+        let name = super::insert_unique_device(&tx, user, device)?;
         tx.execute(
             "UPDATE pair_slots SET minted_at = ?1, minted_device = ?2 WHERE number = ?3",
             params![now, id, number],

@@ -1,4 +1,4 @@
-//! The SQLite side of [`super::forget`]: run inside the push's (or the
+//! The SQLite side of [`crate::store::forget`]: run inside the push's (or the
 //! compaction's) transaction on the writer connection.
 
 use std::collections::BTreeSet;
@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, Transaction, params};
 
-use super::forget::Purged;
-use super::{StoreError, StoreResult, ToCompact, UserId, record_cost};
 use crate::bodies::{BodyRef, PackName};
+use crate::store::forget::Purged;
+use crate::store::{StoreError, StoreResult, ToCompact, UserId, record_cost};
 
 /// Whether `stream` of `user` is forgotten now (as this transaction sees it).
 pub(super) fn is_forgotten(tx: &Transaction<'_>, user: UserId, stream: &str) -> StoreResult<bool> {
@@ -33,8 +33,8 @@ pub(super) fn delete_records(
 ) -> StoreResult<Purged> {
     let mut purged = Purged::default();
     for (rseq, text, bytes, len, pack) in rows {
-        let ids = super::sqlite::split_ids(bytes, &text)?;
-        super::sqlite_blob_refs::release(tx, user, rseq, released)?;
+        let ids = super::split_ids(bytes, &text)?;
+        super::blob_refs::release(tx, user, rseq, released)?;
         purged.entries += tx.execute(
             "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
             params![user, rseq],
@@ -125,7 +125,7 @@ pub(super) fn packs_to_compact(c: &Connection) -> StoreResult<Vec<ToCompact>> {
         out.push(ToCompact {
             user,
             pack: parse_pack(pack)?,
-            repointed_ago: super::repointed_ago(at, now),
+            repointed_ago: crate::store::repointed_ago(at, now),
         });
     }
     Ok(out)
