@@ -134,7 +134,7 @@ pub(super) async fn mint(
             )?;
         }
         let id = device.id.clone();
-        let name = super::insert_unique_device(&tx, user, device)?;
+        let name = super::accounts::insert_unique_device(&tx, user, device)?;
         tx.execute(
             "UPDATE pair_slots SET minted_at = ?1, minted_device = ?2 WHERE number = ?3",
             params![now, id, number],
