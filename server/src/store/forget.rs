@@ -34,7 +34,7 @@ pub fn takes(kind: &str, forgotten: bool) -> bool {
 }
 
 /// What deleting a forgotten stream's records took off the account.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Purged {
     pub records: i64,
     pub entries: i64,
@@ -42,6 +42,9 @@ pub struct Purged {
     pub bytes: i64,
     /// Whether packs were listed for compaction.
     pub packs: bool,
+    /// The known ids deleted (`entries` of them): no longer held, for the
+    /// rest of the push (see [`super::push_plan`]).
+    pub unheld: Vec<super::push_plan::EntryKey>,
 }
 
 impl std::ops::AddAssign for Purged {
@@ -50,6 +53,7 @@ impl std::ops::AddAssign for Purged {
         self.entries += o.entries;
         self.bytes += o.bytes;
         self.packs |= o.packs;
+        self.unheld.extend(o.unheld);
     }
 }
 

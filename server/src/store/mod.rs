@@ -22,6 +22,7 @@ pub mod blob_refs;
 pub mod forget;
 pub mod pairing;
 pub mod postgres;
+pub mod push_plan;
 pub mod rotation;
 pub mod sqlite;
 
@@ -155,7 +156,7 @@ pub struct DeviceRow {
 }
 
 /// A segment to store, ids already validated, its body already durable.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRecord {
     /// The device that pushed it.
     pub device_id: String,
