@@ -1,7 +1,7 @@
 //! The SQLite side of [`crate::store::blob_refs`]: run inside the push's
 //! transaction on the writer connection, or as the collection's own steps.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use evi_shared::KeyedId;
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
@@ -21,25 +21,28 @@ fn stored(tx: &Transaction<'_>, user: UserId, name: &str) -> StoreResult<bool> {
         .exists(params![user, name])?)
 }
 
-/// Of `refs`, those to record (the blobs stored now, whole or in pieces);
-/// `None` when one of them was deleted as unreferenced (see
+/// Of `names`, the blobs of `user` stored now (whole or in pieces), and of
+/// the others those deleted as unreferenced (listed for collection: see
 /// [`crate::store::blob_refs`]).
-pub(super) fn to_record(
+pub(super) fn stored_and_listed<'a>(
     tx: &Transaction<'_>,
     user: UserId,
-    refs: &[KeyedId],
-) -> StoreResult<Option<Vec<KeyedId>>> {
+    names: impl Iterator<Item = &'a str>,
+) -> StoreResult<(HashSet<String>, HashSet<String>)> {
     let mut listed =
         tx.prepare_cached("SELECT 1 FROM blob_collections WHERE user_id = ?1 AND name = ?2")?;
-    let mut out = Vec::with_capacity(refs.len());
-    for r in refs {
-        if stored(tx, user, r.as_str())? {
-            out.push(r.clone());
-        } else if listed.exists(params![user, r.as_str()])? {
-            return Ok(None);
+    let (mut stored_now, mut deleted) = (HashSet::new(), HashSet::new());
+    for n in names {
+        if stored_now.contains(n) || deleted.contains(n) {
+            continue;
+        }
+        if stored(tx, user, n)? {
+            stored_now.insert(n.to_owned());
+        } else if listed.exists(params![user, n])? {
+            deleted.insert(n.to_owned());
         }
     }
-    Ok(Some(out))
+    Ok((stored_now, deleted))
 }
 
 /// Records that record `seq` refers to `refs`.
@@ -47,7 +50,7 @@ pub(super) fn insert(
     tx: &Transaction<'_>,
     user: UserId,
     seq: i64,
-    refs: &[KeyedId],
+    refs: &[&KeyedId],
 ) -> StoreResult<()> {
     let mut st = tx.prepare_cached(
         "INSERT OR IGNORE INTO blob_refs (user_id, seq, name) VALUES (?1, ?2, ?3)",

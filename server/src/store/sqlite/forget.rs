@@ -1,20 +1,32 @@
 //! The SQLite side of [`crate::store::forget`]: run inside the push's (or the
 //! compaction's) transaction on the writer connection.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 use rusqlite::{Connection, Transaction, params};
 
 use crate::bodies::{BodyRef, PackName};
 use crate::store::forget::Purged;
+use crate::store::push_plan::EntryKey;
 use crate::store::{StoreError, StoreResult, ToCompact, UserId, record_cost};
 
-/// Whether `stream` of `user` is forgotten now (as this transaction sees it).
-pub(super) fn is_forgotten(tx: &Transaction<'_>, user: UserId, stream: &str) -> StoreResult<bool> {
-    Ok(tx
-        .prepare_cached("SELECT 1 FROM forgotten_streams WHERE user_id = ?1 AND stream = ?2")?
-        .exists(params![user, stream])?)
+/// Of `streams`, those of `user` that are forgotten now (as this
+/// transaction sees it).
+pub(super) fn forgotten_among<'a>(
+    tx: &Transaction<'_>,
+    user: UserId,
+    streams: impl Iterator<Item = &'a str>,
+) -> StoreResult<HashSet<String>> {
+    let mut st =
+        tx.prepare_cached("SELECT 1 FROM forgotten_streams WHERE user_id = ?1 AND stream = ?2")?;
+    let mut out = HashSet::new();
+    for s in streams {
+        if !out.contains(s) && st.exists(params![user, s])? {
+            out.insert(s.to_owned());
+        }
+    }
+    Ok(out)
 }
 
 /// A record row a forget deletes: seq, entry ids (text and raw forms),
@@ -35,10 +47,19 @@ pub(super) fn delete_records(
     for (rseq, text, bytes, len, pack) in rows {
         let ids = super::split_ids(bytes, &text)?;
         super::blob_refs::release(tx, user, rseq, released)?;
-        purged.entries += tx.execute(
-            "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2",
-            params![user, rseq],
-        )? as i64;
+        let unheld = tx
+            .prepare_cached(
+                "DELETE FROM entries WHERE user_id = ?1 AND seq = ?2 RETURNING entry_id",
+            )?
+            .query_map(params![user, rseq], |r| r.get::<_, Vec<u8>>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        purged.entries += unheld.len() as i64;
+        // A key of another length is none of a push's.
+        (purged.unheld).extend(
+            unheld
+                .into_iter()
+                .filter_map(|k| <EntryKey>::try_from(k).ok()),
+        );
         tx.execute(
             "DELETE FROM damaged_records WHERE user_id = ?1 AND seq = ?2",
             params![user, rseq],

@@ -1,9 +1,19 @@
 //! Records: push (seqs, quota, damaged rows), pull and the reads around them.
 
+use std::collections::BTreeSet;
+
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::*;
+use crate::store::push_plan::{self, Facts, Planner, Step};
 
+/// Executes the plan of [`push_plan`], whose rules these are, step by step
+/// on the writer connection.
+///
+/// One immediate transaction: it takes SQLite's write lock before the first
+/// read, so the facts read stay true until it commits, and the single
+/// writer makes commit order equal seq order. A purge runs inline, right
+/// after its record's row, as the plan orders.
 pub(super) async fn push(
     s: &SqliteStore,
     user: UserId,
@@ -14,23 +24,11 @@ pub(super) async fn push(
     s.write(move |c| {
         let now = chrono::Utc::now().timestamp();
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (mut seq, used): (i64, i64) = tx.query_row(
-            "SELECT newest_seq, bytes_used FROM users WHERE id = ?1",
-            [user],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let (mut stored, mut dropped, mut new_entries, mut added) = (0u64, 0u64, 0i64, 0i64);
-        let mut over_quota = Vec::new();
-        let mut forgotten = Vec::new();
-        let mut purged = crate::store::forget::Purged::default();
-        let mut refused_streams = std::collections::HashSet::new();
-        // Streams a segment of which refers to a blob not stored: their
-        // later segments wait too (see `blob_refs`).
-        let (mut blob_missing, mut blob_refused) = (Vec::new(), std::collections::HashSet::new());
-        let mut released = std::collections::BTreeSet::new();
+        let keys = push_plan::entry_keys(&records);
+        let facts = push_facts(&tx, user, &records, &keys, quota, per_item)?;
+        let mut plan = Planner::new(&records, keys, facts);
+        let (mut new_entries, mut released) = (0i64, BTreeSet::new());
         {
-            let mut known =
-                tx.prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
             let mut ins_rec = tx.prepare_cached(
                 "INSERT INTO records (user_id, seq, stream, kind, entry_ids, entry_id_bytes,
                  ciphertext, created_at, device_id, body_pack, body_offset, body_len,
@@ -40,122 +38,96 @@ pub(super) async fn push(
             let mut ins_entry = tx.prepare_cached(
                 "INSERT OR IGNORE INTO entries (user_id, entry_id, seq) VALUES (?1, ?2, ?3)",
             )?;
-            for (i, r) in records.iter().enumerate() {
-                if refused_streams.contains(r.stream.as_str()) {
-                    over_quota.push(i as u32);
-                    continue;
-                }
-                if blob_refused.contains(r.stream.as_str()) {
-                    blob_missing.push(i as u32);
-                    continue;
-                }
-                let gone = forget::is_forgotten(&tx, user, r.stream.as_str())?
-                    || match &r.group {
-                        Some(g) => forget::is_forgotten(&tx, user, g.as_str())?,
-                        None => false,
-                    };
-                if !crate::store::forget::takes(&r.kind, gone) {
-                    forgotten.push(i as u32);
-                    continue;
-                }
-                let keys: Vec<Vec<u8>> = r.entry_ids.iter().map(entry_key).collect();
-                let mut all_known = true;
-                for k in &keys {
-                    if !known.exists(params![user, k])? {
-                        all_known = false;
-                        break;
+            while let Some(step) = plan.next_step()? {
+                match step {
+                    Step::Store(t) => {
+                        let r = t.record;
+                        ins_rec.execute(params![
+                            user,
+                            t.seq,
+                            r.stream.as_str(),
+                            r.kind,
+                            t.ids,
+                            now,
+                            r.device_id,
+                            r.body.pack.as_str(),
+                            r.body.offset as i64,
+                            r.body.len as i64,
+                            r.group.as_ref().map(KeyedId::as_str),
+                        ])?;
+                        for k in &t.new_ids {
+                            new_entries += ins_entry.execute(params![user, &k[..], t.seq])? as i64;
+                        }
+                        blob_refs::insert(&tx, user, t.seq, &t.refs)?;
                     }
-                }
-                if all_known {
-                    dropped += 1;
-                    continue;
-                }
-                let Some(refs) = blob_refs::to_record(&tx, user, &r.refs.refs)? else {
-                    blob_missing.push(i as u32);
-                    blob_refused.insert(r.stream.as_str());
-                    continue;
-                };
-                let cost = record_cost(r.body.len, r.entry_ids.len()) as i64;
-                if per_item && quota.is_some_and(|q| (used + added + cost) as u64 > q) {
-                    over_quota.push(i as u32);
-                    refused_streams.insert(r.stream.as_str());
-                    continue;
-                }
-                seq += 1;
-                ins_rec.execute(params![
-                    user,
-                    seq,
-                    r.stream.as_str(),
-                    r.kind,
-                    join_ids(&keys),
-                    now,
-                    r.device_id,
-                    r.body.pack.as_str(),
-                    r.body.offset as i64,
-                    r.body.len as i64,
-                    r.group.as_ref().map(KeyedId::as_str),
-                ])?;
-                for k in &keys {
-                    new_entries += ins_entry.execute(params![user, k, seq])? as i64;
-                }
-                blob_refs::insert(&tx, user, seq, &refs)?;
-                stored += 1;
-                added += cost;
-                match r.kind.as_str() {
-                    evi_shared::forget::FORGET_KIND => {
-                        let stream = r.stream.as_str();
-                        purged += forget::purge(&tx, user, stream, seq, &mut released)?;
+                    Step::Forget { stream, seq } => {
+                        plan.purged(forget::purge(&tx, user, stream, seq, &mut released)?);
                     }
-                    evi_shared::blob_refs::FORGET_LINES_KIND => {
-                        // Only the blobs it names are collected: the
-                        // lines kept from the same records come again.
-                        let (stream, forgets) = (r.stream.as_str(), &r.refs.forgets);
-                        purged += blob_refs::forget_lines(&tx, user, stream, seq, forgets)?;
-                        released.extend(r.refs.forget_blobs.iter().map(|n| n.to_string()));
+                    Step::Unforget { stream } => forget::lift(&tx, user, stream)?,
+                    Step::ForgetLines {
+                        stream,
+                        seq,
+                        forgets,
+                        forget_blobs,
+                    } => {
+                        plan.purged(blob_refs::forget_lines(&tx, user, stream, seq, forgets)?);
+                        released.extend(forget_blobs.iter().map(|n| n.to_string()));
                     }
-                    evi_shared::forget::UNFORGET_KIND => {
-                        forget::lift(&tx, user, r.stream.as_str())?;
+                    Step::DropSuperseded => {
+                        let (gone, freed) = drop_superseded(&tx, user, &mut released)?;
+                        plan.superseded(gone, freed);
                     }
-                    _ => {}
                 }
             }
         }
-        if let Some(q) = quota
-            && added > 0
-            && (used + added) as u64 > q
-        {
-            // Dropping the transaction rolls everything back.
-            return Err(StoreError::QuotaExceeded);
+        if !plan.stored() {
+            // Nothing to keep: dropping the transaction ends it.
+            return Ok(plan.outcome(false));
         }
-        let mut collect_blobs = false;
-        if stored > 0 {
-            let (gone, freed) = drop_superseded(&tx, user, &mut released)?;
-            collect_blobs = blob_refs::list_unreferenced(&tx, user, &released)?;
-            tx.execute(
-                "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
-                 entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
-                params![
-                    seq,
-                    stored as i64 - gone - purged.records,
-                    new_entries - purged.entries,
-                    added - freed - purged.bytes,
-                    user
-                ],
-            )?;
-            tx.commit()?;
-        }
-        Ok(PushOutcome {
-            stored,
-            dropped,
-            newest_seq: seq as u64,
-            over_quota,
-            forgotten,
-            compact: purged.packs,
-            blob_missing,
-            collect_blobs,
-        })
+        let collect_blobs = blob_refs::list_unreferenced(&tx, user, &released)?;
+        let n = plan.counters(new_entries);
+        tx.execute(
+            "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
+             entry_count = entry_count + ?3, bytes_used = bytes_used + ?4 WHERE id = ?5",
+            params![n.newest_seq, n.records, n.entries, n.bytes, user],
+        )?;
+        tx.commit()?;
+        Ok(plan.outcome(collect_blobs))
     })
     .await
+}
+
+/// What [`push_plan`] decides from, read in the push's transaction: a
+/// look-up per key [`push_plan::held_among`] asks for, per stream, per
+/// blob name.
+fn push_facts(
+    tx: &rusqlite::Transaction<'_>,
+    user: UserId,
+    records: &[NewRecord],
+    keys: &[Vec<push_plan::EntryKey>],
+    quota: Option<u64>,
+    per_item: bool,
+) -> StoreResult<Facts> {
+    let (newest_seq, bytes_used) = tx.query_row(
+        "SELECT newest_seq, bytes_used FROM users WHERE id = ?1",
+        [user],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut known =
+        tx.prepare_cached("SELECT 1 FROM entries WHERE user_id = ?1 AND entry_id = ?2")?;
+    let held = push_plan::held_among(keys, |k| known.exists(params![user, &k[..]]))?;
+    let (stored_blobs, listed_blobs) =
+        blob_refs::stored_and_listed(tx, user, push_plan::blob_names(records))?;
+    Ok(Facts {
+        newest_seq,
+        bytes_used,
+        quota,
+        per_item,
+        held,
+        forgotten: forget::forgotten_among(tx, user, push_plan::streams(records))?,
+        stored_blobs,
+        listed_blobs,
+    })
 }
 
 pub(super) async fn pull(
@@ -383,11 +355,6 @@ fn drop_superseded(
         freed += record_cost(len as u64, ids.len()) as i64;
     }
     Ok((gone, freed))
-}
-
-/// A record's entry ids as stored: their raw MACs, one after another.
-fn join_ids(keys: &[Vec<u8>]) -> Vec<u8> {
-    keys.concat()
 }
 
 /// A page from rows of [`SqliteStore::pull`]'s columns: at most `limit`
