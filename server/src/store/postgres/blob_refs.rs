@@ -141,8 +141,8 @@ pub(super) async fn forget_lines(
     }
     // The names those records held are not listed: the lines kept from
     // them come again, with their references (see `crate::store::blob_refs`).
-    (purged.entries, purged.packs) =
-        super::forget::delete_records(tx, user, &seqs, packs, &mut BTreeSet::new()).await?;
+    let released = &mut BTreeSet::new();
+    super::forget::delete_records(tx, user, &seqs, packs, released, &mut purged).await?;
     Ok(purged)
 }
 

@@ -8,6 +8,7 @@ use evi_shared::forget::{FORGET_KIND, UNFORGET_KIND};
 
 use super::*;
 use crate::store::forget::Purged;
+use crate::store::push_plan::EntryKey;
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
@@ -31,25 +32,32 @@ pub(super) async fn forgotten_among(
 /// Deletes the records `seqs` with their entry ids, damaged marks and blob
 /// references (the names they held into `released`), and lists `packs`
 /// (theirs) for compaction: what a forget of a stream and one of journal
-/// lines both do to the records they take. Returns the entry ids deleted
-/// and whether a pack was listed.
+/// lines both do to the records they take. Adds the entry ids deleted and
+/// whether a pack was listed to `purged`.
 pub(super) async fn delete_records(
     tx: &Tx<'_>,
     user: UserId,
     seqs: &[i64],
     mut packs: Vec<String>,
     released: &mut BTreeSet<String>,
-) -> StoreResult<(i64, bool)> {
+    purged: &mut Purged,
+) -> StoreResult<()> {
     if seqs.is_empty() {
-        return Ok((0, false));
+        return Ok(());
     }
     super::blob_refs::release(tx, user, seqs, released).await?;
-    let entries = tx
-        .execute(
-            "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2)",
+    let unheld: Vec<EntryKey> = tx
+        .query(
+            "DELETE FROM entries WHERE user_id = $1 AND seq = ANY($2) RETURNING entry_id",
             &[&user, &seqs],
         )
-        .await? as i64;
+        .await?
+        .into_iter()
+        // A key of another length is none of a push's.
+        .filter_map(|r| <EntryKey>::try_from(r.get::<_, Vec<u8>>(0)).ok())
+        .collect();
+    purged.entries += unheld.len() as i64;
+    purged.unheld.extend(unheld);
     tx.execute(
         "DELETE FROM damaged_records WHERE user_id = $1 AND seq = ANY($2)",
         &[&user, &seqs],
@@ -63,7 +71,7 @@ pub(super) async fn delete_records(
     packs.sort();
     packs.dedup();
     if packs.is_empty() {
-        return Ok((entries, false));
+        return Ok(());
     }
     tx.execute(
         "INSERT INTO forget_compactions (user_id, pack) SELECT $1::BIGINT, * FROM UNNEST($2::TEXT[])
@@ -71,7 +79,8 @@ pub(super) async fn delete_records(
         &[&user, &packs],
     )
     .await?;
-    Ok((entries, true))
+    purged.packs = true;
+    Ok(())
 }
 
 /// After the tombstone `seq` of `stream` was inserted: deletes the records
@@ -105,7 +114,7 @@ pub(super) async fn purge(
             packs.push(p);
         }
     }
-    (purged.entries, purged.packs) = delete_records(tx, user, &seqs, packs, released).await?;
+    delete_records(tx, user, &seqs, packs, released, &mut purged).await?;
     tx.execute(
         "INSERT INTO forgotten_streams (user_id, stream, seq) VALUES ($1, $2, $3)
          ON CONFLICT (user_id, stream) DO UPDATE SET seq = EXCLUDED.seq",

@@ -1,11 +1,18 @@
 //! Records: push (seqs, quota, damaged rows), pull and the reads around them.
 
+use std::collections::BTreeSet;
+
 use super::*;
+use crate::store::push_plan::{self, Facts, Planner, Step};
 
 /// The pull columns (inline ciphertext only for rows without a pack).
 const COLUMNS: &str = "seq, stream, kind, device_id, body_pack, body_offset, body_len,
      CASE WHEN body_pack IS NULL THEN ciphertext END, entry_id_bytes";
 
+/// Executes the plan of [`push_plan`], whose rules these are: the rows of
+/// the records it stores go in as arrays, one statement per table, sent
+/// before each step that reads them (a purge, the superseded rows) and at
+/// the end.
 pub(super) async fn push(
     s: &PgStore,
     user: UserId,
@@ -36,197 +43,163 @@ pub(super) async fn push(
         )
         .await?
         .ok_or(StoreError::NotFound)?;
-    let (mut seq, used): (i64, i64) = (row.get(0), row.get(1));
+    let keys = push_plan::entry_keys(&records);
+    let facts = Facts {
+        newest_seq: row.get(0),
+        bytes_used: row.get(1),
+        quota,
+        per_item,
+        ..push_facts(&tx, user, &records, &keys).await?
+    };
+    let mut plan = Planner::new(&records, keys, facts);
+    let (mut rows, mut new_entries, mut released) = (Rows::default(), 0, BTreeSet::new());
+    while let Some(step) = plan.next_step()? {
+        if !matches!(step, Step::Store(_) | Step::Unforget { .. }) {
+            new_entries += rows.insert(&tx, user, now).await?;
+        }
+        match step {
+            Step::Store(t) => rows.add(t),
+            Step::Forget { stream, seq } => {
+                plan.purged(super::forget::purge(&tx, user, stream, seq, &mut released).await?);
+            }
+            Step::Unforget { stream } => super::forget::lift(&tx, user, stream).await?,
+            Step::ForgetLines {
+                stream,
+                seq,
+                forgets,
+                forget_blobs,
+            } => {
+                let lines = super::blob_refs::forget_lines(&tx, user, stream, seq, forgets);
+                plan.purged(lines.await?);
+                released.extend(forget_blobs.iter().map(|n| n.to_string()));
+            }
+            Step::DropSuperseded => {
+                let (gone, freed) = drop_superseded(&tx, user, &mut released).await?;
+                plan.superseded(gone, freed);
+            }
+        }
+    }
+    if !plan.stored() {
+        // Nothing to keep: dropping the transaction rolls it back.
+        return Ok(plan.outcome(false));
+    }
+    new_entries += rows.insert(&tx, user, now).await?;
+    let collect_blobs = super::blob_refs::list_unreferenced(&tx, user, &released).await?;
+    let n = plan.counters(new_entries);
+    tx.execute(
+        "UPDATE users SET newest_seq = $1, record_count = record_count + $2,
+         entry_count = entry_count + $3, bytes_used = bytes_used + $4 WHERE id = $5",
+        &[&n.newest_seq, &n.records, &n.entries, &n.bytes, &user],
+    )
+    .await?;
+    // The new newest_seq wakes waits on every replica (migration 7).
+    tx.commit().await?;
+    Ok(plan.outcome(collect_blobs))
+}
 
-    // Which of the push's entry ids are held already: one query for the
-    // whole push, then kept up to date as records are taken.
-    let all_keys: Vec<Vec<Vec<u8>>> = records
-        .iter()
-        .map(|r| r.entry_ids.iter().map(entry_key).collect())
-        .collect();
-    let flat: Vec<&[u8]> = all_keys.iter().flatten().map(Vec::as_slice).collect();
-    let mut held: HashSet<Vec<u8>> = tx
+/// What [`push_plan`] decides from besides the user's row, read in the
+/// push's transaction: one query each for the ids, streams and blobs.
+async fn push_facts(
+    tx: &deadpool_postgres::Transaction<'_>,
+    user: UserId,
+    records: &[NewRecord],
+    keys: &[Vec<push_plan::EntryKey>],
+) -> StoreResult<Facts> {
+    let flat: Vec<&[u8]> = keys.iter().flatten().map(|k| &k[..]).collect();
+    let held = tx
         .query(
             "SELECT entry_id FROM entries WHERE user_id = $1 AND entry_id = ANY($2)",
             &[&user, &flat],
         )
         .await?
         .into_iter()
-        .map(|r| r.get(0))
+        .filter_map(|r| <push_plan::EntryKey>::try_from(r.get::<_, Vec<u8>>(0)).ok())
         .collect();
-
-    let (mut stored, mut dropped, mut added) = (0u64, 0u64, 0i64);
-    let mut purged = crate::store::forget::Purged::default();
-    let mut over_quota = Vec::new();
-    let mut refused_streams = HashSet::new();
-    let streams: Vec<&str> = (records.iter())
-        .flat_map(|r| std::iter::once(&r.stream).chain(&r.group))
-        .map(KeyedId::as_str)
-        .collect();
-    let mut forgotten_now = super::forget::forgotten_among(&tx, user, &streams).await?;
-    // Blobs the records refer to that are stored (see `blob_refs`); a
-    // record referring to another is refused, and its stream's later ones.
+    let streams: Vec<&str> = push_plan::streams(records).collect();
     let (stored_blobs, listed_blobs) =
-        super::blob_refs::stored_and_listed(&tx, user, &records).await?;
-    let (mut blob_missing, mut blob_refused) = (Vec::new(), HashSet::new());
-    let (mut ref_seq, mut ref_name): (Vec<i64>, Vec<&str>) = (vec![], vec![]);
-    let mut line_forgets: Vec<(&NewRecord, i64)> = Vec::new();
-    let (mut forgotten, mut changes) = (Vec::new(), Vec::new());
-    // Columns of the rows to insert, sent as arrays in one statement each.
-    let (mut r_seq, mut r_stream, mut r_kind, mut r_ids) = (vec![], vec![], vec![], vec![]);
-    let (mut r_dev, mut r_pack, mut r_off, mut r_len) = (vec![], vec![], vec![], vec![]);
-    let mut r_group: Vec<Option<&str>> = vec![];
-    let (mut e_id, mut e_seq): (Vec<Vec<u8>>, Vec<i64>) = (vec![], vec![]);
-    for (i, (r, keys)) in records.iter().zip(&all_keys).enumerate() {
-        if refused_streams.contains(r.stream.as_str()) {
-            over_quota.push(i as u32);
-            continue;
-        }
-        if blob_refused.contains(r.stream.as_str()) {
-            blob_missing.push(i as u32);
-            continue;
-        }
-        let gone = forgotten_now.contains(r.stream.as_str())
-            || (r.group.as_ref()).is_some_and(|g| forgotten_now.contains(g.as_str()));
-        if !crate::store::forget::takes(&r.kind, gone) {
-            forgotten.push(i as u32);
-            continue;
-        }
-        if keys.iter().all(|k| held.contains(k)) {
-            dropped += 1;
-            continue;
-        }
-        let absent = |n: &&KeyedId| !stored_blobs.contains(n.as_str());
-        if r.refs
-            .refs
-            .iter()
-            .filter(absent)
-            .any(|n| listed_blobs.contains(n.as_str()))
-        {
-            blob_missing.push(i as u32);
-            blob_refused.insert(r.stream.as_str());
-            continue;
-        }
-        let cost = record_cost(r.body.len, r.entry_ids.len()) as i64;
-        if per_item && quota.is_some_and(|q| (used + added + cost) as u64 > q) {
-            over_quota.push(i as u32);
-            refused_streams.insert(r.stream.as_str());
-            continue;
-        }
-        seq += 1;
-        r_seq.push(seq);
-        r_stream.push(r.stream.as_str());
-        r_kind.push(r.kind.as_str());
-        r_ids.push(keys.concat());
-        r_dev.push(r.device_id.as_str());
-        r_pack.push(r.body.pack.as_str());
-        r_off.push(r.body.offset as i64);
-        r_len.push(r.body.len as i64);
-        r_group.push(r.group.as_ref().map(KeyedId::as_str));
-        for k in keys {
-            // The first record to hold an id keeps it, as SQLite's
-            // INSERT OR IGNORE does.
-            if held.insert(k.clone()) {
-                e_id.push(k.clone());
-                e_seq.push(seq);
-            }
-        }
-        for n in r
-            .refs
-            .refs
-            .iter()
-            .filter(|n| stored_blobs.contains(n.as_str()))
-        {
-            ref_seq.push(seq);
-            ref_name.push(n.as_str());
-        }
-        stored += 1;
-        added += cost;
-        match r.kind.as_str() {
-            evi_shared::blob_refs::FORGET_LINES_KIND => line_forgets.push((r, seq)),
-            evi_shared::forget::FORGET_KIND => {
-                forgotten_now.insert(r.stream.as_str().to_owned());
-                changes.push((true, r.stream.as_str(), seq));
-            }
-            evi_shared::forget::UNFORGET_KIND => {
-                forgotten_now.remove(r.stream.as_str());
-                changes.push((false, r.stream.as_str(), seq));
-            }
-            _ => {}
-        }
+        super::blob_refs::stored_and_listed(tx, user, records).await?;
+    Ok(Facts {
+        held,
+        forgotten: super::forget::forgotten_among(tx, user, &streams).await?,
+        stored_blobs,
+        listed_blobs,
+        ..Facts::default()
+    })
+}
+
+/// The rows of the records a push stores and not sent yet, as the columns
+/// of one statement per table.
+#[derive(Default)]
+struct Rows<'r> {
+    seq: Vec<i64>,
+    stream: Vec<&'r str>,
+    kind: Vec<&'r str>,
+    ids: Vec<Vec<u8>>,
+    device: Vec<&'r str>,
+    pack: Vec<&'r str>,
+    offset: Vec<i64>,
+    len: Vec<i64>,
+    group: Vec<Option<&'r str>>,
+    entry_id: Vec<push_plan::EntryKey>,
+    entry_seq: Vec<i64>,
+    ref_seq: Vec<i64>,
+    ref_name: Vec<&'r str>,
+}
+
+impl<'r> Rows<'r> {
+    fn add(&mut self, t: push_plan::Take<'r>) {
+        let r = t.record;
+        self.seq.push(t.seq);
+        self.stream.push(r.stream.as_str());
+        self.kind.push(r.kind.as_str());
+        self.ids.push(t.ids);
+        self.device.push(r.device_id.as_str());
+        self.pack.push(r.body.pack.as_str());
+        self.offset.push(r.body.offset as i64);
+        self.len.push(r.body.len as i64);
+        self.group.push(r.group.as_ref().map(KeyedId::as_str));
+        self.entry_seq.extend(t.new_ids.iter().map(|_| t.seq));
+        self.entry_id.extend(t.new_ids);
+        self.ref_seq.extend(t.refs.iter().map(|_| t.seq));
+        self.ref_name.extend(t.refs.iter().map(|n| n.as_str()));
     }
-    if let Some(q) = quota
-        && added > 0
-        && (used + added) as u64 > q
-    {
-        // Dropping the transaction rolls everything back.
-        return Err(StoreError::QuotaExceeded);
-    }
-    let mut collect_blobs = false;
-    if stored > 0 {
+
+    /// Inserts the rows and empties the list: how many known ids were new.
+    async fn insert(
+        &mut self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        user: UserId,
+        now: i64,
+    ) -> StoreResult<i64> {
+        if self.seq.is_empty() {
+            return Ok(0);
+        }
         tx.execute(
             "INSERT INTO records (user_id, seq, stream, kind, entry_id_bytes, device_id,
                                   body_pack, body_offset, body_len, group_stream, created_at)
              SELECT $1::BIGINT, *, $11::BIGINT FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BYTEA[],
                                           $6::TEXT[], $7::TEXT[], $8::BIGINT[], $9::BIGINT[], $10::TEXT[])",
             &[
-                &user, &r_seq, &r_stream, &r_kind, &r_ids, &r_dev, &r_pack, &r_off, &r_len,
-                &r_group, &now,
+                &user, &self.seq, &self.stream, &self.kind, &self.ids, &self.device, &self.pack,
+                &self.offset, &self.len, &self.group, &now,
             ],
         )
         .await?;
+        let entry_id: Vec<&[u8]> = self.entry_id.iter().map(|k| &k[..]).collect();
+        // The first record to hold an id keeps it, as SQLite's INSERT OR
+        // IGNORE does.
         let new_entries = tx
             .execute(
                 "INSERT INTO entries (user_id, entry_id, seq)
                  SELECT $1::BIGINT, * FROM UNNEST($2::BYTEA[], $3::BIGINT[])
                  ON CONFLICT DO NOTHING",
-                &[&user, &e_id, &e_seq],
+                &[&user, &entry_id, &self.entry_seq],
             )
             .await? as i64;
-        super::blob_refs::insert(&tx, user, &ref_seq, &ref_name).await?;
-        let mut released = std::collections::BTreeSet::new();
-        let (gone, freed) = drop_superseded(&tx, user, &mut released).await?;
-        for (r, at) in line_forgets {
-            let (stream, forgets) = (r.stream.as_str(), &r.refs.forgets);
-            // Only the blobs it names are collected: the lines kept from
-            // the same records come again.
-            purged += super::blob_refs::forget_lines(&tx, user, stream, at, forgets).await?;
-            released.extend(r.refs.forget_blobs.iter().map(|n| n.to_string()));
-        }
-        // Forgets and undos in batch order, each after the records before it.
-        for (forget, stream, at) in changes {
-            if forget {
-                purged += super::forget::purge(&tx, user, stream, at, &mut released).await?;
-            } else {
-                super::forget::lift(&tx, user, stream).await?;
-            }
-        }
-        collect_blobs = super::blob_refs::list_unreferenced(&tx, user, &released).await?;
-        tx.execute(
-            "UPDATE users SET newest_seq = $1, record_count = record_count + $2,
-             entry_count = entry_count + $3, bytes_used = bytes_used + $4 WHERE id = $5",
-            &[
-                &seq,
-                &(stored as i64 - gone - purged.records),
-                &(new_entries - purged.entries),
-                &(added - freed - purged.bytes),
-                &user,
-            ],
-        )
-        .await?;
-        // The new newest_seq wakes waits on every replica (migration 7).
-        tx.commit().await?;
+        super::blob_refs::insert(tx, user, &self.ref_seq, &self.ref_name).await?;
+        *self = Rows::default();
+        Ok(new_entries)
     }
-    Ok(PushOutcome {
-        stored,
-        dropped,
-        newest_seq: seq as u64,
-        over_quota,
-        forgotten,
-        compact: purged.packs,
-        blob_missing,
-        collect_blobs,
-    })
 }
 
 /// Deletes the rows marked damaged whose every entry another record holds
