@@ -590,6 +590,25 @@ pub fn tombstone(kind: &str, stream: u64, entry: u64) -> Value {
     s
 }
 
+/// Polls `POST /api/v1/blobs/missing` for `names` until it answers `want`
+/// (a blob is collected in the background once nothing refers to it), for
+/// up to 10 s; the last answer.
+pub async fn missing_blobs_become(a: &Api, names: &[&str], want: &[&str]) -> Value {
+    let mut missing = Value::Null;
+    for _ in 0..100 {
+        missing = a
+            .post("/api/v1/blobs/missing", json!({ "names": names }))
+            .await
+            .1["missing"]
+            .take();
+        if missing == json!(want) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    missing
+}
+
 /// (stream, kind) of every record the account holds, in seq order.
 pub async fn held(a: &Api) -> Vec<(String, String)> {
     let (records, _) = a.pull_all(None).await;

@@ -9,6 +9,7 @@
 mod accounts;
 mod admin;
 mod admin_settings;
+mod admission;
 mod backup;
 mod blob_race;
 mod blobs;
@@ -58,6 +59,7 @@ mod wire;
 const ON_POSTGRES: &[&str] = &[
     "accounts",
     "admin",
+    "admission",
     "admin_settings",
     "blob_race",
     "blobs",
