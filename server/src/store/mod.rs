@@ -3,6 +3,9 @@
 //!
 //! Every method that changes data returns only once the change is durable.
 //! `push` assigns per-user seqs so that commit order equals seq order.
+//! What a push admits, and in which order its forgets and the records they
+//! replace go, is decided once, in [`push_plan`]: each backend reads the
+//! facts and executes the steps with its own SQL.
 //!
 //! The store keeps record metadata; record bodies are in a
 //! [`BodyStore`](crate::bodies::BodyStore), written before the rows that
@@ -358,7 +361,7 @@ pub trait Store: Send + Sync + 'static {
     /// past it, without `per_item`, `QuotaExceeded` stores nothing; with
     /// `per_item`, a record that does not fit is refused (named in
     /// `over_quota`) with every later record of its stream, and the rest is
-    /// stored.
+    /// stored. The rules, and their order, are [`push_plan`]'s.
     async fn push(
         &self,
         user: UserId,

@@ -54,7 +54,7 @@
 //! holding them. (SQLite purged inline and dropped after; Postgres dropped
 //! first and purged after: issue 45.)
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use evi_shared::KeyedId;
 use evi_shared::blob_refs::FORGET_LINES_KIND;
@@ -173,13 +173,13 @@ pub enum Step<'r> {
     Unforget { stream: &'r str },
     /// The forget of journal lines just stored at `seq`: delete the records
     /// of `stream` before it holding any of `forgets` (see
-    /// [`super::blob_refs`]), tell [`Planner::purged`] what went, and
-    /// count `forget_blobs` as released.
+    /// [`super::blob_refs`]) and tell [`Planner::purged`] what went. (The
+    /// blobs it names are [`Planner::released`] already; those the deleted
+    /// records named are not: the lines kept from them come again.)
     ForgetLines {
         stream: &'r str,
         seq: i64,
         forgets: &'r [KeyedId],
-        forget_blobs: &'r [KeyedId],
     },
     /// After the last record, when any was stored: delete the damaged rows
     /// whose every entry is held now; tell [`Planner::superseded`] what
@@ -220,6 +220,7 @@ pub struct Planner<'r> {
     blob_missing_streams: HashSet<&'r str>,
     purged: Purged,
     superseded: (i64, i64),
+    released: BTreeSet<String>,
     outcome: PushOutcome,
 }
 
@@ -240,6 +241,7 @@ impl<'r> Planner<'r> {
             blob_missing_streams: HashSet::new(),
             purged: Purged::default(),
             superseded: (0, 0),
+            released: BTreeSet::new(),
             outcome: PushOutcome {
                 stored: 0,
                 dropped: 0,
@@ -333,12 +335,14 @@ impl<'r> Planner<'r> {
                 self.facts.forgotten.remove(stream);
                 Some(Step::Unforget { stream })
             }
-            FORGET_LINES_KIND => Some(Step::ForgetLines {
-                stream,
-                seq: self.seq,
-                forgets: &r.refs.forgets,
-                forget_blobs: &r.refs.forget_blobs,
-            }),
+            FORGET_LINES_KIND => {
+                (self.released).extend(r.refs.forget_blobs.iter().map(|n| n.to_string()));
+                Some(Step::ForgetLines {
+                    stream,
+                    seq: self.seq,
+                    forgets: &r.refs.forgets,
+                })
+            }
             _ => None,
         };
         Ok(Take {
@@ -373,6 +377,13 @@ impl<'r> Planner<'r> {
     /// What [`Step::DropSuperseded`] deleted: how many rows, of what cost.
     pub fn superseded(&mut self, rows: i64, bytes: i64) {
         self.superseded = (rows, bytes);
+    }
+
+    /// The blobs the push let go of, to list for collection at the end
+    /// when nothing refers to them: the backend's purges and superseded
+    /// rows add the names their deleted records referred to.
+    pub fn released(&mut self) -> &mut BTreeSet<String> {
+        &mut self.released
     }
 
     /// Whether the push stored anything (else nothing is to commit).
@@ -586,11 +597,15 @@ mod tests {
         let mut f = facts(0);
         f.held = [key(6), key(7)].into();
         let push = [lines, rec(5, "entries", &[7], 10)];
-        let (steps, _) = run(&push, f, &[&[6, 7]]);
+        let (steps, _) = run(&push, f.clone(), &[&[6, 7]]);
         assert_eq!(stored(&steps), [(0, 1), (1, 2)]);
         assert!(
-            matches!(&steps[1], Step::ForgetLines { seq: 1, forgets, forget_blobs, .. } if forgets.len() == 1 && forget_blobs.len() == 1)
+            matches!(&steps[1], Step::ForgetLines { seq: 1, forgets, .. } if forgets.len() == 1)
         );
+        // The blobs it names are let go of, for collection once unreferenced.
+        let mut plan = Planner::new(&push, entry_keys(&push), f);
+        while plan.next_step().unwrap().is_some() {}
+        assert_eq!(*plan.released(), [id(7, 1).to_string()].into());
     }
 
     #[test]

@@ -1,7 +1,5 @@
 //! Records: push (seqs, quota, damaged rows), pull and the reads around them.
 
-use std::collections::BTreeSet;
-
 use super::*;
 use crate::store::push_plan::{self, Facts, Planner, Step};
 
@@ -52,7 +50,7 @@ pub(super) async fn push(
         ..push_facts(&tx, user, &records, &keys).await?
     };
     let mut plan = Planner::new(&records, keys, facts);
-    let (mut rows, mut new_entries, mut released) = (Rows::default(), 0, BTreeSet::new());
+    let (mut rows, mut new_entries) = (Rows::default(), 0);
     while let Some(step) = plan.next_step()? {
         if !matches!(step, Step::Store(_) | Step::Unforget { .. }) {
             new_entries += rows.insert(&tx, user, now).await?;
@@ -60,21 +58,20 @@ pub(super) async fn push(
         match step {
             Step::Store(t) => rows.add(t),
             Step::Forget { stream, seq } => {
-                plan.purged(super::forget::purge(&tx, user, stream, seq, &mut released).await?);
+                let purged = super::forget::purge(&tx, user, stream, seq, plan.released()).await?;
+                plan.purged(purged);
             }
             Step::Unforget { stream } => super::forget::lift(&tx, user, stream).await?,
             Step::ForgetLines {
                 stream,
                 seq,
                 forgets,
-                forget_blobs,
             } => {
                 let lines = super::blob_refs::forget_lines(&tx, user, stream, seq, forgets);
                 plan.purged(lines.await?);
-                released.extend(forget_blobs.iter().map(|n| n.to_string()));
             }
             Step::DropSuperseded => {
-                let (gone, freed) = drop_superseded(&tx, user, &mut released).await?;
+                let (gone, freed) = drop_superseded(&tx, user, plan.released()).await?;
                 plan.superseded(gone, freed);
             }
         }
@@ -84,7 +81,7 @@ pub(super) async fn push(
         return Ok(plan.outcome(false));
     }
     new_entries += rows.insert(&tx, user, now).await?;
-    let collect_blobs = super::blob_refs::list_unreferenced(&tx, user, &released).await?;
+    let collect_blobs = super::blob_refs::list_unreferenced(&tx, user, plan.released()).await?;
     let n = plan.counters(new_entries);
     tx.execute(
         "UPDATE users SET newest_seq = $1, record_count = record_count + $2,

@@ -1,7 +1,5 @@
 //! Records: push (seqs, quota, damaged rows), pull and the reads around them.
 
-use std::collections::BTreeSet;
-
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::*;
@@ -27,7 +25,7 @@ pub(super) async fn push(
         let keys = push_plan::entry_keys(&records);
         let facts = push_facts(&tx, user, &records, &keys, quota, per_item)?;
         let mut plan = Planner::new(&records, keys, facts);
-        let (mut new_entries, mut released) = (0i64, BTreeSet::new());
+        let mut new_entries = 0i64;
         {
             let mut ins_rec = tx.prepare_cached(
                 "INSERT INTO records (user_id, seq, stream, kind, entry_ids, entry_id_bytes,
@@ -61,20 +59,19 @@ pub(super) async fn push(
                         blob_refs::insert(&tx, user, t.seq, &t.refs)?;
                     }
                     Step::Forget { stream, seq } => {
-                        plan.purged(forget::purge(&tx, user, stream, seq, &mut released)?);
+                        let purged = forget::purge(&tx, user, stream, seq, plan.released())?;
+                        plan.purged(purged);
                     }
                     Step::Unforget { stream } => forget::lift(&tx, user, stream)?,
                     Step::ForgetLines {
                         stream,
                         seq,
                         forgets,
-                        forget_blobs,
                     } => {
                         plan.purged(blob_refs::forget_lines(&tx, user, stream, seq, forgets)?);
-                        released.extend(forget_blobs.iter().map(|n| n.to_string()));
                     }
                     Step::DropSuperseded => {
-                        let (gone, freed) = drop_superseded(&tx, user, &mut released)?;
+                        let (gone, freed) = drop_superseded(&tx, user, plan.released())?;
                         plan.superseded(gone, freed);
                     }
                 }
@@ -84,7 +81,7 @@ pub(super) async fn push(
             // Nothing to keep: dropping the transaction ends it.
             return Ok(plan.outcome(false));
         }
-        let collect_blobs = blob_refs::list_unreferenced(&tx, user, &released)?;
+        let collect_blobs = blob_refs::list_unreferenced(&tx, user, plan.released())?;
         let n = plan.counters(new_entries);
         tx.execute(
             "UPDATE users SET newest_seq = ?1, record_count = record_count + ?2,
