@@ -5,6 +5,20 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::common::{Device, TestServer};
 
+/// The names `evi sync devices --json` lists on `dev`, sorted.
+fn device_names(dev: &Device) -> Vec<String> {
+    let devices: serde_json::Value =
+        serde_json::from_str(&dev.sync_ok(&["devices", "--json"])).unwrap();
+    let mut names: Vec<String> = devices["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
 fn a_second_laptop_becomes_laptop_2_and_is_told_so() {
     let server = TestServer::start();
@@ -47,16 +61,7 @@ fn a_second_laptop_becomes_laptop_2_and_is_told_so() {
     assert_eq!(status(&b)["device"], "laptop-2");
     assert_eq!(status(&a)["device"], "laptop");
 
-    let devices: serde_json::Value =
-        serde_json::from_str(&a.sync_ok(&["devices", "--json"])).unwrap();
-    let mut names: Vec<&str> = devices["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
-    names.sort();
-    assert_eq!(names, ["laptop", "laptop-2"]);
+    assert_eq!(device_names(&a), ["laptop", "laptop-2"]);
 
     // The renamed device syncs as usual.
     b.write(
@@ -91,16 +96,7 @@ fn the_device_list_shows_every_device_across_the_servers_pages() {
             d
         })
         .collect();
-    let devices: serde_json::Value =
-        serde_json::from_str(&a.sync_ok(&["devices", "--json"])).unwrap();
-    let mut names: Vec<&str> = devices["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
-    names.sort();
-    assert_eq!(names, ["box", "desk", "laptop"], "{devices}");
+    assert_eq!(device_names(&a), ["box", "desk", "laptop"]);
     let table = others[0].sync_ok(&["devices"]);
     for name in ["box", "desk", "laptop"] {
         assert!(table.contains(name), "{table}");
