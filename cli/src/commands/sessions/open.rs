@@ -53,7 +53,7 @@ pub fn cmd_sessions_open(ctx: &Ctx, args: OpenArgs) -> CommandResult {
 
 /// The home the viewer at `base` serves, when one answers there.
 fn probe(base: &str) -> Option<String> {
-    let client = reqwest::blocking::Client::builder()
+    let client = crate::sync::remote::client::http_builder()
         .timeout(PROBE_TIMEOUT)
         .build()
         .ok()?;

@@ -293,12 +293,21 @@ const MAX_RECORD_BYTES: u32 = 256 << 20;
 /// How long the `/healthz` probe of a strange answer may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// An HTTP client's builder, with ring made the process's rustls provider
+/// first (once): reqwest is built without a provider of its own (see
+/// Cargo.toml), and panics on an `https://` URL without one.
+pub fn http_builder() -> reqwest::blocking::ClientBuilder {
+    // An error only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Http::builder()
+}
+
 impl Client {
     /// A client of `server`, checked to be an `http://` or `https://` URL.
     pub fn new(server: &str, token: Option<String>) -> Result<Self, ClientError> {
         check_server_url(server)?;
         let base = server.trim_end_matches('/').to_owned();
-        let http = Http::builder()
+        let http = http_builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(300))
             .user_agent(concat!("evi/", env!("CARGO_PKG_VERSION")))
@@ -346,7 +355,7 @@ impl Client {
     /// request, no retry (for a pull made on the side of another command,
     /// which must not keep the user waiting).
     pub fn fail_fast(&self, timeout: Duration) -> Result<Self, ClientError> {
-        let http = Http::builder()
+        let http = http_builder()
             .connect_timeout(timeout)
             .timeout(timeout)
             .user_agent(concat!("evi/", env!("CARGO_PKG_VERSION")))
@@ -1135,7 +1144,7 @@ mod tests {
         });
         let mut client = Client::new(&base, None).unwrap();
         client.attempts = 1;
-        client.http = Http::builder()
+        client.http = http_builder()
             .timeout(Duration::from_millis(300))
             .build()
             .unwrap();
