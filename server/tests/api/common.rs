@@ -113,7 +113,7 @@ impl Replica {
 
     pub fn anon(&self) -> Api {
         Api {
-            http: reqwest::Client::new(),
+            http: http(),
             base: self.url(""),
             token: None,
         }
@@ -374,7 +374,7 @@ impl TestServer {
 
     pub fn anon(&self) -> Api {
         Api {
-            http: reqwest::Client::new(),
+            http: http(),
             base: self.url(""),
             token: None,
         }
@@ -776,4 +776,17 @@ impl TestServer {
             None => "data-folder".to_owned(),
         }
     }
+}
+
+/// An HTTP client for the tests. reqwest is built without a TLS provider of
+/// its own (see the server's Cargo.toml), so ring is installed first, as the
+/// server does.
+pub fn http() -> reqwest::Client {
+    evi_server::storage::install_tls_provider();
+    reqwest::Client::new()
+}
+
+/// `reqwest::get` through [`http`].
+pub async fn get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::Response> {
+    http().get(url).send().await
 }

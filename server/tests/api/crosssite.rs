@@ -98,7 +98,7 @@ async fn json_calls_take_only_application_json() {
 
 /// GETs `path` with this `Host` header.
 async fn get_as(srv: &TestServer, host: &str, path: &str) -> (StatusCode, Value) {
-    let resp = reqwest::Client::new()
+    let resp = crate::common::http()
         .get(srv.url(path))
         .header("host", host)
         .send()

@@ -53,7 +53,7 @@ async fn invite_on_an_empty_database_creates_the_schema_and_a_code_that_works() 
         .collect();
     let (mut child, addr) = spawn(root.path(), &args, &[]);
     let anon = Api {
-        http: reqwest::Client::new(),
+        http: crate::common::http(),
         base: format!("http://{addr}"),
         token: None,
     };

@@ -204,7 +204,7 @@ async fn hung_up_logins_do_not_multiply_password_hashes() {
 #[tokio::test]
 async fn a_wrong_invite_is_refused_before_hashing() {
     let srv = Target::start(&["--registration", "invite"], &[], None);
-    let http = reqwest::Client::new();
+    let http = crate::common::http();
     let url = format!("http://{}/api/v1/register", srv.addr);
     let before = srv.cpu_ticks();
     let ticks_per_sec = 100; // USER_HZ on Linux
@@ -490,7 +490,7 @@ async fn a_revoked_devices_wait_ends_with_401() {
         None,
     );
     let base = format!("http://{}", srv.addr);
-    let http = reqwest::Client::new();
+    let http = crate::common::http();
     let (owner, revoked, revoked_id) = two_devices(&http, &base, "revoker").await;
     let wait = {
         let (http, base) = (http.clone(), base.clone());
@@ -550,7 +550,7 @@ async fn forwarded_for_counts_the_last_address_of_all_lines() {
         &[],
         None,
     );
-    let http = reqwest::Client::new();
+    let http = crate::common::http();
     let mut statuses = Vec::new();
     for i in 0..5 {
         let r = http
@@ -581,7 +581,7 @@ async fn requests_are_logged_at_debug_and_a_flood_in_one_line() {
         &[],
         None,
     );
-    let http = reqwest::Client::new();
+    let http = crate::common::http();
     let mut unauthorized = 0;
     for i in 0..30 {
         let r = http

@@ -207,7 +207,7 @@ async fn answers_of_the_timeouts_and_the_public_url_are_listed() {
     let srv = TestServer::start(&["--body-timeout", "1", "--public-url", "https://doc.example"]);
     let doc = document_as(&srv, "doc.example").await;
     // Another host: 421, on every operation but the health check.
-    let resp = reqwest::Client::new()
+    let resp = crate::common::http()
         .get(srv.url("/api/v1/capabilities"))
         .send()
         .await
@@ -239,7 +239,7 @@ async fn answers_of_the_timeouts_and_the_public_url_are_listed() {
 }
 
 async fn document_as(srv: &TestServer, host: &str) -> Value {
-    reqwest::Client::new()
+    crate::common::http()
         .get(srv.url("/api/v1/openapi.json"))
         .header("host", host)
         .send()

@@ -318,7 +318,7 @@ async fn listen_resolves_host_names() {
         .parse()
         .unwrap();
     assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
-    let resp = reqwest::get(format!("http://{addr}/healthz"))
+    let resp = crate::common::get(format!("http://{addr}/healthz"))
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);

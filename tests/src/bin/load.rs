@@ -503,6 +503,9 @@ async fn waits(a: Args) -> Result<serde_json::Value, String> {
 }
 
 fn main() -> ExitCode {
+    // reqwest is built without a TLS provider of its own (see the client's
+    // Cargo.toml): ring, as the server and `evi` install it.
+    evi_server::storage::install_tls_provider();
     let a = match parse() {
         Ok(a) => a,
         Err(e) => {

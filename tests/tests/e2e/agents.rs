@@ -673,7 +673,7 @@ fn pulled_agent_sessions_read_as_conversations_and_resume_in_their_agent() {
             "There are two files: file1.txt and file2.txt.",
         ),
     ] {
-        let resp = reqwest::blocking::get(format!("{}/api/sessions/{id}", web.base)).unwrap();
+        let resp = crate::common::get(format!("{}/api/sessions/{id}", web.base)).unwrap();
         assert_eq!(resp.status(), 200);
         let body = resp.text().unwrap();
         no_secret("web", &body);
@@ -686,7 +686,7 @@ fn pulled_agent_sessions_read_as_conversations_and_resume_in_their_agent() {
             .filter_map(|m| m["text"].as_str())
             .collect();
         assert!(texts.contains(&text), "{texts:?}");
-        let resp = reqwest::blocking::get(format!("{}/?session={id}", web.base)).unwrap();
+        let resp = crate::common::get(format!("{}/?session={id}", web.base)).unwrap();
         assert_eq!(resp.status(), 200);
         assert!(resp.text().unwrap().contains("app.js"));
     }

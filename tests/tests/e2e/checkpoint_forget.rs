@@ -17,7 +17,7 @@ use crate::watch::until;
 
 /// Whether the server holds blob `name` (keyed) for `dev`'s account.
 fn blob_stored(server: &TestServer, dev: &Device, name: &str) -> bool {
-    let resp: Value = reqwest::blocking::Client::new()
+    let resp: Value = crate::common::http()
         .post(format!("{}/api/v1/blobs/missing", server.url))
         .bearer_auth(dev.token())
         .json(&json!({ "names": [name] }))
@@ -30,7 +30,7 @@ fn blob_stored(server: &TestServer, dev: &Device, name: &str) -> bool {
 
 /// The blob's ciphertext as the server serves it.
 fn blob_ciphertext(server: &TestServer, dev: &Device, name: &str) -> Vec<u8> {
-    let resp = reqwest::blocking::Client::new()
+    let resp = crate::common::http()
         .get(format!("{}/api/v1/blobs/{name}", server.url))
         .bearer_auth(dev.token())
         .send()

@@ -599,7 +599,7 @@ impl TestServer {
 
 /// `GET /api/v1/<path>` of the server at `url` with a device's token, as JSON.
 pub fn get_json_at(url: &str, token: &str, path: &str) -> serde_json::Value {
-    let resp = reqwest::blocking::Client::new()
+    let resp = http()
         .get(format!("{url}/api/v1/{path}"))
         .bearer_auth(token)
         .send()
@@ -1200,4 +1200,22 @@ impl Drop for Tmpfs {
         let _ = Command::new("umount").arg("-l").arg(&self.at).status();
         let _ = std::fs::remove_dir_all(&self.at);
     }
+}
+
+/// A blocking HTTP client for the tests' own requests. reqwest is built
+/// without a TLS provider of its own (the client's Cargo.toml says why), so
+/// every client needs ring installed first, as `evi` does.
+pub fn http() -> reqwest::blocking::Client {
+    evi::sync::remote::client::http_builder().build().unwrap()
+}
+
+/// `reqwest::blocking::get` through [`http`].
+pub fn get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::blocking::Response> {
+    http().get(url).send()
+}
+
+/// An async HTTP client, as [`http`].
+pub fn http_async() -> reqwest::Client {
+    evi_server::storage::install_tls_provider();
+    reqwest::Client::new()
 }

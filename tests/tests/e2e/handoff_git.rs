@@ -291,7 +291,7 @@ fn uncommitted_edits_untracked_and_binary_files_reach_the_other_clone_exactly() 
 
     // The web viewer's session heading shows the recorded state.
     let web = s.b.web("127.0.0.1:0");
-    let page: serde_json::Value = reqwest::blocking::get(format!("{}/api/sessions/{S}", web.base))
+    let page: serde_json::Value = crate::common::get(format!("{}/api/sessions/{S}", web.base))
         .unwrap()
         .json()
         .unwrap();

@@ -39,7 +39,7 @@ fn set_proof_hash(server: &TestServer, byte: Option<u8>) {
 
 /// `POST /api/v1/records` of `segments` with `token` and no key proof.
 fn push_with_token_only(server: &TestServer, token: &str, segments: Value) -> (u16, Value) {
-    let resp = reqwest::blocking::Client::new()
+    let resp = crate::common::http()
         .post(format!("{}/api/v1/records", server.url))
         .bearer_auth(token)
         .json(&json!({ "segments": segments }))

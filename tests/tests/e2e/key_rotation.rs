@@ -352,7 +352,7 @@ fn server_with_metrics() -> (TestServer, String) {
 
 /// `evi_server_{name}` summed over its labels.
 fn metric(addr: &str, name: &str) -> f64 {
-    let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+    let text = crate::common::get(format!("http://{addr}/metrics"))
         .unwrap()
         .text()
         .unwrap();

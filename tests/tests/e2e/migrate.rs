@@ -104,7 +104,7 @@ impl Drop for Killed {
 }
 
 fn get_json(url: &str, token: &str, path: &str) -> serde_json::Value {
-    reqwest::blocking::Client::new()
+    crate::common::http()
         .get(format!("{url}/api/v1/{path}"))
         .bearer_auth(token)
         .send()

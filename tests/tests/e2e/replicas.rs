@@ -431,7 +431,7 @@ fn replicas_answer_503_while_postgres_is_gone_and_recover_by_themselves() {
     b.sync_ok(&["pull"]);
 
     r.db_proxy.cut();
-    let status = reqwest::blocking::Client::new()
+    let status = crate::common::http()
         .get(format!("{}/api/v1/status", r.replica_url(0)))
         .bearer_auth(a.token())
         .timeout(Duration::from_secs(30))

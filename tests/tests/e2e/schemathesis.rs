@@ -39,7 +39,7 @@ fn schemathesis() -> Option<std::path::PathBuf> {
 
 /// `POST /api/v1/{call}` for a user and device; the new device's token.
 fn account(srv: &TestServer, call: &str, user: &str, device: &str) -> String {
-    let resp = reqwest::blocking::Client::new()
+    let resp = crate::common::http()
         .post(format!("{}/api/v1/{call}", srv.url))
         .json(&json!({"user": user, "password": PASSWORD, "device": device}))
         .send()

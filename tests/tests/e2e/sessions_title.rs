@@ -256,18 +256,18 @@ fn a_title_syncs_to_another_device_and_shows_there_and_in_its_web_viewer() {
     assert_eq!(page["session"]["title"], "Named on the laptop");
 
     let web = b.web("127.0.0.1:0");
-    let api: serde_json::Value = reqwest::blocking::get(format!("{}/api/sessions", web.base))
+    let api: serde_json::Value = crate::common::get(format!("{}/api/sessions", web.base))
         .unwrap()
         .json()
         .unwrap();
     assert_eq!(api["sessions"][0]["title"], "Named on the laptop");
     let found: serde_json::Value =
-        reqwest::blocking::get(format!("{}/api/sessions?q=laptop", web.base))
+        crate::common::get(format!("{}/api/sessions?q=laptop", web.base))
             .unwrap()
             .json()
             .unwrap();
     assert_eq!(found["total"], 1, "the viewer's search finds the title");
-    let one: serde_json::Value = reqwest::blocking::get(format!("{}/api/sessions/{S}", web.base))
+    let one: serde_json::Value = crate::common::get(format!("{}/api/sessions/{S}", web.base))
         .unwrap()
         .json()
         .unwrap();

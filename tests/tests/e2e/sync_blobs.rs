@@ -26,7 +26,7 @@ fn pulled_journals(dev: &Device) -> Tree {
 
 /// A blob's ciphertext as the server holds it under `name`, or its status.
 fn get_blob(server: &TestServer, token: &str, name: &str) -> Result<Vec<u8>, u16> {
-    let resp = reqwest::blocking::Client::new()
+    let resp = crate::common::http()
         .get(format!("{}/api/v1/blobs/{name}", server.url))
         .bearer_auth(token)
         .send()

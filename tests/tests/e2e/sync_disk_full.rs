@@ -211,7 +211,7 @@ fn a_push_into_a_full_server_disk_is_507_and_completes_once_there_is_room() {
     );
 
     // The answer is the document's: 507 is listed, `storage_full` a code.
-    let doc = reqwest::blocking::get(format!("{}/api/v1/openapi.json", server.url))
+    let doc = crate::common::get(format!("{}/api/v1/openapi.json", server.url))
         .unwrap()
         .json::<serde_json::Value>()
         .unwrap();

@@ -164,7 +164,7 @@ fn the_proxy_cuts_answers_after_their_head() {
     let server = TestServer::start();
     let proxy = Proxy::start(&server.url);
     proxy.inject(1, 100, &[Fault::CutAnswer]);
-    let resp = reqwest::blocking::get(format!("{}/api/v1/openapi.json", proxy.url)).unwrap();
+    let resp = crate::common::get(format!("{}/api/v1/openapi.json", proxy.url)).unwrap();
     assert_eq!(resp.status(), 200);
     let full: usize = resp.headers()["content-length"]
         .to_str()

@@ -138,7 +138,7 @@ impl Proxy {
             .unwrap();
         let shared = Arc::new(Shared {
             upstream: upstream.to_owned(),
-            http: reqwest::Client::new(),
+            http: crate::common::http_async(),
             hooks: Mutex::default(),
             counts: Mutex::default(),
         });

@@ -86,7 +86,7 @@ fn server_stores_no_plaintext_and_age_opens_it() {
     // A blob opens to its original bytes.
     let keys = SyncKeys::derive(&Identity::load(&a.identity_path()).unwrap());
     let name = keys.blob_key(&sha);
-    let ct = reqwest::blocking::Client::new()
+    let ct = crate::common::http()
         .get(format!("{}/api/v1/blobs/{name}", server.url))
         .bearer_auth(&token)
         .send()

@@ -5,7 +5,7 @@
 //! a session that is only on the server; browsing writes nothing.
 
 use reqwest::StatusCode;
-use reqwest::blocking::{Client, Response};
+use reqwest::blocking::Response;
 use serde_json::Value;
 
 use crate::common::{Device, TestServer, WebViewer};
@@ -62,7 +62,7 @@ fn home() -> Device {
 
 /// `GET path` of the viewer.
 pub(crate) fn get(web: &WebViewer, path: &str) -> Response {
-    Client::new()
+    crate::common::http()
         .get(format!("{}{path}", web.base))
         .send()
         .expect("GET the viewer")
@@ -289,7 +289,7 @@ fn every_answer_carries_the_safety_headers_and_the_page_no_inline_script() {
     );
 
     // A page whose host name is not loopback (DNS rebinding) is refused.
-    let rebound = Client::new()
+    let rebound = crate::common::http()
         .get(format!("{}/api/sessions", web.base))
         .header("Host", "evil.example:7878")
         .send()
@@ -318,7 +318,7 @@ fn off_loopback_every_request_needs_the_printed_token() {
     );
     let port = web.base.rsplit(':').next().unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let client = Client::new();
+    let client = crate::common::http();
     for path in [
         "/",
         "/app.js",
@@ -364,7 +364,7 @@ fn csrf_of(web: &WebViewer) -> String {
 }
 
 fn post_pull(web: &WebViewer, origin: Option<&str>, csrf: Option<&str>, session: &str) -> Response {
-    let mut req = Client::new()
+    let mut req = crate::common::http()
         .post(format!("{}/api/pull", web.base))
         .json(&serde_json::json!({ "session": session }));
     if let Some(o) = origin {
@@ -528,7 +528,7 @@ fn sessions_open_starts_the_viewer_once_and_prints_the_url() {
             _viewer.0
         )
     );
-    let page = Client::new()
+    let page = crate::common::http()
         .get(format!("http://127.0.0.1:{port}/api/sessions/{BRANCHED}"))
         .send()
         .unwrap();
@@ -563,7 +563,7 @@ const S_TOOL: &str = r#"{"role":"tool","tool_call_id":"c1","tool_name":"bash","c
 
 /// `GET /api/search` with `query`.
 pub(crate) fn search_api(web: &WebViewer, query: &[(&str, &str)]) -> Response {
-    Client::new()
+    crate::common::http()
         .get(format!("{}/api/search", web.base))
         .query(query)
         .send()
@@ -846,7 +846,7 @@ impl Rewound {
 }
 
 fn post_rewind(web: &WebViewer, origin: Option<&str>, csrf: Option<&str>, body: Value) -> Response {
-    let mut req = Client::new()
+    let mut req = crate::common::http()
         .post(format!("{}/api/rewind", web.base))
         .json(&body);
     if let Some(o) = origin {

@@ -80,7 +80,7 @@ impl Driver {
         let driver = Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
-            http: reqwest::blocking::Client::builder()
+            http: evi::sync::remote::client::http_builder()
                 .timeout(Duration::from_secs(120))
                 .build()
                 .unwrap(),
