@@ -1219,3 +1219,16 @@ pub fn http_async() -> reqwest::Client {
     evi_server::storage::install_tls_provider();
     reqwest::Client::new()
 }
+
+/// The device names of a device list (`GET /devices`, or `evi sync devices
+/// --json`), sorted.
+pub fn sorted_device_names(list: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = list["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}

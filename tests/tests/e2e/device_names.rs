@@ -7,16 +7,9 @@ use crate::common::{Device, TestServer};
 
 /// The names `evi sync devices --json` lists on `dev`, sorted.
 fn device_names(dev: &Device) -> Vec<String> {
-    let devices: serde_json::Value =
-        serde_json::from_str(&dev.sync_ok(&["devices", "--json"])).unwrap();
-    let mut names: Vec<String> = devices["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    names
+    crate::common::sorted_device_names(
+        &serde_json::from_str(&dev.sync_ok(&["devices", "--json"])).unwrap(),
+    )
 }
 
 #[test]

@@ -66,15 +66,7 @@ pub(crate) fn join(dev: &Device, code: &str, srv: &TestServer, name: &str) -> Ru
 }
 
 fn device_names(dev: &Device, srv: &TestServer) -> Vec<String> {
-    let list = srv.get_json(&dev.token(), "devices");
-    let mut names: Vec<String> = list["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    names
+    crate::common::sorted_device_names(&srv.get_json(&dev.token(), "devices"))
 }
 
 fn mode(path: &std::path::Path) -> u32 {
